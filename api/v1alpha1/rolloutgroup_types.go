@@ -1,0 +1,284 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// PodDeletionPolicy says how Echelon removes a pod that must be updated.
+// +kubebuilder:validation:Enum=Delete;Evict
+type PodDeletionPolicy string
+
+const (
+	// PodDeletionDelete deletes pods directly. PodDisruptionBudgets are not consulted.
+	PodDeletionDelete PodDeletionPolicy = "Delete"
+	// PodDeletionEvict removes pods through the Eviction API, so PodDisruptionBudgets
+	// are honoured: a refused eviction is retried later and the group waits.
+	PodDeletionEvict PodDeletionPolicy = "Evict"
+)
+
+// RolloutGroupSpec declares which StatefulSets roll together and how fast.
+// +kubebuilder:validation:XValidation:rule="has(self.statefulSets) != has(self.selector)",message="exactly one of spec.statefulSets or spec.selector must be set"
+type RolloutGroupSpec struct {
+	// statefulSets lists the member StatefulSets, in the namespace of the group, in
+	// rollout order: the first member with outdated pods is rolled first.
+	// Mutually exclusive with selector.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(m, self.filter(n, n.name == m.name).size() == 1)",message="spec.statefulSets: member names must be unique"
+	StatefulSets []RolloutMember `json:"statefulSets,omitempty"`
+
+	// selector selects the member StatefulSets by label, in the namespace of the
+	// group. Members selected this way roll in order of their names.
+	// Mutually exclusive with statefulSets.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+
+	// maxUnavailable is the largest number of not-Ready pods a member may have while
+	// it is rolled: an integer, or a percentage of that member's replicas (rounded
+	// down, never below 1). Applies to every member without its own value.
+	// Defaults to 1.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",message="spec.maxUnavailable must be an integer >= 1 or a percentage from 1% to 100%"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// paused stops the group from deleting pods. Status keeps being reported.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+
+	// minReadySeconds is how long a recreated pod must have been Ready before it
+	// counts as available. Defaults to 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
+
+	// batchInterval is the minimum time between two batches of pod deletions,
+	// for example "30s". Defaults to 0: the next batch starts as soon as the
+	// previous one is available.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	BatchInterval *metav1.Duration `json:"batchInterval,omitempty"`
+
+	// podDeletion is how outdated pods are removed: Delete (default) deletes them;
+	// Evict uses the Eviction API so that PodDisruptionBudgets are honoured.
+	// +optional
+	// +kubebuilder:default=Delete
+	PodDeletion PodDeletionPolicy `json:"podDeletion,omitempty"`
+
+	// progressDeadline is how long a rollout may go without progress before the
+	// group is reported Stalled (condition, Warning Event and metric). The rollout
+	// goes on. Defaults to 15m.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	ProgressDeadline *metav1.Duration `json:"progressDeadline,omitempty"`
+}
+
+// RolloutMember is one StatefulSet of a RolloutGroup.
+type RolloutMember struct {
+	// name is the name of the StatefulSet, in the namespace of the group.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// maxUnavailable overrides spec.maxUnavailable for this member: an integer, or
+	// a percentage of the member's replicas (rounded down, never below 1).
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",message="spec.statefulSets[].maxUnavailable must be an integer >= 1 or a percentage from 1% to 100%"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+}
+
+// RolloutPhase summarises what a RolloutGroup is doing.
+// +kubebuilder:validation:Enum=Complete;Progressing;Paused;Blocked;Stalled
+type RolloutPhase string
+
+const (
+	// PhaseComplete: every pod of every member runs the update revision and is available.
+	PhaseComplete RolloutPhase = "Complete"
+	// PhaseProgressing: pods are being replaced, or the group waits for replaced pods.
+	PhaseProgressing RolloutPhase = "Progressing"
+	// PhasePaused: spec.paused is set; no pod is deleted.
+	PhasePaused RolloutPhase = "Paused"
+	// PhaseBlocked: a member is missing, not OnDelete, or claimed by another group;
+	// no pod of the group is touched until that is fixed.
+	PhaseBlocked RolloutPhase = "Blocked"
+	// PhaseStalled: the rollout made no progress within spec.progressDeadline.
+	PhaseStalled RolloutPhase = "Stalled"
+)
+
+// MemberPhase summarises the state of one member StatefulSet.
+// +kubebuilder:validation:Enum=Complete;Rolling;Pending;Waiting;Blocked
+type MemberPhase string
+
+const (
+	// MemberComplete: every pod runs the update revision and is available.
+	MemberComplete MemberPhase = "Complete"
+	// MemberRolling: this member's pods are being replaced.
+	MemberRolling MemberPhase = "Rolling"
+	// MemberPending: this member has outdated pods and waits for its turn.
+	MemberPending MemberPhase = "Pending"
+	// MemberWaiting: pods are up to date but not all are available yet.
+	MemberWaiting MemberPhase = "Waiting"
+	// MemberBlocked: this member blocks the group (see the message).
+	MemberBlocked MemberPhase = "Blocked"
+)
+
+// Condition types of a RolloutGroup.
+const (
+	// ConditionReady is True when every pod of every member runs the update
+	// revision and is available.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while a rollout is under way and moving; False
+	// with reason ProgressDeadlineExceeded when stalled, or with a blocking reason.
+	ConditionProgressing = "Progressing"
+	// ConditionPaused is True when spec.paused is set.
+	ConditionPaused = "Paused"
+)
+
+// Condition reasons of a RolloutGroup.
+const (
+	// ReasonRolloutComplete: all members are updated and available.
+	ReasonRolloutComplete = "RolloutComplete"
+	// ReasonRollingMember: pods of a member are being replaced.
+	ReasonRollingMember = "RollingMember"
+	// ReasonWaitingForPods: the group waits for pods to become available.
+	ReasonWaitingForPods = "WaitingForPods"
+	// ReasonPaused: spec.paused is set.
+	ReasonPaused = "Paused"
+	// ReasonNotPaused: spec.paused is not set.
+	ReasonNotPaused = "NotPaused"
+	// ReasonProgressDeadlineExceeded: no progress within spec.progressDeadline.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	// ReasonMemberNotFound: a listed member StatefulSet does not exist, or the
+	// selector selects none.
+	ReasonMemberNotFound = "MemberNotFound"
+	// ReasonMemberNotOnDelete: a member does not use the OnDelete update strategy.
+	ReasonMemberNotOnDelete = "MemberNotOnDelete"
+	// ReasonMemberClaimedByOtherGroup: a member belongs to more than one RolloutGroup.
+	ReasonMemberClaimedByOtherGroup = "MemberClaimedByOtherGroup"
+	// ReasonInvalidSpec: the spec cannot be applied (for example a bad selector).
+	ReasonInvalidSpec = "InvalidSpec"
+)
+
+// MemberStatus is the observed state of one member StatefulSet.
+type MemberStatus struct {
+	// name is the name of the StatefulSet.
+	Name string `json:"name"`
+	// replicas is the desired number of pods (spec.replicas).
+	Replicas int32 `json:"replicas"`
+	// readyReplicas counts pods that are Ready.
+	ReadyReplicas int32 `json:"readyReplicas"`
+	// availableReplicas counts pods Ready for at least spec.minReadySeconds.
+	AvailableReplicas int32 `json:"availableReplicas"`
+	// updatedReplicas counts pods that run the update revision.
+	UpdatedReplicas int32 `json:"updatedReplicas"`
+	// maxUnavailable is the resolved limit of not-Ready pods for this member.
+	MaxUnavailable int32 `json:"maxUnavailable"`
+	// currentRevision is the StatefulSet's current revision.
+	// +optional
+	CurrentRevision string `json:"currentRevision,omitempty"`
+	// updateRevision is the revision every pod is rolled to.
+	// +optional
+	UpdateRevision string `json:"updateRevision,omitempty"`
+	// phase summarises this member.
+	Phase MemberPhase `json:"phase"`
+	// message says why the member is blocked or waiting.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// RolloutGroupStatus is the observed state of a RolloutGroup.
+type RolloutGroupStatus struct {
+	// observedGeneration is the generation of the spec last acted upon.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// phase summarises what the group is doing.
+	// +optional
+	Phase RolloutPhase `json:"phase,omitempty"`
+	// message explains the phase in one line.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// currentStatefulSet is the member being rolled, if any.
+	// +optional
+	CurrentStatefulSet string `json:"currentStatefulSet,omitempty"`
+	// updated is "<updated pods>/<desired pods>" over all members, for display.
+	// +optional
+	Updated string `json:"updated,omitempty"`
+	// replicas is the desired number of pods over all members.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// updatedReplicas counts pods on their member's update revision.
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+	// availableReplicas counts pods that are available.
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+	// statefulSets has one entry per member, in rollout order.
+	// +optional
+	// +listType=atomic
+	StatefulSets []MemberStatus `json:"statefulSets,omitempty"`
+	// rolloutStartTime is when the current (or last) rollout started.
+	// +optional
+	RolloutStartTime *metav1.Time `json:"rolloutStartTime,omitempty"`
+	// rolloutCompletionTime is when the last rollout completed.
+	// +optional
+	RolloutCompletionTime *metav1.Time `json:"rolloutCompletionTime,omitempty"`
+	// lastProgressTime is when the rollout last made progress: a pod deleted,
+	// updated or becoming available.
+	// +optional
+	LastProgressTime *metav1.Time `json:"lastProgressTime,omitempty"`
+	// lastBatchTime is when the last batch of pods was deleted; batchInterval
+	// counts from here.
+	// +optional
+	LastBatchTime *metav1.Time `json:"lastBatchTime,omitempty"`
+	// podsRolled counts pods deleted for update during the current (or last) rollout.
+	// +optional
+	PodsRolled int32 `json:"podsRolled,omitempty"`
+	// conditions: Ready, Progressing, Paused.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RolloutGroup rolls out the pods of a group of OnDelete StatefulSets, one member
+// at a time, never exceeding a member's maxUnavailable and never touching a member
+// while another has not-Ready pods.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rg,categories=echelon
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Updated",type=string,JSONPath=`.status.updated`
+// +kubebuilder:printcolumn:name="Rolling",type=string,JSONPath=`.status.currentStatefulSet`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+type RolloutGroup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec declares the members and the pace of their rollouts.
+	// +required
+	Spec RolloutGroupSpec `json:"spec"`
+	// status is the observed state, written by Echelon.
+	// +optional
+	Status RolloutGroupStatus `json:"status,omitempty"`
+}
+
+// RolloutGroupList is a list of RolloutGroups.
+// +kubebuilder:object:root=true
+type RolloutGroupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RolloutGroup `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RolloutGroup{}, &RolloutGroupList{})
+}
