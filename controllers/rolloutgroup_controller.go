@@ -1,0 +1,205 @@
+// Package controllers holds Echelon's reconcilers. Each observes the cluster
+// through the manager's caches, asks a pure planner what to do, acts, and writes
+// status once.
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/rollout"
+)
+
+const (
+	controllerName = "rolloutgroup"
+	// evictionRetryInterval is how soon a refused eviction is tried again. PDB
+	// status is not watched, so this is the one place the controller polls.
+	evictionRetryInterval = 5 * time.Second
+	// maxConcurrentReconciles lets independent groups progress in parallel; one
+	// group is never reconciled twice at once.
+	maxConcurrentReconciles = 4
+)
+
+// RolloutGroupReconciler rolls out the pods of RolloutGroups.
+type RolloutGroupReconciler struct {
+	client.Client
+	events    recorder.EventRecorder
+	deletions *deletionTracker
+	written   *statusMemo
+	now       func() time.Time
+}
+
+// +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups,verbs=get;list;watch
+// +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// Reconcile brings one RolloutGroup one step closer to every pod on its update revision.
+func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	defer func() {
+		if retErr != nil {
+			metrics.ReconcileErrors.WithLabelValues(controllerName, req.Namespace, req.Name).Inc()
+		}
+	}()
+	cached := &v1alpha1.RolloutGroup{}
+	if err := r.Get(ctx, req.NamespacedName, cached); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get RolloutGroup: %w", err)
+	}
+	rg := r.written.Freshest(cached)
+	now := r.now()
+
+	in, err := r.observe(ctx, rg, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	plan := rollout.Decide(in)
+	acted, actErr := r.removePods(ctx, rg, plan, now)
+
+	up := computeStatus(rg, plan, acted, now)
+	r.recordTransition(rg, up)
+	r.exportMetrics(rg, up)
+	if !equality.Semantic.DeepEqual(rg.Status, up.status) {
+		if err := r.writeStatus(ctx, rg, up.status); err != nil {
+			return ctrl.Result{}, errors.Join(actErr, err)
+		}
+	}
+	if actErr != nil {
+		return ctrl.Result{}, actErr
+	}
+	after := minPositive(plan.RequeueAfter, up.recheckAfter)
+	if acted.refused != "" {
+		after = minPositive(after, evictionRetryInterval)
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// writeStatus patches the status subresource and remembers the result.
+func (r *RolloutGroupReconciler) writeStatus(ctx context.Context, rg *v1alpha1.RolloutGroup, status v1alpha1.RolloutGroupStatus) error {
+	patched := rg.DeepCopy()
+	patched.Status = status
+	over := rg.ResourceVersion
+	if err := r.Status().Patch(ctx, patched, client.MergeFrom(rg)); err != nil {
+		return fmt.Errorf("patch RolloutGroup status: %w", err)
+	}
+	r.written.Wrote(over, patched)
+	return nil
+}
+
+// recordTransition emits the Events of a phase change and of members completing.
+func (r *RolloutGroupReconciler) recordTransition(rg *v1alpha1.RolloutGroup, up statusUpdate) {
+	old, st := rg.Status, up.status
+	if up.rolloutStarted {
+		r.events.Eventf(rg, nil, corev1.EventTypeNormal, "RolloutStarted", "Rollout",
+			"rollout started: %s pods updated", st.Updated)
+	}
+	if old.Phase != st.Phase {
+		eventType, reason := corev1.EventTypeNormal, "Phase"+string(st.Phase)
+		switch st.Phase {
+		case v1alpha1.PhaseComplete:
+			reason = "RolloutComplete"
+		case v1alpha1.PhaseBlocked:
+			eventType, reason = corev1.EventTypeWarning, "Blocked"
+		case v1alpha1.PhaseStalled:
+			eventType, reason = corev1.EventTypeWarning, "ProgressDeadlineExceeded"
+		}
+		from := string(old.Phase)
+		if from == "" {
+			from = "(new)"
+		}
+		r.events.Eventf(rg, nil, eventType, reason, "PhaseChange", "%s -> %s: %s", from, st.Phase, st.Message)
+	}
+	oldPhase := map[string]v1alpha1.MemberPhase{}
+	for _, m := range old.StatefulSets {
+		oldPhase[m.Name] = m.Phase
+	}
+	for _, m := range st.StatefulSets {
+		if prev, seen := oldPhase[m.Name]; seen && prev != m.Phase && m.Phase == v1alpha1.MemberComplete {
+			r.events.Eventf(rg, nil, corev1.EventTypeNormal, "MemberComplete", "Rollout",
+				"StatefulSet %s complete: %d/%d pods on revision %s", m.Name, m.UpdatedReplicas, m.Replicas, m.UpdateRevision)
+		}
+	}
+}
+
+func (r *RolloutGroupReconciler) exportMetrics(rg *v1alpha1.RolloutGroup, up statusUpdate) {
+	st := up.status
+	metrics.SetGroupPhase(rg.Namespace, rg.Name, st.Phase)
+	metrics.SetGroupReplicas(rg.Namespace, rg.Name, st.Replicas, st.UpdatedReplicas, st.AvailableReplicas)
+	var lastProgress time.Time
+	if st.Phase != v1alpha1.PhaseComplete && st.LastProgressTime != nil {
+		lastProgress = st.LastProgressTime.Time
+	}
+	metrics.Progress.Set(rg.Namespace, rg.Name, lastProgress)
+	if up.rolloutCompleted && st.RolloutStartTime != nil && st.RolloutCompletionTime != nil {
+		metrics.RolloutDuration.WithLabelValues(rg.Namespace, rg.Name).
+			Observe(st.RolloutCompletionTime.Sub(st.RolloutStartTime.Time).Seconds())
+	}
+	if up.stalledNow {
+		metrics.Stalls.WithLabelValues(rg.Namespace, rg.Name).Inc()
+	}
+}
+
+func (r *RolloutGroupReconciler) forget(key types.NamespacedName) {
+	r.deletions.ForgetGroup(key)
+	r.written.Forget(key)
+	metrics.ForgetGroup(key.Namespace, key.Name)
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	default:
+		return min(a, b)
+	}
+}
+
+// SetupRolloutGroupController registers the RolloutGroup controller and its
+// cache indexes with the manager.
+func SetupRolloutGroupController(mgr ctrl.Manager) error {
+	if err := setupIndexes(context.Background(), mgr); err != nil {
+		return err
+	}
+	r := &RolloutGroupReconciler{
+		Client:    mgr.GetClient(),
+		events:    mgr.GetEventRecorder("echelon"),
+		deletions: newDeletionTracker(),
+		written:   newStatusMemo(),
+		now:       time.Now,
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.RolloutGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.requestsForStatefulSet),
+			builder.WithPredicates(statefulSetChanged)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.requestsForPod),
+			builder.WithPredicates(podChanged)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
+		Named(controllerName).
+		Complete(r)
+}

@@ -1,0 +1,122 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/rollout"
+)
+
+// observe reads the group's members and their pods from the cache into the
+// planner's input. It makes no API calls: every read is served by informers.
+func (r *RolloutGroupReconciler) observe(ctx context.Context, rg *v1alpha1.RolloutGroup, now time.Time) (rollout.Input, error) {
+	in := rollout.Input{
+		Paused:          rg.Spec.Paused,
+		MinReadySeconds: rg.Spec.MinReadySeconds,
+		Now:             now,
+	}
+	if rg.Spec.BatchInterval != nil {
+		in.BatchInterval = rg.Spec.BatchInterval.Duration
+	}
+	if rg.Status.LastBatchTime != nil {
+		in.LastBatchTime = rg.Status.LastBatchTime.Time
+	}
+
+	members, reason, err := r.resolveMembers(ctx, rg)
+	if err != nil {
+		return in, err
+	}
+	in.NoMembersReason = reason
+	var allPods []*corev1.Pod
+	for _, m := range members {
+		if m.StatefulSet != nil {
+			pods, err := r.podsOf(ctx, m.StatefulSet)
+			if err != nil {
+				return in, err
+			}
+			m.Pods = pods
+			allPods = append(allPods, pods...)
+		}
+		claims, err := groupsClaiming(ctx, r.Client, rg.Namespace, m.Name, m.StatefulSet)
+		if err != nil {
+			return in, err
+		}
+		for _, other := range claims {
+			if other.UID != rg.UID && !slices.Contains(m.ClaimedBy, other.Name) {
+				m.ClaimedBy = append(m.ClaimedBy, other.Name)
+			}
+		}
+		in.Members = append(in.Members, m)
+	}
+	in.Deleting = r.deletions.Pending(types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}, allPods, now)
+	return in, nil
+}
+
+// resolveMembers returns the members in rollout order, with their StatefulSets
+// (nil when missing). The string explains an empty result.
+func (r *RolloutGroupReconciler) resolveMembers(ctx context.Context, rg *v1alpha1.RolloutGroup) ([]rollout.Member, string, error) {
+	groupMax := rg.Spec.MaxUnavailable
+	if rg.Spec.Selector == nil {
+		members := make([]rollout.Member, 0, len(rg.Spec.StatefulSets))
+		for _, spec := range rg.Spec.StatefulSets {
+			m := rollout.Member{Name: spec.Name, MaxUnavailable: groupMax}
+			if spec.MaxUnavailable != nil {
+				m.MaxUnavailable = spec.MaxUnavailable
+			}
+			sts := &appsv1.StatefulSet{}
+			err := r.Get(ctx, types.NamespacedName{Namespace: rg.Namespace, Name: spec.Name}, sts)
+			switch {
+			case err == nil:
+				m.StatefulSet = sts
+			case !apierrors.IsNotFound(err):
+				return nil, "", fmt.Errorf("get StatefulSet %s: %w", spec.Name, err)
+			}
+			members = append(members, m)
+		}
+		return members, "", nil
+	}
+
+	sel, err := metav1.LabelSelectorAsSelector(rg.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Sprintf("blocked: spec.selector is invalid: %v", err), nil
+	}
+	var list appsv1.StatefulSetList
+	if err := r.List(ctx, &list, client.InNamespace(rg.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, "", fmt.Errorf("list StatefulSets for spec.selector: %w", err)
+	}
+	slices.SortFunc(list.Items, func(a, b appsv1.StatefulSet) int { return strings.Compare(a.Name, b.Name) })
+	members := make([]rollout.Member, 0, len(list.Items))
+	for i := range list.Items {
+		members = append(members, rollout.Member{Name: list.Items[i].Name, StatefulSet: &list.Items[i], MaxUnavailable: groupMax})
+	}
+	if len(members) == 0 {
+		return nil, fmt.Sprintf("blocked: spec.selector %s matches no StatefulSet in namespace %s", sel, rg.Namespace), nil
+	}
+	return members, "", nil
+}
+
+// podsOf returns the pods the StatefulSet controls, from the cache index.
+func (r *RolloutGroupReconciler) podsOf(ctx context.Context, sts *appsv1.StatefulSet) ([]*corev1.Pod, error) {
+	var list corev1.PodList
+	if err := r.List(ctx, &list, client.InNamespace(sts.Namespace), client.MatchingFields{indexPodOwner: sts.Name}); err != nil {
+		return nil, fmt.Errorf("list pods of StatefulSet %s: %w", sts.Name, err)
+	}
+	pods := make([]*corev1.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		if owner := metav1.GetControllerOf(&list.Items[i]); owner != nil && owner.UID == sts.UID {
+			pods = append(pods, &list.Items[i])
+		}
+	}
+	return pods, nil
+}

@@ -1,0 +1,54 @@
+package controllers
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+)
+
+// statefulSetChanged passes only the StatefulSet updates the planner reads:
+// spec (generation), strategy, labels, and the revisions the controller reports.
+// Replica counters in status change on every pod transition and are ignored here,
+// since pod events already carry that news.
+var statefulSetChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*appsv1.StatefulSet)
+		n, okNew := e.ObjectNew.(*appsv1.StatefulSet)
+		if !okOld || !okNew {
+			return true
+		}
+		return o.Generation != n.Generation ||
+			o.Status.ObservedGeneration != n.Status.ObservedGeneration ||
+			o.Status.UpdateRevision != n.Status.UpdateRevision ||
+			o.Status.CurrentRevision != n.Status.CurrentRevision ||
+			!equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
+			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+	},
+}
+
+// podChanged passes only pod updates that change what the planner sees: its
+// revision, readiness, phase or deletion.
+var podChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*corev1.Pod)
+		n, okNew := e.ObjectNew.(*corev1.Pod)
+		if !okOld || !okNew {
+			return true
+		}
+		return o.Labels[appsv1.ControllerRevisionHashLabelKey] != n.Labels[appsv1.ControllerRevisionHashLabelKey] ||
+			o.Status.Phase != n.Status.Phase ||
+			podReady(o) != podReady(n) ||
+			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+	},
+}
+
+func podReady(p *corev1.Pod) corev1.ConditionStatus {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status
+		}
+	}
+	return corev1.ConditionUnknown
+}

@@ -1,0 +1,150 @@
+// Package options holds the command-line configuration of the echelon binary and
+// its validation, apart from main so that tests and tools can build it too.
+package options
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Pod address modes: how Echelon reaches a pod's HTTP endpoint.
+const (
+	PodAddressFQDN = "fqdn"
+	PodAddressIP   = "ip"
+)
+
+// Options is the parsed command line.
+type Options struct {
+	// HTTPPort serves /metrics, /ready and /healthz over plain HTTP.
+	HTTPPort int
+	// HTTPBindHost restricts the HTTP listener to one host; empty means all.
+	HTTPBindHost string
+
+	LeaderElect              bool
+	LeaderElectionNamespace  string
+	LeaderElectionID         string
+	LeaderElectLeaseDuration time.Duration
+	LeaderElectRenewDeadline time.Duration
+	LeaderElectRetryPeriod   time.Duration
+
+	// Namespaces to watch; empty means all namespaces.
+	Namespaces    []string
+	ClusterDomain string
+	PodAddress    string
+
+	KubeAPIQPS   float64
+	KubeAPIBurst int
+
+	LogFormat string
+	LogLevel  string
+}
+
+// Default returns the options a flag-less start uses.
+func Default() Options {
+	return Options{
+		HTTPPort:                 8001,
+		LeaderElect:              false,
+		LeaderElectionID:         "echelon-leader",
+		LeaderElectLeaseDuration: 15 * time.Second,
+		LeaderElectRenewDeadline: 10 * time.Second,
+		LeaderElectRetryPeriod:   2 * time.Second,
+		ClusterDomain:            "cluster.local",
+		PodAddress:               PodAddressFQDN,
+		KubeAPIQPS:               50,
+		KubeAPIBurst:             100,
+		LogFormat:                "json",
+		LogLevel:                 "info",
+	}
+}
+
+// BindFlags registers every option on fs, with o's values as defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.IntVar(&o.HTTPPort, "http-port", o.HTTPPort, "Port of the plain HTTP server for /metrics, /ready and /healthz.")
+	fs.StringVar(&o.HTTPBindHost, "http-bind-host", o.HTTPBindHost, "Host or IP the HTTP server listens on; empty listens on all interfaces.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader through a Lease so that only one of several replicas acts.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader election Lease. Defaults to $POD_NAMESPACE, else the first of --namespaces, else \"default\".")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
+	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "How long a standby waits before taking over a Lease that is not renewed.")
+	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "How long the leader retries renewing the Lease before it steps down.")
+	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "How often candidates try to acquire or renew the Lease.")
+	fs.Func("namespaces", "Comma-separated namespaces to watch; empty watches all namespaces.", func(v string) error {
+		o.Namespaces = splitList(v)
+		return nil
+	})
+	fs.StringVar(&o.ClusterDomain, "cluster-domain", o.ClusterDomain, "DNS domain of the cluster, used to build pod addresses in fqdn mode.")
+	fs.StringVar(&o.PodAddress, "pod-address", o.PodAddress, "How pods are addressed: fqdn (<pod>.<service>.<namespace>.svc.<cluster-domain>) or ip (the pod IP).")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Sustained requests per second to the Kubernetes API.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of requests to the Kubernetes API.")
+	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "Log format: json or text.")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "Log level: debug, info, warn or error.")
+}
+
+// Validate returns an error naming the first bad flag, or nil.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.HTTPPort < 1 || o.HTTPPort > 65535 {
+		errs = append(errs, fmt.Errorf("--http-port=%d: must be between 1 and 65535", o.HTTPPort))
+	}
+	for _, ns := range o.Namespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--namespaces: %q is not a valid namespace name: %s", ns, strings.Join(msgs, "; ")))
+		}
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.ClusterDomain); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--cluster-domain=%q: %s", o.ClusterDomain, strings.Join(msgs, "; ")))
+	}
+	if o.PodAddress != PodAddressFQDN && o.PodAddress != PodAddressIP {
+		errs = append(errs, fmt.Errorf("--pod-address=%q: must be %q or %q", o.PodAddress, PodAddressFQDN, PodAddressIP))
+	}
+	if o.KubeAPIQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps=%v: must be greater than 0", o.KubeAPIQPS))
+	}
+	if o.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-burst=%d: must be at least 1", o.KubeAPIBurst))
+	}
+	if o.LogFormat != "json" && o.LogFormat != "text" {
+		errs = append(errs, fmt.Errorf("--log-format=%q: must be json or text", o.LogFormat))
+	}
+	if _, err := ParseLogLevel(o.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if o.LeaderElect {
+		if o.LeaderElectLeaseDuration <= o.LeaderElectRenewDeadline {
+			errs = append(errs, fmt.Errorf("--leader-elect-lease-duration=%s: must be greater than --leader-elect-renew-deadline=%s", o.LeaderElectLeaseDuration, o.LeaderElectRenewDeadline))
+		}
+		if o.LeaderElectRetryPeriod <= 0 || o.LeaderElectRetryPeriod >= o.LeaderElectRenewDeadline {
+			errs = append(errs, fmt.Errorf("--leader-elect-retry-period=%s: must be greater than 0 and less than --leader-elect-renew-deadline", o.LeaderElectRetryPeriod))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ResolvedLeaderElectionNamespace is where the Lease lives when none was given.
+func (o *Options) ResolvedLeaderElectionNamespace() string {
+	switch {
+	case o.LeaderElectionNamespace != "":
+		return o.LeaderElectionNamespace
+	case os.Getenv("POD_NAMESPACE") != "":
+		return os.Getenv("POD_NAMESPACE")
+	case len(o.Namespaces) > 0:
+		return o.Namespaces[0]
+	default:
+		return "default"
+	}
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,358 @@
+// Package rollout decides, without any client, which pods of a RolloutGroup are
+// replaced next. The controller observes the cluster into an Input, calls Plan and
+// carries out the result; every safety guarantee lives here, where it is tested
+// with tables and fuzzed.
+package rollout
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+)
+
+// Member is one member StatefulSet as observed.
+type Member struct {
+	// Name is the member's StatefulSet name.
+	Name string
+	// StatefulSet is nil when the StatefulSet does not exist.
+	StatefulSet *appsv1.StatefulSet
+	// Pods are the pods the StatefulSet owns, in any order.
+	Pods []*corev1.Pod
+	// MaxUnavailable is the member's own value, else the group's, else nil (1).
+	MaxUnavailable *intstr.IntOrString
+	// ClaimedBy names the other RolloutGroups that also claim this StatefulSet.
+	ClaimedBy []string
+}
+
+// Input is everything the planner looks at.
+type Input struct {
+	// Members in rollout order.
+	Members []Member
+	// NoMembersReason explains an empty Members list (e.g. a selector matching nothing).
+	NoMembersReason string
+	Paused          bool
+	MinReadySeconds int32
+	BatchInterval   time.Duration
+	// LastBatchTime is when the previous batch of pods was deleted (zero if never).
+	LastBatchTime time.Time
+	// Deleting holds pods Echelon deleted that the cache may still show as running.
+	Deleting sets.Set[types.UID]
+	Now      time.Time
+}
+
+// MemberState is what the planner computed for one member.
+type MemberState struct {
+	Name            string
+	Replicas        int32
+	Ready           int32
+	Available       int32
+	Updated         int32
+	MaxUnavailable  int32
+	CurrentRevision string
+	UpdateRevision  string
+	// Unavailable counts wanted ordinals without an available, non-terminating pod.
+	Unavailable int32
+	// Outdated are the live pods (not terminating) that need the update revision.
+	Outdated []*corev1.Pod
+	Phase    v1alpha1.MemberPhase
+	Message  string
+}
+
+// Blocker says why nothing of the group may be touched.
+type Blocker struct {
+	Reason  string
+	Member  string
+	Message string
+}
+
+// Plan is the planner's decision.
+type Plan struct {
+	Members []MemberState
+	// Blocked is non-nil when the group must not be touched at all.
+	Blocked *Blocker
+	// Complete is true when every wanted pod runs the update revision and is available.
+	Complete bool
+	// Current is the member being rolled, or waited on; empty when none.
+	Current string
+	// Delete lists the pods to remove now, all from Current.
+	Delete []*corev1.Pod
+	// Message explains the decision in one line.
+	Message string
+	// RequeueAfter is non-zero when the decision changes with time alone
+	// (minReadySeconds or batchInterval), so the controller must look again.
+	RequeueAfter time.Duration
+}
+
+// ResolveMaxUnavailable turns a maxUnavailable value into a pod count for a member
+// of the given size: percentages round down, and the result is never below 1.
+func ResolveMaxUnavailable(v *intstr.IntOrString, replicas int32) int32 {
+	if v == nil {
+		return 1
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(v, int(replicas), false)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return int32(min(n, 1<<30))
+}
+
+// Decide decides what to do next. It keeps these guarantees:
+//  1. pods of at most one member are deleted, and only when no other member has
+//     a not-available pod (a missing or terminating pod counts as not available);
+//  2. nothing is deleted when any member is missing, not OnDelete, or shared with
+//     another group;
+//  3. deleting never takes the current member's not-available pods above its
+//     maxUnavailable (pods already not available may be replaced: that does not
+//     lower availability);
+//  4. nothing is deleted while paused or before batchInterval has passed.
+func Decide(in Input) Plan {
+	var p Plan
+	for _, m := range in.Members {
+		p.Members = append(p.Members, observeMember(m, in))
+	}
+	if b := findBlocker(in); b != nil {
+		p.Blocked = b
+		p.Message = b.Message
+		for i, m := range in.Members {
+			if mb := blocks(m); mb != nil {
+				p.Members[i].Phase = v1alpha1.MemberBlocked
+				p.Members[i].Message = mb.Message
+			}
+		}
+		return p
+	}
+	p.RequeueAfter = nextAvailabilityChange(in)
+
+	for i, m := range in.Members {
+		if msg := unsettled(m.StatefulSet); msg != "" {
+			p.Current = m.Name
+			p.Members[i].Phase = v1alpha1.MemberWaiting
+			p.Members[i].Message = msg
+			p.Message = m.Name + ": " + msg
+			return p
+		}
+	}
+
+	var notAvailable []string
+	for _, ms := range p.Members {
+		if ms.Unavailable > 0 {
+			notAvailable = append(notAvailable, ms.Name)
+		}
+	}
+	if len(notAvailable) > 1 {
+		p.Message = fmt.Sprintf("waiting: members %s all have pods that are not available; rolling resumes when at most one has", strings.Join(notAvailable, ", "))
+		return p
+	}
+
+	// A member with pods that are not available is finished first.
+	order := make([]int, 0, len(p.Members))
+	for i, ms := range p.Members {
+		if ms.Unavailable > 0 {
+			order = append([]int{i}, order...)
+		} else {
+			order = append(order, i)
+		}
+	}
+
+	for _, i := range order {
+		ms := &p.Members[i]
+		if len(ms.Outdated) == 0 {
+			if ms.Unavailable > 0 {
+				p.Current = ms.Name
+				ms.Phase = v1alpha1.MemberWaiting
+				p.Message = fmt.Sprintf("%s: %d/%d updated, waiting for %d pods to become available", ms.Name, ms.Updated, ms.Replicas, ms.Unavailable)
+				return p
+			}
+			continue
+		}
+		p.Current = ms.Name
+		ms.Phase = v1alpha1.MemberRolling
+		p.Delete, p.Message = planDeletions(in, ms)
+		if wait := in.LastBatchTime.Add(in.BatchInterval).Sub(in.Now); len(p.Delete) == 0 && !in.Paused && in.BatchInterval > 0 && wait > 0 {
+			p.RequeueAfter = minPositive(p.RequeueAfter, wait)
+		}
+		return p
+	}
+
+	p.Complete = true
+	p.Message = "all members updated and available"
+	return p
+}
+
+// planDeletions picks the pods of the current member to delete now.
+func planDeletions(in Input, ms *MemberState) ([]*corev1.Pod, string) {
+	progress := fmt.Sprintf("%s: %d/%d updated", ms.Name, ms.Updated, ms.Replicas)
+	if in.Paused {
+		return nil, progress + ", paused"
+	}
+	if in.BatchInterval > 0 && !in.LastBatchTime.IsZero() && in.Now.Before(in.LastBatchTime.Add(in.BatchInterval)) {
+		return nil, fmt.Sprintf("%s, next batch after batchInterval at %s", progress, in.LastBatchTime.Add(in.BatchInterval).UTC().Format(time.RFC3339))
+	}
+	var notReady, ready []*corev1.Pod
+	for _, pod := range ms.Outdated {
+		if isAvailable(pod, in.MinReadySeconds, in.Now) {
+			ready = append(ready, pod)
+		} else {
+			notReady = append(notReady, pod)
+		}
+	}
+	budget := max(0, int(ms.MaxUnavailable-ms.Unavailable))
+	// Outdated pods that are not available can be replaced at no cost: they are
+	// already counted as unavailable. Then the highest ordinals go first, as the
+	// StatefulSet controller does for RollingUpdate.
+	byOrdinalDesc := func(a, b *corev1.Pod) int {
+		oa, _ := podOrdinal(ms.Name, a.Name)
+		ob, _ := podOrdinal(ms.Name, b.Name)
+		return cmp.Compare(ob, oa)
+	}
+	slices.SortFunc(notReady, byOrdinalDesc)
+	slices.SortFunc(ready, byOrdinalDesc)
+	del := append(notReady, ready[:min(budget, len(ready))]...)
+	if len(del) == 0 {
+		return nil, fmt.Sprintf("%s, %d/%d pods unavailable, waiting before deleting more", progress, ms.Unavailable, ms.MaxUnavailable)
+	}
+	return del, fmt.Sprintf("%s, deleting %d pods", progress, len(del))
+}
+
+// observeMember counts a member's pods by ordinal.
+func observeMember(m Member, in Input) MemberState {
+	ms := MemberState{Name: m.Name, Phase: v1alpha1.MemberPending}
+	sts := m.StatefulSet
+	if sts == nil {
+		return ms
+	}
+	ms.Replicas = desiredReplicas(sts)
+	ms.MaxUnavailable = ResolveMaxUnavailable(m.MaxUnavailable, ms.Replicas)
+	ms.CurrentRevision = sts.Status.CurrentRevision
+	ms.UpdateRevision = sts.Status.UpdateRevision
+
+	start, end := ordinalRange(sts)
+	live := map[int]*corev1.Pod{}
+	for _, pod := range m.Pods {
+		ord, ok := podOrdinal(m.Name, pod.Name)
+		if !ok || ord < start || ord >= end {
+			continue // not one of the wanted pods (e.g. being scaled away)
+		}
+		if podRevision(pod) == ms.UpdateRevision {
+			ms.Updated++
+		}
+		if isTerminating(pod, in.Deleting) {
+			continue
+		}
+		live[ord] = pod
+		if _, ok := readySince(pod); ok {
+			ms.Ready++
+		}
+		if isAvailable(pod, in.MinReadySeconds, in.Now) {
+			ms.Available++
+		}
+		if podRevision(pod) != ms.UpdateRevision {
+			ms.Outdated = append(ms.Outdated, pod)
+		}
+	}
+	ms.Unavailable = ms.Replicas - ms.Available
+	switch {
+	case len(ms.Outdated) == 0 && ms.Unavailable == 0:
+		ms.Phase = v1alpha1.MemberComplete
+	case len(ms.Outdated) == 0:
+		ms.Phase = v1alpha1.MemberWaiting
+	}
+	return ms
+}
+
+func isAvailable(pod *corev1.Pod, minReadySeconds int32, now time.Time) bool {
+	since, ok := readySince(pod)
+	if !ok {
+		return false
+	}
+	return minReadySeconds == 0 || !now.Before(since.Add(time.Duration(minReadySeconds)*time.Second))
+}
+
+// nextAvailabilityChange is how long until a Ready pod becomes available under
+// minReadySeconds; zero when no such pod exists.
+func nextAvailabilityChange(in Input) time.Duration {
+	if in.MinReadySeconds == 0 {
+		return 0
+	}
+	var next time.Duration
+	for _, m := range in.Members {
+		for _, pod := range m.Pods {
+			since, ok := readySince(pod)
+			if !ok || isTerminating(pod, in.Deleting) {
+				continue
+			}
+			if d := since.Add(time.Duration(in.MinReadySeconds) * time.Second).Sub(in.Now); d > 0 {
+				next = minPositive(next, d)
+			}
+		}
+	}
+	return next
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	default:
+		return min(a, b)
+	}
+}
+
+// findBlocker returns the first reason, in member order, not to touch the group.
+func findBlocker(in Input) *Blocker {
+	if len(in.Members) == 0 {
+		msg := in.NoMembersReason
+		if msg == "" {
+			msg = "the group has no member StatefulSets"
+		}
+		return &Blocker{Reason: v1alpha1.ReasonMemberNotFound, Message: msg}
+	}
+	for _, m := range in.Members {
+		if b := blocks(m); b != nil {
+			return b
+		}
+	}
+	return nil
+}
+
+func blocks(m Member) *Blocker {
+	switch {
+	case m.StatefulSet == nil:
+		return &Blocker{Reason: v1alpha1.ReasonMemberNotFound, Member: m.Name,
+			Message: fmt.Sprintf("blocked: StatefulSet %s does not exist; no pod of the group is touched", m.Name)}
+	case m.StatefulSet.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType:
+		strategy := m.StatefulSet.Spec.UpdateStrategy.Type
+		if strategy == "" {
+			strategy = appsv1.RollingUpdateStatefulSetStrategyType
+		}
+		return &Blocker{Reason: v1alpha1.ReasonMemberNotOnDelete, Member: m.Name,
+			Message: fmt.Sprintf("blocked: StatefulSet %s uses updateStrategy %s, every member must use OnDelete; no pod of the group is touched", m.Name, strategy)}
+	case len(m.ClaimedBy) > 0:
+		return &Blocker{Reason: v1alpha1.ReasonMemberClaimedByOtherGroup, Member: m.Name,
+			Message: fmt.Sprintf("blocked: StatefulSet %s is also a member of RolloutGroup %s; a StatefulSet may belong to one group only", m.Name, strings.Join(m.ClaimedBy, ", "))}
+	}
+	return nil
+}
+
+// unsettled explains why a StatefulSet's status cannot be trusted yet, or "".
+func unsettled(sts *appsv1.StatefulSet) string {
+	if sts.Status.ObservedGeneration < sts.Generation {
+		return fmt.Sprintf("waiting for the StatefulSet controller to observe generation %d", sts.Generation)
+	}
+	if sts.Status.UpdateRevision == "" {
+		return "waiting for the StatefulSet controller to report an update revision"
+	}
+	return ""
+}

@@ -1,0 +1,68 @@
+package rollout
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// podOrdinal returns the ordinal of a StatefulSet pod from its name
+// ("<set>-<ordinal>"), or false when the name does not belong to the set.
+func podOrdinal(setName, podName string) (int, bool) {
+	suffix, found := strings.CutPrefix(podName, setName+"-")
+	if !found || suffix == "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(suffix)
+	if err != nil || n < 0 || strconv.Itoa(n) != suffix {
+		return 0, false
+	}
+	return n, true
+}
+
+// ordinalRange is the half-open range of ordinals the StatefulSet wants to exist.
+func ordinalRange(sts *appsv1.StatefulSet) (start, end int) {
+	if sts.Spec.Ordinals != nil {
+		start = int(sts.Spec.Ordinals.Start)
+	}
+	return start, start + int(desiredReplicas(sts))
+}
+
+func desiredReplicas(sts *appsv1.StatefulSet) int32 {
+	if sts.Spec.Replicas == nil {
+		return 1 // the API default
+	}
+	return *sts.Spec.Replicas
+}
+
+// podRevision is the controller revision a pod was created from.
+func podRevision(pod *corev1.Pod) string {
+	return pod.Labels[appsv1.ControllerRevisionHashLabelKey]
+}
+
+// isTerminating reports whether a pod is going away: the API says so, or Echelon
+// deleted it and the cache has not caught up yet.
+func isTerminating(pod *corev1.Pod, deleting sets.Set[types.UID]) bool {
+	return pod.DeletionTimestamp != nil || deleting.Has(pod.UID)
+}
+
+// readySince returns when the pod became Ready, or false when it is not Ready.
+func readySince(pod *corev1.Pod) (time.Time, bool) {
+	if pod.Status.Phase != corev1.PodRunning {
+		return time.Time{}, false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			if c.Status != corev1.ConditionTrue {
+				return time.Time{}, false
+			}
+			return c.LastTransitionTime.Time, true
+		}
+	}
+	return time.Time{}, false
+}

@@ -1,0 +1,54 @@
+/*
+Copyright 2026 The Echelon Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+// Command echelon runs the Echelon operator: it rolls out and scales groups of
+// StatefulSets declared by RolloutGroup resources.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/echelon-operator/echelon/internal/operator"
+	"github.com/echelon-operator/echelon/internal/options"
+)
+
+func main() {
+	opts := options.Default()
+	fs := flag.CommandLine
+	fs.Init(os.Args[0], flag.ContinueOnError)
+	opts.BindFlags(fs) // --kubeconfig is registered by controller-runtime
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if err == flag.ErrHelp {
+			os.Exit(0)
+		}
+		os.Exit(2) // flag already printed the error and the usage
+	}
+	if fs.NArg() > 0 {
+		fail(2, fmt.Errorf("unexpected arguments: %v", fs.Args()))
+	}
+	if err := opts.Validate(); err != nil {
+		fail(2, err)
+	}
+	ctrl.SetLogger(opts.NewLogger())
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		fail(1, fmt.Errorf("load kubeconfig: %w", err))
+	}
+	if err := operator.Run(ctrl.SetupSignalHandler(), cfg, opts); err != nil {
+		fail(1, err)
+	}
+}
+
+// fail prints a user-facing error on one line per problem and exits.
+func fail(code int, err error) {
+	fmt.Fprintf(os.Stderr, "echelon: %v\n", err)
+	os.Exit(code)
+}
