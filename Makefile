@@ -42,3 +42,21 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook manifests.
 .PHONY: fmt
 fmt: ## Format the Go code.
 	gofmt -w $$(git ls-files '*.go')
+
+##@ Chart
+
+CHART_DIR := charts/echelon
+# The helm that `make test-assets` builds from hack/tools/helm; ECHELON_HELM
+# overrides it (the chart tests in charts/ honour the same variable).
+CHART_HELM = $(or $(ECHELON_HELM),$(firstword $(wildcard $(BIN)/helm-*/helm)),$(error no helm under bin/: run `make test-assets` or set ECHELON_HELM))
+
+.PHONY: chart-lint
+chart-lint: ## Lint the Helm chart strictly, with its defaults and with each ci/*-values.yaml.
+	$(CHART_HELM) lint --strict $(CHART_DIR)
+	for values in $(CHART_DIR)/ci/*-values.yaml; do \
+		$(CHART_HELM) lint --strict $(CHART_DIR) --values "$$values"; \
+	done
+
+.PHONY: chart-test
+chart-test: ## Test the Helm chart's rendering, schema and RBAC against the generated manifests.
+	go test ./charts/...
