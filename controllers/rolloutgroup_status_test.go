@@ -1,0 +1,233 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/rollout"
+)
+
+var statusNow = time.Date(2026, time.May, 4, 10, 0, 0, 0, time.UTC)
+
+func ago(d time.Duration) *metav1.Time {
+	t := metav1.NewTime(statusNow.Add(-d))
+	return &t
+}
+
+func member(name string, replicas, updated, available int32, phase v1alpha1.MemberPhase) rollout.MemberState {
+	return rollout.MemberState{Name: name, Replicas: replicas, Updated: updated, Available: available, Ready: available,
+		MaxUnavailable: 1, UpdateRevision: "r2", CurrentRevision: "r1", Phase: phase}
+}
+
+func group(mutate func(*v1alpha1.RolloutGroup)) *v1alpha1.RolloutGroup {
+	rg := &v1alpha1.RolloutGroup{ObjectMeta: metav1.ObjectMeta{Name: "ingester", Namespace: "mimir", Generation: 3}}
+	if mutate != nil {
+		mutate(rg)
+	}
+	return rg
+}
+
+// openRollout is a group whose rollout started 10 minutes ago and last
+// progressed at lastProgress ago.
+func openRollout(lastProgress time.Duration) func(*v1alpha1.RolloutGroup) {
+	return func(rg *v1alpha1.RolloutGroup) {
+		rg.Status.Phase = v1alpha1.PhaseProgressing
+		rg.Status.RolloutStartTime = ago(10 * time.Minute)
+		rg.Status.LastProgressTime = ago(lastProgress)
+		rg.Status.UpdatedReplicas = 4
+		rg.Status.AvailableReplicas = 5
+	}
+}
+
+func TestComputeStatusPhasesAndConditions(t *testing.T) {
+	rolling := rollout.Plan{
+		Current: "a", Message: "a: 4/6 updated, deleting 1 pods",
+		Members: []rollout.MemberState{member("a", 3, 1, 2, v1alpha1.MemberRolling), member("b", 3, 3, 3, v1alpha1.MemberComplete)},
+	}
+	complete := rollout.Plan{
+		Complete: true, Message: "all members updated and available",
+		Members: []rollout.MemberState{member("a", 3, 3, 3, v1alpha1.MemberComplete), member("b", 3, 3, 3, v1alpha1.MemberComplete)},
+	}
+	blocked := rollout.Plan{
+		Blocked: &rollout.Blocker{Reason: v1alpha1.ReasonMemberNotOnDelete, Member: "b", Message: "blocked: StatefulSet b uses updateStrategy RollingUpdate"},
+		Message: "blocked: StatefulSet b uses updateStrategy RollingUpdate",
+		Members: []rollout.MemberState{member("a", 3, 1, 3, v1alpha1.MemberPending), member("b", 3, 0, 3, v1alpha1.MemberBlocked)},
+	}
+
+	tests := []struct {
+		name            string
+		group           *v1alpha1.RolloutGroup
+		plan            rollout.Plan
+		acted           actionResult
+		wantPhase       v1alpha1.RolloutPhase
+		wantReady       metav1.ConditionStatus
+		wantReadyReason string
+		wantProgressing metav1.ConditionStatus
+		wantProgReason  string
+		wantPaused      metav1.ConditionStatus
+		wantUpdated     string
+	}{
+		{
+			name: "rolling group is Progressing", group: group(openRollout(time.Minute)), plan: rolling,
+			acted:     actionResult{deleted: 1},
+			wantPhase: v1alpha1.PhaseProgressing, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonRollingMember,
+			wantProgressing: metav1.ConditionTrue, wantProgReason: v1alpha1.ReasonRollingMember, wantPaused: metav1.ConditionFalse,
+			wantUpdated: "4/6",
+		},
+		{
+			name: "complete group is Ready", group: group(openRollout(time.Minute)), plan: complete,
+			wantPhase: v1alpha1.PhaseComplete, wantReady: metav1.ConditionTrue, wantReadyReason: v1alpha1.ReasonRolloutComplete,
+			wantProgressing: metav1.ConditionFalse, wantProgReason: v1alpha1.ReasonRolloutComplete, wantPaused: metav1.ConditionFalse,
+			wantUpdated: "6/6",
+		},
+		{
+			name: "blocked group names the reason in both conditions", group: group(nil), plan: blocked,
+			wantPhase: v1alpha1.PhaseBlocked, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonMemberNotOnDelete,
+			wantProgressing: metav1.ConditionFalse, wantProgReason: v1alpha1.ReasonMemberNotOnDelete, wantPaused: metav1.ConditionFalse,
+			wantUpdated: "1/6",
+		},
+		{
+			name: "paused group reports Paused", plan: rolling,
+			group:     group(func(rg *v1alpha1.RolloutGroup) { openRollout(time.Minute)(rg); rg.Spec.Paused = true }),
+			wantPhase: v1alpha1.PhasePaused, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonPaused,
+			wantProgressing: metav1.ConditionFalse, wantProgReason: v1alpha1.ReasonPaused, wantPaused: metav1.ConditionTrue,
+			wantUpdated: "4/6",
+		},
+		{
+			name: "no progress past the default deadline is Stalled", group: group(openRollout(16 * time.Minute)),
+			plan:      rollout.Plan{Current: "a", Message: "a: waiting", Members: []rollout.MemberState{member("a", 5, 4, 5, v1alpha1.MemberRolling)}},
+			wantPhase: v1alpha1.PhaseStalled, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonProgressDeadlineExceeded,
+			wantProgressing: metav1.ConditionFalse, wantProgReason: v1alpha1.ReasonProgressDeadlineExceeded, wantPaused: metav1.ConditionFalse,
+			wantUpdated: "4/5",
+		},
+		{
+			name: "a custom progressDeadline not yet reached stays Progressing",
+			group: group(func(rg *v1alpha1.RolloutGroup) {
+				openRollout(16 * time.Minute)(rg)
+				rg.Spec.ProgressDeadline = &metav1.Duration{Duration: time.Hour}
+			}),
+			plan:      rollout.Plan{Current: "a", Message: "a: waiting", Members: []rollout.MemberState{member("a", 5, 4, 5, v1alpha1.MemberWaiting)}},
+			wantPhase: v1alpha1.PhaseProgressing, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonRollingMember,
+			wantProgressing: metav1.ConditionTrue, wantProgReason: v1alpha1.ReasonRollingMember, wantPaused: metav1.ConditionFalse,
+			wantUpdated: "4/5",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := computeStatus(tt.group, tt.plan, tt.acted, statusNow)
+			st := up.status
+			if st.Phase != tt.wantPhase {
+				t.Errorf("phase = %s, want %s (message %q)", st.Phase, tt.wantPhase, st.Message)
+			}
+			if st.Updated != tt.wantUpdated {
+				t.Errorf("updated = %q, want %q", st.Updated, tt.wantUpdated)
+			}
+			if st.ObservedGeneration != 3 {
+				t.Errorf("observedGeneration = %d, want 3", st.ObservedGeneration)
+			}
+			check := func(typ string, status metav1.ConditionStatus, reason string) {
+				t.Helper()
+				c := meta.FindStatusCondition(st.Conditions, typ)
+				if c == nil {
+					t.Fatalf("condition %s missing", typ)
+				}
+				if c.Status != status || (reason != "" && c.Reason != reason) {
+					t.Errorf("condition %s = %s/%s, want %s/%s", typ, c.Status, c.Reason, status, reason)
+				}
+				if c.ObservedGeneration != 3 {
+					t.Errorf("condition %s observedGeneration = %d, want 3", typ, c.ObservedGeneration)
+				}
+			}
+			check(v1alpha1.ConditionReady, tt.wantReady, tt.wantReadyReason)
+			check(v1alpha1.ConditionProgressing, tt.wantProgressing, tt.wantProgReason)
+			check(v1alpha1.ConditionPaused, tt.wantPaused, "")
+		})
+	}
+}
+
+func TestComputeStatusRolloutLifecycle(t *testing.T) {
+	outdated := rollout.Plan{Current: "a", Members: []rollout.MemberState{member("a", 3, 0, 3, v1alpha1.MemberRolling)}}
+	rg := group(func(rg *v1alpha1.RolloutGroup) {
+		rg.Status.Phase = v1alpha1.PhaseComplete
+		rg.Status.RolloutStartTime = ago(time.Hour)
+		rg.Status.RolloutCompletionTime = ago(50 * time.Minute)
+		rg.Status.PodsRolled = 30
+	})
+
+	up := computeStatus(rg, outdated, actionResult{deleted: 1}, statusNow)
+	if !up.rolloutStarted {
+		t.Fatal("a new update revision after a completed rollout must start a rollout")
+	}
+	if got := up.status.RolloutStartTime.Time; !got.Equal(statusNow) {
+		t.Errorf("rolloutStartTime = %s, want now", got)
+	}
+	if up.status.PodsRolled != 1 {
+		t.Errorf("podsRolled = %d, want 1 (reset at start, then the one deleted)", up.status.PodsRolled)
+	}
+	if up.status.LastBatchTime == nil || !up.status.LastBatchTime.Time.Equal(statusNow) {
+		t.Errorf("lastBatchTime = %v, want now", up.status.LastBatchTime)
+	}
+	if up.recheckAfter != defaultProgressDeadline {
+		t.Errorf("recheckAfter = %s, want the full progress deadline %s", up.recheckAfter, defaultProgressDeadline)
+	}
+
+	rg.Status = up.status
+	later := statusNow.Add(3 * time.Minute)
+	done := rollout.Plan{Complete: true, Members: []rollout.MemberState{member("a", 3, 3, 3, v1alpha1.MemberComplete)}}
+	up = computeStatus(rg, done, actionResult{}, later)
+	if !up.rolloutCompleted {
+		t.Fatal("the rollout must complete when the plan is complete")
+	}
+	if got := up.status.RolloutCompletionTime.Sub(up.status.RolloutStartTime.Time); got != 3*time.Minute {
+		t.Errorf("rollout lasted %s, want 3m", got)
+	}
+	if up.status.PodsRolled != 1 {
+		t.Errorf("podsRolled = %d, want 1", up.status.PodsRolled)
+	}
+
+	rg.Status = up.status
+	up = computeStatus(rg, done, actionResult{}, later.Add(time.Minute))
+	if up.rolloutStarted || up.rolloutCompleted {
+		t.Error("a complete group with nothing to do must neither start nor complete a rollout")
+	}
+}
+
+func TestComputeStatusProgressAndStall(t *testing.T) {
+	plan := rollout.Plan{Current: "a", Members: []rollout.MemberState{member("a", 5, 4, 5, v1alpha1.MemberWaiting)}}
+
+	// Same counts as last time, deadline passed: stalled, and only once.
+	rg := group(openRollout(20 * time.Minute))
+	up := computeStatus(rg, plan, actionResult{}, statusNow)
+	if !up.stalledNow || up.status.Phase != v1alpha1.PhaseStalled {
+		t.Fatalf("want a fresh stall, got phase %s stalledNow %v", up.status.Phase, up.stalledNow)
+	}
+	rg.Status = up.status
+	if again := computeStatus(rg, plan, actionResult{}, statusNow.Add(time.Second)); again.stalledNow {
+		t.Error("a group already Stalled must not count a new stall")
+	}
+
+	// A pod became available: that is progress, the clock restarts.
+	progressed := rollout.Plan{Current: "a", Members: []rollout.MemberState{member("a", 5, 5, 5, v1alpha1.MemberWaiting)}}
+	up = computeStatus(group(openRollout(20*time.Minute)), progressed, actionResult{}, statusNow)
+	if up.status.Phase != v1alpha1.PhaseProgressing || !up.status.LastProgressTime.Time.Equal(statusNow) {
+		t.Errorf("progress must reset the stall clock: phase %s lastProgress %v", up.status.Phase, up.status.LastProgressTime)
+	}
+
+	// Paused groups never stall.
+	paused := group(func(rg *v1alpha1.RolloutGroup) { openRollout(20 * time.Minute)(rg); rg.Spec.Paused = true })
+	if up := computeStatus(paused, plan, actionResult{}, statusNow); up.status.Phase != v1alpha1.PhasePaused || up.stalledNow {
+		t.Errorf("paused group: phase %s stalledNow %v", up.status.Phase, up.stalledNow)
+	}
+}
+
+func TestComputeStatusRefusedEvictionIsInTheMessage(t *testing.T) {
+	plan := rollout.Plan{Current: "a", Message: "a: 0/3 updated, deleting 1 pods", Members: []rollout.MemberState{member("a", 3, 0, 3, v1alpha1.MemberRolling)}}
+	up := computeStatus(group(openRollout(time.Minute)), plan, actionResult{refused: "eviction of pod a-2 refused"}, statusNow)
+	if want := "a: 0/3 updated, deleting 1 pods; eviction of pod a-2 refused"; up.status.Message != want {
+		t.Errorf("message = %q, want %q", up.status.Message, want)
+	}
+}
