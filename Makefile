@@ -43,6 +43,24 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook manifests.
 fmt: ## Format the Go code.
 	gofmt -w $$(git ls-files '*.go')
 
+.PHONY: lint
+lint: ## Check formatting (gofmt) and run go vet.
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	go vet ./...
+
+# Everything generated from the code. verify regenerates it all and fails on any
+# difference from what is committed, including new files nobody committed.
+GENERATED := api config charts/echelon docs/reference
+
+.PHONY: verify
+verify: generate manifests api-docs lint ## Regenerate everything and fail on drift.
+	@if ! git diff --quiet -- $(GENERATED) || [ -n "$$(git ls-files --others --exclude-standard -- $(GENERATED))" ]; then \
+		echo "Generated files differ from the committed ones; run 'make generate manifests api-docs' and commit:"; \
+		git status --short -- $(GENERATED); git diff --stat -- $(GENERATED); exit 1; \
+	fi
+	@echo "verify: generated files are current"
+
 ##@ Chart
 
 CHART_DIR := charts/echelon
