@@ -154,15 +154,7 @@ func Decide(in Input) Plan {
 		return p
 	}
 
-	// A member with pods that are not available is finished first.
-	order := make([]int, 0, len(p.Members))
-	for i, ms := range p.Members {
-		if ms.Unavailable > 0 {
-			order = append([]int{i}, order...)
-		} else {
-			order = append(order, i)
-		}
-	}
+	order := rollOrder(p.Members)
 
 	for _, i := range order {
 		ms := &p.Members[i]
@@ -187,6 +179,30 @@ func Decide(in Input) Plan {
 	p.Complete = true
 	p.Message = "all members updated and available"
 	return p
+}
+
+// rollOrder is the order in which members are considered: a member with pods that
+// are not available comes first, then a member already partly rolled (some pods
+// updated, some not), then the rest in list order. The second rule makes a member
+// that was started, for example because it had a not-Ready pod, finish before the
+// next one starts.
+func rollOrder(members []MemberState) []int {
+	rank := func(ms MemberState) int {
+		switch {
+		case ms.Unavailable > 0:
+			return 0
+		case ms.Updated > 0 && len(ms.Outdated) > 0:
+			return 1
+		default:
+			return 2
+		}
+	}
+	order := make([]int, len(members))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rank(members[a]), rank(members[b])) })
+	return order
 }
 
 // planDeletions picks the pods of the current member to delete now.
