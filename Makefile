@@ -61,6 +61,16 @@ verify: generate manifests api-docs lint ## Regenerate everything and fail on dr
 	fi
 	@echo "verify: generated files are current"
 
+##@ Docs
+
+API_DOCS := docs/reference/api.md
+
+.PHONY: api-docs
+api-docs: $(CRD_REF_DOCS) ## Generate the API reference docs/reference/api.md from the Go types in api/.
+	@mkdir -p $(dir $(API_DOCS))
+	$(CRD_REF_DOCS) --source-path=./api --config=hack/crd-ref-docs.yaml --renderer=markdown \
+		--output-path=$(API_DOCS) --log-level=WARN
+
 ##@ Chart
 
 CHART_DIR := charts/echelon
