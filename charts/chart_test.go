@@ -1,0 +1,537 @@
+/*
+Copyright 2026 The Echelon Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package charts
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/echelon-operator/echelon/internal/options"
+)
+
+func TestLint(t *testing.T) {
+	t.Parallel()
+	valueFiles, err := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The defaults, then each CI values file (the settings users combine most).
+	for _, values := range append([]string{""}, valueFiles...) {
+		name := "defaults"
+		if values != "" {
+			name = strings.TrimSuffix(filepath.Base(values), "-values.yaml")
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			args := []string{"lint", "--strict", chartDir, "--namespace", releaseNamespace}
+			if values != "" {
+				args = append(args, "--values", values)
+			}
+			if stdout, stderr, err := runHelm(t, args...); err != nil {
+				t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, stdout, stderr)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	m := render(t)
+
+	deploy := one[appsv1.Deployment](m, "Deployment")
+	if deploy.Namespace != releaseNamespace {
+		t.Errorf("Deployment namespace = %q, want the release namespace %q", deploy.Namespace, releaseNamespace)
+	}
+	if deploy.Spec.Replicas == nil || *deploy.Spec.Replicas != 2 {
+		t.Errorf("replicas = %v, want 2 (a standby ready to take over)", deploy.Spec.Replicas)
+	}
+	pod := deploy.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	opts := parseArgs(t, c.Args)
+	if !opts.LeaderElect || !slices.Contains(c.Args, "--leader-elect=true") {
+		t.Errorf("args %v: want --leader-elect=true", c.Args)
+	}
+	if opts.HTTPPort != 8001 || len(opts.Namespaces) != 0 {
+		t.Errorf("args %v: want --http-port=8001 and no --namespaces (all namespaces)", c.Args)
+	}
+	if want := "ghcr.io/echelon-operator/echelon:" + chartMeta(t).AppVersion; c.Image != want {
+		t.Errorf("image = %q, want %q (the tag defaults to appVersion)", c.Image, want)
+	}
+
+	assertSecure(t, pod.SecurityContext, c.SecurityContext)
+	if c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("resources = %+v: want memory requests and limits by default", c.Resources)
+	}
+
+	if !hasEnvFromField(c.Env, "POD_NAMESPACE", "metadata.namespace") {
+		t.Errorf("env %+v: want POD_NAMESPACE from the downward API (metadata.namespace)", c.Env)
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8001 {
+		t.Errorf("ports = %+v, want http:8001", c.Ports)
+	}
+	assertProbe(t, "liveness", c.LivenessProbe, "/healthz")
+	assertProbe(t, "readiness", c.ReadinessProbe, "/ready")
+
+	svc := one[corev1.Service](m, "Service")
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8001 || svc.Spec.Ports[0].TargetPort.String() != "http" {
+		t.Errorf("metrics Service ports = %+v, want 8001 -> http", svc.Spec.Ports)
+	}
+	if !selects(svc.Spec.Selector, deploy.Spec.Template.Labels) {
+		t.Errorf("Service selector %v does not select the pod labels %v", svc.Spec.Selector, deploy.Spec.Template.Labels)
+	}
+
+	pdb := one[policyv1.PodDisruptionBudget](m, "PodDisruptionBudget")
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 {
+		t.Errorf("PodDisruptionBudget minAvailable = %v, want 1", pdb.Spec.MinAvailable)
+	}
+	if n := m.count("ServiceMonitor"); n != 0 {
+		t.Errorf("%d ServiceMonitors by default, want none (the CRD may be missing)", n)
+	}
+
+	sa := one[corev1.ServiceAccount](m, "ServiceAccount")
+	if pod.ServiceAccountName != sa.Name {
+		t.Errorf("pod runs as ServiceAccount %q, the chart creates %q", pod.ServiceAccountName, sa.Name)
+	}
+
+	// Watching all namespaces: exactly the generated ClusterRole, bound to the
+	// operator's ServiceAccount, and no per-namespace Roles besides leader election.
+	cr := one[rbacv1.ClusterRole](m, "ClusterRole")
+	if want := generatedRules(t); !reflect.DeepEqual(cr.Rules, want) {
+		t.Errorf("ClusterRole rules differ from config/rbac/role.yaml (run `make manifests`)\n got: %+v\nwant: %+v", cr.Rules, want)
+	}
+	crb := one[rbacv1.ClusterRoleBinding](m, "ClusterRoleBinding")
+	assertBinding(t, crb.RoleRef, crb.Subjects, "ClusterRole", cr.Name, sa)
+	assertLeaderElectionRBAC(t, m, sa, opts.LeaderElectionID)
+
+	assertCRDs(t, m, true)
+}
+
+// TestDefaultArgsMatchBinaryDefaults guards the chart against a binary default
+// changing under it unnoticed: the chart passes every setting explicitly, and
+// those values should stay what the binary would choose, except where the chart
+// deliberately differs (leader election on, a per-release Lease).
+func TestDefaultArgsMatchBinaryDefaults(t *testing.T) {
+	t.Parallel()
+	deploy := one[appsv1.Deployment](render(t), "Deployment")
+	got := parseArgs(t, deploy.Spec.Template.Spec.Containers[0].Args)
+	want := options.Default()
+	want.LeaderElect = true
+	want.LeaderElectionID = releaseName
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("chart defaults differ from the binary's:\n chart: %+v\nbinary: %+v", got, want)
+	}
+}
+
+func TestCRDsSwitches(t *testing.T) {
+	t.Parallel()
+	t.Run("disabled", func(t *testing.T) {
+		t.Parallel()
+		m := render(t, "--set", "crds.enabled=false")
+		if n := m.count("CustomResourceDefinition"); n != 0 {
+			t.Errorf("crds.enabled=false rendered %d CRDs, want none", n)
+		}
+		if m.count("Deployment") != 1 {
+			t.Error("crds.enabled=false must still install the operator")
+		}
+	})
+	t.Run("not kept", func(t *testing.T) {
+		t.Parallel()
+		assertCRDs(t, render(t, "--set", "crds.keep=false"), false)
+	})
+}
+
+func TestWatchNamespaces(t *testing.T) {
+	t.Parallel()
+	m := render(t, "--set", "watchNamespaces={a,b}")
+
+	deploy := one[appsv1.Deployment](m, "Deployment")
+	args := deploy.Spec.Template.Spec.Containers[0].Args
+	if opts := parseArgs(t, args); !slices.Contains(args, "--namespaces=a,b") || !reflect.DeepEqual(opts.Namespaces, []string{"a", "b"}) {
+		t.Errorf("args %v: want --namespaces=a,b", args)
+	}
+	sa := one[corev1.ServiceAccount](m, "ServiceAccount")
+
+	var roleNamespaces []string
+	var granted []rbacv1.PolicyRule
+	for _, role := range all[rbacv1.Role](m, "Role") {
+		if role.Namespace == releaseNamespace {
+			continue // leader election, checked below
+		}
+		roleNamespaces = append(roleNamespaces, role.Namespace)
+		if len(granted) == 0 {
+			granted = role.Rules
+		} else if !reflect.DeepEqual(role.Rules, granted) {
+			t.Errorf("Role in %s grants other rules than the Role in %s", role.Namespace, roleNamespaces[0])
+		}
+		bound := false
+		for _, rb := range all[rbacv1.RoleBinding](m, "RoleBinding") {
+			if rb.Namespace == role.Namespace && rb.RoleRef.Name == role.Name {
+				assertBinding(t, rb.RoleRef, rb.Subjects, "Role", role.Name, sa)
+				bound = true
+			}
+		}
+		if !bound {
+			t.Errorf("Role %s/%s is not bound", role.Namespace, role.Name)
+		}
+	}
+	slices.Sort(roleNamespaces)
+	if !reflect.DeepEqual(roleNamespaces, []string{"a", "b"}) {
+		t.Errorf("Roles in namespaces %v, want [a b]", roleNamespaces)
+	}
+
+	// Nothing lost and nothing added: the Roles plus the ClusterRole (only for
+	// cluster-scoped resources, if any) grant exactly what the code declares.
+	clusterRoles := all[rbacv1.ClusterRole](m, "ClusterRole")
+	for _, cr := range clusterRoles {
+		granted = append(granted, cr.Rules...)
+		for _, p := range permissions(cr.Rules) {
+			if slices.Contains(permissions(rolesIn(m, "a")), p) {
+				t.Errorf("ClusterRole %s grants %s cluster-wide although a Role grants it per namespace", cr.Name, p)
+			}
+		}
+	}
+	if got, want := permissions(granted), permissions(generatedRules(t)); !reflect.DeepEqual(got, want) {
+		t.Errorf("namespaced RBAC grants\n%s\nwant (config/rbac/role.yaml)\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(clusterRoles) != m.count("ClusterRoleBinding") {
+		t.Errorf("%d ClusterRoles but %d ClusterRoleBindings", len(clusterRoles), m.count("ClusterRoleBinding"))
+	}
+	assertLeaderElectionRBAC(t, m, sa, parseArgs(t, args).LeaderElectionID)
+}
+
+func rolesIn(m manifest, namespace string) []rbacv1.PolicyRule {
+	var rules []rbacv1.PolicyRule
+	for _, role := range all[rbacv1.Role](m, "Role") {
+		if role.Namespace == namespace {
+			rules = append(rules, role.Rules...)
+		}
+	}
+	return rules
+}
+
+// TestSchemaRejects checks that values.schema.json turns a bad value into an
+// error naming it, instead of a broken Deployment.
+func TestSchemaRejects(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, set, wantInError string
+	}{
+		{"replicas is a number", "replicas=two", "at '/replicas'"},
+		{"unknown top-level key", "replica=3", "'replica' not allowed"},
+		{"unknown nested key", "leaderElection.enable=true", "'enable' not allowed"},
+		{"closed set of pod address modes", "podAddress=dns", "at '/podAddress'"},
+		{"closed set of log levels", "logging.level=verbose", "at '/logging/level'"},
+		{"namespace names", "watchNamespaces={Team_A}", "at '/watchNamespaces/0'"},
+		{"durations", "leaderElection.leaseDuration=15sec", "at '/leaderElection/leaseDuration'"},
+		{"port range", "http.port=70000", "at '/http/port'"},
+		{"flags only in extraArgs", "extraArgs={verbose}", "at '/extraArgs/0'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, stderr, err := runHelm(t, "template", releaseName, chartDir, "--set", tc.set)
+			if err == nil {
+				t.Fatalf("--set %s: helm template succeeded, want a schema error", tc.set)
+			}
+			if !strings.Contains(stderr, "schema") || !strings.Contains(stderr, tc.wantInError) {
+				t.Errorf("--set %s: error does not name %q as a schema violation:\n%s", tc.set, tc.wantInError, stderr)
+			}
+		})
+	}
+}
+
+func TestSingleReplica(t *testing.T) {
+	t.Parallel()
+	t.Run("several replicas need leader election", func(t *testing.T) {
+		t.Parallel()
+		_, stderr, err := runHelm(t, "template", releaseName, chartDir, "--set", "leaderElection.enabled=false")
+		if err == nil || !strings.Contains(stderr, "leaderElection.enabled") {
+			t.Errorf("replicas=2 without leader election: err=%v, want an error naming leaderElection.enabled\n%s", err, stderr)
+		}
+	})
+	t.Run("one replica without leader election", func(t *testing.T) {
+		t.Parallel()
+		m := render(t, "--set", "replicas=1", "--set", "leaderElection.enabled=false")
+		args := one[appsv1.Deployment](m, "Deployment").Spec.Template.Spec.Containers[0].Args
+		if parseArgs(t, args).LeaderElect {
+			t.Errorf("args %v: want leader election off", args)
+		}
+		if n := m.count("PodDisruptionBudget"); n != 0 {
+			t.Errorf("%d PodDisruptionBudgets for one replica, want none: it would block node drains", n)
+		}
+		if n := len(rolesIn(m, releaseNamespace)); n != 0 {
+			t.Errorf("leader election off but %d Lease rules in the release namespace", n)
+		}
+	})
+}
+
+func TestServiceMonitor(t *testing.T) {
+	t.Parallel()
+	m := render(t, "--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.labels.release=prometheus")
+	var sm struct {
+		Metadata struct {
+			Namespace string            `json:"namespace"`
+			Labels    map[string]string `json:"labels"`
+		} `json:"metadata"`
+		Spec struct {
+			Selector struct {
+				MatchLabels map[string]string `json:"matchLabels"`
+			} `json:"selector"`
+			Endpoints []struct {
+				Port string `json:"port"`
+				Path string `json:"path"`
+			} `json:"endpoints"`
+		} `json:"spec"`
+	}
+	for _, obj := range m.objs {
+		if obj["kind"] == "ServiceMonitor" {
+			raw, _ := yaml.Marshal(obj)
+			if err := yaml.Unmarshal(raw, &sm); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if m.count("ServiceMonitor") != 1 {
+		t.Fatalf("%d ServiceMonitors, want 1", m.count("ServiceMonitor"))
+	}
+	if sm.Metadata.Labels["release"] != "prometheus" {
+		t.Errorf("ServiceMonitor labels %v lack serviceMonitor.labels", sm.Metadata.Labels)
+	}
+	svc := one[corev1.Service](m, "Service")
+	if !selects(sm.Spec.Selector.MatchLabels, svc.Labels) {
+		t.Errorf("ServiceMonitor selector %v does not select the metrics Service labels %v", sm.Spec.Selector.MatchLabels, svc.Labels)
+	}
+	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != svc.Spec.Ports[0].Name || sm.Spec.Endpoints[0].Path != "/metrics" {
+		t.Errorf("ServiceMonitor endpoints %+v, want /metrics on Service port %q", sm.Spec.Endpoints, svc.Spec.Ports[0].Name)
+	}
+}
+
+func TestTopologySpreadDefaultsToOwnPods(t *testing.T) {
+	t.Parallel()
+	m := render(t, "--set", "topologySpreadConstraints[0].maxSkew=1",
+		"--set", "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+		"--set", "topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway")
+	pod := one[appsv1.Deployment](m, "Deployment").Spec.Template
+	tsc := pod.Spec.TopologySpreadConstraints
+	if len(tsc) != 1 || tsc[0].TopologyKey != "topology.kubernetes.io/zone" || tsc[0].LabelSelector == nil {
+		t.Fatalf("topologySpreadConstraints = %+v, want the zone constraint with a label selector", tsc)
+	}
+	if !selects(tsc[0].LabelSelector.MatchLabels, pod.Labels) {
+		t.Errorf("default label selector %v does not select the operator pods %v", tsc[0].LabelSelector.MatchLabels, pod.Labels)
+	}
+}
+
+// parseArgs runs the chart's arguments through the operator's own flag parsing
+// and validation, so that a renamed flag or a value the binary refuses fails here
+// and not in a crash-looping pod.
+func parseArgs(t testing.TB, args []string) options.Options {
+	t.Helper()
+	opts := options.Default()
+	fs := flag.NewFlagSet("echelon", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	opts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("the operator refuses the chart's args %v: %v", args, err)
+	}
+	if fs.NArg() > 0 {
+		t.Fatalf("args %v: the operator does not take positional arguments %v", args, fs.Args())
+	}
+	if err := opts.Validate(); err != nil {
+		t.Fatalf("the operator refuses the chart's args %v: %v", args, err)
+	}
+	return opts
+}
+
+func assertSecure(t *testing.T, pod *corev1.PodSecurityContext, c *corev1.SecurityContext) {
+	t.Helper()
+	if c == nil {
+		t.Fatal("container has no securityContext")
+	}
+	isTrue := func(b *bool) bool { return b != nil && *b }
+	if !isTrue(c.RunAsNonRoot) && (pod == nil || !isTrue(pod.RunAsNonRoot)) {
+		t.Error("runAsNonRoot is not set")
+	}
+	if !isTrue(c.ReadOnlyRootFilesystem) {
+		t.Error("readOnlyRootFilesystem is not true")
+	}
+	if c.AllowPrivilegeEscalation == nil || *c.AllowPrivilegeEscalation {
+		t.Error("allowPrivilegeEscalation is not false")
+	}
+	if c.Capabilities == nil || !reflect.DeepEqual(c.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(c.Capabilities.Add) > 0 {
+		t.Errorf("capabilities = %+v, want drop [ALL] and nothing added", c.Capabilities)
+	}
+	seccomp := c.SeccompProfile
+	if seccomp == nil && pod != nil {
+		seccomp = pod.SeccompProfile
+	}
+	if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("seccompProfile = %+v, want RuntimeDefault", seccomp)
+	}
+}
+
+func assertProbe(t *testing.T, kind string, p *corev1.Probe, path string) {
+	t.Helper()
+	if p == nil || p.HTTPGet == nil {
+		t.Errorf("no HTTP %s probe", kind)
+		return
+	}
+	if p.HTTPGet.Path != path || p.HTTPGet.Port.String() != "http" {
+		t.Errorf("%s probe = GET %s on port %s, want %s on the http port", kind, p.HTTPGet.Path, p.HTTPGet.Port.String(), path)
+	}
+}
+
+func assertBinding(t *testing.T, ref rbacv1.RoleRef, subjects []rbacv1.Subject, kind, roleName string, sa *corev1.ServiceAccount) {
+	t.Helper()
+	if ref.Kind != kind || ref.Name != roleName {
+		t.Errorf("binding refers to %s %s, want %s %s", ref.Kind, ref.Name, kind, roleName)
+	}
+	want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: sa.Namespace}}
+	if !reflect.DeepEqual(subjects, want) {
+		t.Errorf("binding subjects = %+v, want the operator's ServiceAccount %+v", subjects, want)
+	}
+}
+
+// assertLeaderElectionRBAC checks that the operator may take and renew its Lease
+// in the release namespace, where the Deployment's POD_NAMESPACE points it.
+func assertLeaderElectionRBAC(t *testing.T, m manifest, sa *corev1.ServiceAccount, leaseName string) {
+	t.Helper()
+	perms := permissions(rolesIn(m, releaseNamespace))
+	for _, want := range []string{
+		`"coordination.k8s.io" leases create *`,
+		`"coordination.k8s.io" leases get ` + leaseName,
+		`"coordination.k8s.io" leases update ` + leaseName,
+		`"" events create *`,
+	} {
+		if !slices.Contains(perms, want) {
+			t.Errorf("release namespace grants %v, missing %s", perms, want)
+		}
+	}
+	for _, rb := range all[rbacv1.RoleBinding](m, "RoleBinding") {
+		if rb.Namespace == releaseNamespace {
+			assertBinding(t, rb.RoleRef, rb.Subjects, "Role", rb.RoleRef.Name, sa)
+		}
+	}
+}
+
+// assertCRDs checks that the chart holds every CRD controller-gen generated,
+// unchanged apart from the chart's labels and, when kept, the keep policy.
+func assertCRDs(t *testing.T, m manifest, keep bool) {
+	t.Helper()
+	sources, err := filepath.Glob(filepath.Join(repoRoot, "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(sources) == 0 {
+		t.Fatalf("no generated CRDs in config/crd/bases: %v", err)
+	}
+	rendered := map[string]map[string]any{}
+	for _, obj := range m.objs {
+		if obj["kind"] == "CustomResourceDefinition" {
+			rendered[name(obj)] = obj
+		}
+	}
+	if len(rendered) != len(sources) {
+		t.Errorf("chart renders %d CRDs, config/crd/bases has %d (run `make manifests`)", len(rendered), len(sources))
+	}
+	for _, src := range sources {
+		raw, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want map[string]any
+		if err := yaml.Unmarshal(raw, &want); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := rendered[name(want)]
+		if !ok {
+			t.Errorf("CRD %s from %s is not in the chart (run `make manifests`)", name(want), src)
+			continue
+		}
+		meta := got["metadata"].(map[string]any)
+		annotations, _ := meta["annotations"].(map[string]any)
+		if policy := annotations["helm.sh/resource-policy"]; keep != (policy == "keep") {
+			t.Errorf("CRD %s: helm.sh/resource-policy = %v, want keep=%v", name(want), policy, keep)
+		}
+		if labels, _ := meta["labels"].(map[string]any); labels["app.kubernetes.io/instance"] != releaseName {
+			t.Errorf("CRD %s labels %v do not name the release", name(want), labels)
+		}
+		// Remove what the chart adds; the rest must be the generated CRD.
+		got = deepCopy(t, got)
+		meta = got["metadata"].(map[string]any)
+		delete(meta, "labels")
+		if annotations, _ := meta["annotations"].(map[string]any); annotations != nil {
+			delete(annotations, "helm.sh/resource-policy")
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("CRD %s in the chart differs from %s (run `make manifests`)", name(want), src)
+		}
+	}
+}
+
+func deepCopy(t *testing.T, in map[string]any) map[string]any {
+	t.Helper()
+	raw, err := yaml.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := yaml.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func hasEnvFromField(env []corev1.EnvVar, name, fieldPath string) bool {
+	for _, e := range env {
+		if e.Name == name && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == fieldPath {
+			return true
+		}
+	}
+	return false
+}
+
+// selects reports whether a label selector's matchLabels match labels.
+func selects(selector, labels map[string]string) bool {
+	if len(selector) == 0 {
+		return false
+	}
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+type chartYAML struct {
+	Version    string `json:"version"`
+	AppVersion string `json:"appVersion"`
+}
+
+func chartMeta(t *testing.T) chartYAML {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c chartYAML
+	if err := yaml.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

@@ -1,0 +1,107 @@
+{{/*
+Names are cut to 63 characters: that is the limit of a label value, and every
+name here is also used as one.
+*/}}
+
+{{- define "echelon.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+echelon.fullname prefixes every resource of the release. A release called
+"echelon" gives "echelon" rather than "echelon-echelon".
+*/}}
+{{- define "echelon.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "echelon.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+echelon.selectorLabels must never change between chart versions: a Deployment's
+selector is immutable, so a change would make upgrades fail.
+*/}}
+{{- define "echelon.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "echelon.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "echelon.labels" -}}
+helm.sh/chart: {{ include "echelon.chart" . }}
+{{ include "echelon.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: echelon
+{{- end }}
+
+{{- define "echelon.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "echelon.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "echelon.leaseName" -}}
+{{- default (include "echelon.fullname" .) .Values.leaderElection.leaseName }}
+{{- end }}
+
+{{/*
+echelon.image prefers the digest, which pins the exact image, over the tag.
+*/}}
+{{- define "echelon.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+echelon.args is the operator's command line. Every setting is passed even when it
+equals the binary's default, so that `kubectl describe` shows the whole
+configuration and a new binary default cannot change a running install.
+*/}}
+{{- define "echelon.args" -}}
+- --http-port={{ .Values.http.port }}
+- --leader-elect={{ .Values.leaderElection.enabled }}
+{{- if .Values.leaderElection.enabled }}
+- --leader-election-id={{ include "echelon.leaseName" . }}
+- --leader-elect-lease-duration={{ .Values.leaderElection.leaseDuration }}
+- --leader-elect-renew-deadline={{ .Values.leaderElection.renewDeadline }}
+- --leader-elect-retry-period={{ .Values.leaderElection.retryPeriod }}
+{{- end }}
+{{- with .Values.watchNamespaces }}
+- --namespaces={{ join "," . }}
+{{- end }}
+- --cluster-domain={{ .Values.clusterDomain }}
+- --pod-address={{ .Values.podAddress }}
+- --kube-api-qps={{ .Values.kubeAPI.qps }}
+- --kube-api-burst={{ .Values.kubeAPI.burst }}
+- --log-format={{ .Values.logging.format }}
+- --log-level={{ .Values.logging.level }}
+{{- range .Values.extraArgs }}
+- {{ . }}
+{{- end }}
+{{- end }}
+
+{{/*
+echelon.validate stops the release on combinations of values that the schema
+cannot express clearly. Its output is empty.
+*/}}
+{{- define "echelon.validate" -}}
+{{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) }}
+{{- fail (printf "replicas=%d needs leaderElection.enabled=true: without a leader, every replica would roll pods at once" (int .Values.replicas)) }}
+{{- end }}
+{{- end }}
