@@ -203,6 +203,13 @@ func TestDecideMemberOrder(t *testing.T) {
 			outdated("zone-b", 2)),
 		want: wantPlan{delete: []string{"zone-a-1"}, current: "zone-a", message: []string{"2/4 updated"}},
 	}, {
+		name: "partly rolled member is finished before an earlier untouched one",
+		in: group(outdated("zone-a", 3),
+			makeMember(onDeleteSTS("zone-b", 3).Obj()).Pods(readyPods("zone-b", oldRev, 0, 1), readyPods("zone-b", newRev, 2)),
+			makeMember(onDeleteSTS("zone-c", 3).Obj()).Pods(readyPods("zone-c", oldRev, 0), readyPods("zone-c", newRev, 1, 2))),
+		want: wantPlan{delete: []string{"zone-b-1"}, current: "zone-b",
+			phases: phases{"zone-a": pending, "zone-b": rolling, "zone-c": pending}},
+	}, {
 		name: "member scaled to zero is complete",
 		in:   group(makeMember(onDeleteSTS("zone-a", 0).Obj()), outdated("zone-b", 2)),
 		want: wantPlan{delete: []string{"zone-b-1"}, current: "zone-b", phases: phases{"zone-a": complete, "zone-b": rolling}},
@@ -215,7 +222,7 @@ func TestDecideMemberOrder(t *testing.T) {
 		in: group(
 			makeMember(onDeleteSTS("zone-a", 3).Revision(oldRev).CurrentRevision(newRev).Obj()).
 				Pods(readyPods("zone-a", newRev, 0, 1, 2)),
-			updated("zone-b", 3)), // zone-b still runs newRev, so it is outdated too
+			updated("zone-b", 3)),
 		want: wantPlan{delete: []string{"zone-a-2"}, current: "zone-a", phases: phases{"zone-a": rolling}},
 	}, {
 		name: "a pod on a third revision is outdated too",

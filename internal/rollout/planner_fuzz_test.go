@@ -1,0 +1,566 @@
+package rollout
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+)
+
+// FuzzDecide builds random groups from the fuzz input and checks every plan
+// against the RolloutGroup guarantees with an oracle written independently of
+// the planner: it recomputes availability from the pods themselves.
+func FuzzDecide(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12}) // three members, group maxUnavailable 1
+	f.Add([]byte("\x03\x00\x00\x00\x02\x41\x00\x00\x00\x00\x00\x00\x0a\x00\x00\x09\x01\x00\x07\x00\x00\x08"))
+	f.Add([]byte("rolling three zones with a few not-ready and terminating pods, and a paused flag"))
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 400 {
+		seed := make([]byte, 16+rng.IntN(150))
+		for i := range seed {
+			seed[i] = byte(rng.UintN(256))
+		}
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g := generateGroup(&fuzzBytes{data: data})
+		plan := Decide(g.in)
+		if err := g.check(plan); err != nil {
+			t.Fatalf("%v\n%s\nplan: current=%q complete=%v blocked=%+v delete=%v requeue=%v message=%q",
+				err, g.describe(), plan.Current, plan.Complete, plan.Blocked, podNames(plan.Delete), plan.RequeueAfter, plan.Message)
+		}
+	})
+}
+
+// fuzzBytes hands out decisions from the fuzz input. Once the input is used up
+// every decision is 0, which generators map to the common case.
+type fuzzBytes struct {
+	data []byte
+	pos  int
+}
+
+func (b *fuzzBytes) next() byte {
+	if b.pos >= len(b.data) {
+		return 0
+	}
+	v := b.data[b.pos]
+	b.pos++
+	return v
+}
+
+func (b *fuzzBytes) intn(n int) int { return int(b.next()) % n }
+
+// rare is true for one byte value in n, never for the exhausted input.
+func (b *fuzzBytes) rare(n int) bool { return b.intn(n) == n-1 }
+
+// fuzzMaxUnavailable is a maxUnavailable as a user writes it.
+type fuzzMaxUnavailable struct {
+	set     bool
+	percent bool
+	value   int
+}
+
+func (m fuzzMaxUnavailable) String() string {
+	switch {
+	case !m.set:
+		return "unset"
+	case m.percent:
+		return fmt.Sprintf("%d%%", m.value)
+	default:
+		return fmt.Sprint(m.value)
+	}
+}
+
+// resolve is the documented rule: percent of replicas rounded down, never below 1.
+func (m fuzzMaxUnavailable) resolve(replicas int) int {
+	n := m.value
+	if m.percent {
+		n = m.value * replicas / 100
+	}
+	if !m.set || n < 1 {
+		return 1
+	}
+	return n
+}
+
+func generateMaxUnavailable(b *fuzzBytes) fuzzMaxUnavailable {
+	switch b.intn(3) {
+	case 1:
+		return fuzzMaxUnavailable{set: true, value: b.intn(6)}
+	case 2:
+		return fuzzMaxUnavailable{set: true, percent: true, value: b.intn(101)}
+	}
+	return fuzzMaxUnavailable{}
+}
+
+type fuzzMember struct {
+	name           string
+	maxUnavailable fuzzMaxUnavailable
+	// wanted are the ordinals the StatefulSet wants to exist.
+	wanted []int
+}
+
+type fuzzGroup struct {
+	in      Input
+	members []fuzzMember
+}
+
+const fuzzRevisions = "r1r2r2r0" // pick 2 bytes; r2 is the update revision
+
+func generateGroup(b *fuzzBytes) fuzzGroup {
+	g := fuzzGroup{in: Input{Now: testNow, Deleting: sets.New[types.UID]()}}
+	n := 1 + b.intn(4)
+	g.in.Paused = b.rare(8)
+	g.in.MinReadySeconds = []int32{0, 0, 10, 60}[b.intn(4)]
+	g.in.BatchInterval = []time.Duration{0, 0, 30 * time.Second, 5 * time.Minute}[b.intn(4)]
+	g.in.LastBatchTime = []time.Time{{}, testNow.Add(-10 * time.Second), testNow.Add(-30 * time.Second), testNow.Add(-time.Hour)}[b.intn(4)]
+	groupMax := generateMaxUnavailable(b)
+
+	for i := range n {
+		name := fmt.Sprintf("zone-%c", 'a'+i)
+		fm := fuzzMember{name: name, maxUnavailable: groupMax}
+		if b.rare(4) {
+			fm.maxUnavailable = generateMaxUnavailable(b) // member override
+		}
+		m := Member{Name: name}
+		if v := fm.maxUnavailable; v.set {
+			iv := intOrPercent(v.value)
+			if v.percent {
+				iv = intOrPercent(fmt.Sprintf("%d%%", v.value))
+			}
+			m.MaxUnavailable = &iv
+		}
+		if b.rare(32) {
+			m.ClaimedBy = []string{"other-group"}
+		}
+		exists := !b.rare(32)
+
+		replicas := b.intn(13)
+		start := 0
+		if b.rare(4) {
+			start = 1 + b.intn(3)
+		}
+		sts := makeSTS(name).Replicas(int32(replicas)).OnDelete().Revision("r2").CurrentRevision("r1").Generation(3)
+		switch b.intn(32) {
+		case 31:
+			sts.RollingUpdate()
+		case 30:
+			sts.Strategy("")
+		}
+		switch b.intn(16) {
+		case 15:
+			sts.NotObserved()
+		case 14:
+			sts.Revision("")
+		}
+		if start > 0 {
+			sts.OrdinalsStart(int32(start))
+		}
+		if b.rare(32) {
+			sts.NilReplicas()
+			replicas = 1
+		}
+		if exists {
+			m.StatefulSet = sts.Obj()
+		}
+		fm.wanted = ords(start, start+replicas)
+
+		// Pods below start (ordinals moved) and above the end (being scaled away)
+		// exist too and must be left alone.
+		from, to := max(0, start-b.intn(2)), start+replicas+b.intn(3)
+		for ord := from; ord < to; ord++ {
+			rev := fuzzRevisions[2*b.intn(4):][:2]
+			pb := makePod(name, ord).Revision(rev)
+			var deleting bool
+			switch b.intn(16) {
+			case 6:
+				continue // missing
+			case 7:
+				pb.Terminating()
+			case 8:
+				deleting = true // deleted by Echelon, the cache still shows it
+			case 9:
+				pb.NotReady()
+			case 10:
+				pb.Ready(testNow.Add(-time.Duration(b.intn(70)) * time.Second))
+			case 11:
+				pb.Phase(corev1.PodPending).NotReady()
+			case 12:
+				pb.Terminating().NotReady()
+			}
+			pod := pb.Obj()
+			if deleting {
+				g.in.Deleting.Insert(pod.UID)
+			}
+			m.Pods = append(m.Pods, pod)
+		}
+		// The cache returns pods in any order.
+		if k := b.intn(8); k > 0 && len(m.Pods) > 1 {
+			rand.New(rand.NewPCG(uint64(k), uint64(len(m.Pods)))).Shuffle(len(m.Pods), func(i, j int) {
+				m.Pods[i], m.Pods[j] = m.Pods[j], m.Pods[i]
+			})
+		}
+		g.in.Members = append(g.in.Members, m)
+		g.members = append(g.members, fm)
+	}
+	return g
+}
+
+func (g fuzzGroup) describe() string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "group: paused=%v minReadySeconds=%d batchInterval=%v lastBatch=%v deleting=%v\n",
+		g.in.Paused, g.in.MinReadySeconds, g.in.BatchInterval, g.in.LastBatchTime, sets.List(g.in.Deleting))
+	for i, m := range g.in.Members {
+		fmt.Fprintf(&s, "member %s maxUnavailable=%v claimedBy=%v", m.Name, g.members[i].maxUnavailable, m.ClaimedBy)
+		if sts := m.StatefulSet; sts == nil {
+			s.WriteString(" statefulset=missing")
+		} else {
+			fmt.Fprintf(&s, " strategy=%q wanted=%v gen=%d/%d updateRevision=%q", sts.Spec.UpdateStrategy.Type,
+				g.members[i].wanted, sts.Status.ObservedGeneration, sts.Generation, sts.Status.UpdateRevision)
+		}
+		s.WriteString("\n")
+		for _, p := range m.Pods {
+			since, ready := oracleReadySince(p)
+			fmt.Fprintf(&s, "  %s rev=%s phase=%s ready=%v since=%v terminating=%v deleting=%v\n", p.Name, podRevision(p),
+				p.Status.Phase, ready, testNow.Sub(since), p.DeletionTimestamp != nil, g.in.Deleting.Has(p.UID))
+		}
+	}
+	return s.String()
+}
+
+// oracleReadySince is the Ready condition read straight from the pod.
+func oracleReadySince(p *corev1.Pod) (time.Time, bool) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.Status.Phase == corev1.PodRunning {
+			return c.LastTransitionTime.Time, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// memberView is the oracle's own reading of one member.
+type memberView struct {
+	name      string
+	maxUnav   int
+	updateRev string
+	wanted    []int
+	// live is the non-terminating pod at each wanted ordinal.
+	live map[int]*corev1.Pod
+	pods sets.Set[*corev1.Pod]
+}
+
+func (g fuzzGroup) view(i int) memberView {
+	m, fm := g.in.Members[i], g.members[i]
+	v := memberView{name: m.Name, maxUnav: fm.maxUnavailable.resolve(len(fm.wanted)), wanted: fm.wanted,
+		live: map[int]*corev1.Pod{}, pods: sets.New(m.Pods...)}
+	if m.StatefulSet != nil {
+		v.updateRev = m.StatefulSet.Status.UpdateRevision
+	}
+	for _, p := range m.Pods {
+		if g.terminating(p) {
+			continue
+		}
+		for _, o := range fm.wanted {
+			if p.Name == fmt.Sprintf("%s-%d", m.Name, o) {
+				v.live[o] = p
+			}
+		}
+	}
+	return v
+}
+
+func (g fuzzGroup) terminating(p *corev1.Pod) bool {
+	return p.DeletionTimestamp != nil || g.in.Deleting.Has(p.UID)
+}
+
+func (g fuzzGroup) available(p *corev1.Pod) bool {
+	since, ok := oracleReadySince(p)
+	return ok && !testNow.Before(since.Add(time.Duration(g.in.MinReadySeconds)*time.Second))
+}
+
+// unavailable counts wanted ordinals without a live, available pod that is not
+// in gone.
+func (g fuzzGroup) unavailable(v memberView, gone sets.Set[*corev1.Pod]) int {
+	n := 0
+	for _, o := range v.wanted {
+		if p := v.live[o]; p == nil || gone.Has(p) || !g.available(p) {
+			n++
+		}
+	}
+	return n
+}
+
+// outdated returns the live wanted pods not on the update revision, split by
+// availability.
+func (g fuzzGroup) outdated(v memberView) (available, notAvailable int) {
+	for _, p := range v.live {
+		if podRevision(p) == v.updateRev {
+			continue
+		}
+		if g.available(p) {
+			available++
+		} else {
+			notAvailable++
+		}
+	}
+	return available, notAvailable
+}
+
+// updated counts the live wanted pods on the update revision.
+func (g fuzzGroup) updated(v memberView) int {
+	n := 0
+	for _, p := range v.live {
+		if podRevision(p) == v.updateRev {
+			n++
+		}
+	}
+	return n
+}
+
+// firstBlocker is the first member, in order, that must stop the group.
+func (g fuzzGroup) firstBlocker() (member, reason string) {
+	for _, m := range g.in.Members {
+		switch {
+		case m.StatefulSet == nil:
+			return m.Name, v1alpha1.ReasonMemberNotFound
+		case m.StatefulSet.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType:
+			return m.Name, v1alpha1.ReasonMemberNotOnDelete
+		case len(m.ClaimedBy) > 0:
+			return m.Name, v1alpha1.ReasonMemberClaimedByOtherGroup
+		}
+	}
+	return "", ""
+}
+
+func (g fuzzGroup) settled() bool {
+	for _, m := range g.in.Members {
+		if s := m.StatefulSet; s != nil && (s.Status.ObservedGeneration < s.Generation || s.Status.UpdateRevision == "") {
+			return false
+		}
+	}
+	return true
+}
+
+func (g fuzzGroup) batchWait() time.Duration {
+	if g.in.BatchInterval == 0 || g.in.LastBatchTime.IsZero() {
+		return 0
+	}
+	return max(0, g.in.LastBatchTime.Add(g.in.BatchInterval).Sub(testNow))
+}
+
+func (g fuzzGroup) check(plan Plan) error {
+	deleted := sets.New(plan.Delete...)
+	if plan.RequeueAfter < 0 {
+		return fmt.Errorf("negative RequeueAfter %v", plan.RequeueAfter)
+	}
+	if len(plan.Members) != len(g.in.Members) {
+		return fmt.Errorf("%d member states for %d members", len(plan.Members), len(g.in.Members))
+	}
+
+	// (d) blocked groups are not touched, and the first blocker is reported.
+	blocker, reason := g.firstBlocker()
+	switch {
+	case blocker != "" && plan.Blocked == nil:
+		return fmt.Errorf("member %s blocks the group (%s) but the plan is not blocked", blocker, reason)
+	case blocker != "" && (plan.Blocked.Member != blocker || plan.Blocked.Reason != reason || !strings.Contains(plan.Blocked.Message, blocker)):
+		return fmt.Errorf("Blocked = %+v, want %s on %s", *plan.Blocked, reason, blocker)
+	case blocker == "" && plan.Blocked != nil:
+		return fmt.Errorf("not blocked, got Blocked %+v", *plan.Blocked)
+	case blocker != "" && (len(plan.Delete) > 0 || plan.Complete):
+		return fmt.Errorf("blocked group: Delete = %v, Complete = %v", podNames(plan.Delete), plan.Complete)
+	case blocker != "":
+		return nil
+	}
+
+	views := make([]memberView, len(g.in.Members))
+	for i := range views {
+		views[i] = g.view(i)
+	}
+	if err := g.checkMinReadyRequeue(plan, views); err != nil {
+		return err
+	}
+
+	// (f) Complete exactly when every wanted pod is live, updated and available.
+	allDone := g.settled()
+	for _, v := range views {
+		for _, o := range v.wanted {
+			if p := v.live[o]; p == nil || podRevision(p) != v.updateRev || !g.available(p) {
+				allDone = false
+			}
+		}
+	}
+	if plan.Complete != allDone {
+		return fmt.Errorf("Complete = %v, want %v", plan.Complete, allDone)
+	}
+	if plan.Complete && len(plan.Delete) > 0 {
+		return fmt.Errorf("complete plan deletes %v", podNames(plan.Delete))
+	}
+
+	// (d) paused, unsettled, or within batchInterval: nothing deleted.
+	if len(plan.Delete) > 0 {
+		switch {
+		case g.in.Paused:
+			return fmt.Errorf("paused group deletes %v", podNames(plan.Delete))
+		case !g.settled():
+			return fmt.Errorf("unsettled group deletes %v", podNames(plan.Delete))
+		case g.batchWait() > 0:
+			return fmt.Errorf("deletes %v %v before batchInterval ends", podNames(plan.Delete), g.batchWait())
+		}
+	}
+
+	if len(plan.Delete) > 0 {
+		var cur *memberView
+		for i := range views {
+			if views[i].name == plan.Current {
+				cur = &views[i]
+			}
+		}
+		if cur == nil {
+			return fmt.Errorf("deletes %v but Current %q is no member", podNames(plan.Delete), plan.Current)
+		}
+		// (a) and (e): one member's pods, each once, live, wanted and outdated.
+		if deleted.Len() != len(plan.Delete) {
+			return fmt.Errorf("a pod is deleted twice: %v", podNames(plan.Delete))
+		}
+		for _, p := range plan.Delete {
+			switch {
+			case !cur.pods.Has(p):
+				return fmt.Errorf("deletes %s, which is not a pod of Current %s", p.Name, cur.name)
+			case g.terminating(p):
+				return fmt.Errorf("deletes %s, which is already terminating", p.Name)
+			case podRevision(p) == cur.updateRev:
+				return fmt.Errorf("deletes %s, which already runs the update revision", p.Name)
+			case !slices.ContainsFunc(cur.wanted, func(o int) bool { return cur.live[o] == p }):
+				return fmt.Errorf("deletes %s, which is not a wanted ordinal", p.Name)
+			}
+		}
+		// (b) every other member is whole.
+		for _, v := range views {
+			if v.name != cur.name {
+				if n := g.unavailable(v, nil); n > 0 {
+					return fmt.Errorf("deletes pods of %s while %s has %d wanted pods not available", cur.name, v.name, n)
+				}
+			}
+		}
+		// Available pods go highest ordinal first, after every not-available one.
+		var availableOrds []int
+		for i, p := range plan.Delete {
+			if !g.available(p) {
+				if len(availableOrds) > 0 {
+					return fmt.Errorf("deletes not-available %s after available pods: %v", p.Name, podNames(plan.Delete))
+				}
+				continue
+			}
+			o := ordinalOf(cur.live, p)
+			if i > 0 && len(availableOrds) > 0 && o > availableOrds[len(availableOrds)-1] {
+				return fmt.Errorf("available pods not deleted highest ordinal first: %v", podNames(plan.Delete))
+			}
+			availableOrds = append(availableOrds, o)
+		}
+		if len(availableOrds) > 0 {
+			lowest := availableOrds[len(availableOrds)-1]
+			for o, p := range cur.live {
+				if o > lowest && podRevision(p) != cur.updateRev && g.available(p) && !deleted.Has(p) {
+					return fmt.Errorf("deletes %v but keeps the higher outdated %s", podNames(plan.Delete), p.Name)
+				}
+			}
+		}
+		// (c) deleting available pods never exceeds maxUnavailable.
+		before, after := g.unavailable(*cur, nil), g.unavailable(*cur, deleted)
+		if after > max(cur.maxUnav, before) {
+			return fmt.Errorf("%s: %d unavailable after deleting (%d before), maxUnavailable %d", cur.name, after, before, cur.maxUnav)
+		}
+	}
+
+	// Progress: when nothing holds the group back, the planner does the documented
+	// next step rather than waiting.
+	if g.in.Paused || !g.settled() {
+		return nil
+	}
+	var notAvailable []int
+	for i, v := range views {
+		if g.unavailable(v, nil) > 0 {
+			notAvailable = append(notAvailable, i)
+		}
+	}
+	target := -1
+	switch len(notAvailable) {
+	case 0:
+		// A member partly rolled already is finished before an untouched one.
+		for _, partly := range []bool{true, false} {
+			for i, v := range views {
+				if a, na := g.outdated(v); a+na > 0 && (!partly || g.updated(v) > 0) && target < 0 {
+					target = i
+				}
+			}
+		}
+	case 1:
+		target = notAvailable[0]
+	default:
+		if len(plan.Delete) > 0 {
+			return fmt.Errorf("several members have pods not available, but %v deleted", podNames(plan.Delete))
+		}
+		return nil
+	}
+	if target < 0 {
+		return nil // complete, checked above
+	}
+	v := views[target]
+	if plan.Current != v.name {
+		return fmt.Errorf("Current = %q, want %s", plan.Current, v.name)
+	}
+	avail, notAvail := g.outdated(v)
+	want := 0
+	if avail+notAvail > 0 {
+		want = notAvail + min(avail, max(0, v.maxUnav-g.unavailable(v, nil)))
+	}
+	if wait := g.batchWait(); wait > 0 {
+		if avail+notAvail > 0 && (plan.RequeueAfter == 0 || plan.RequeueAfter > wait) {
+			return fmt.Errorf("within batchInterval: RequeueAfter = %v, want (0, %v]", plan.RequeueAfter, wait)
+		}
+		want = 0
+	}
+	if len(plan.Delete) != want {
+		return fmt.Errorf("%s: deletes %d pods %v, want %d (maxUnavailable %d)", v.name, len(plan.Delete), podNames(plan.Delete), want, v.maxUnav)
+	}
+	return nil
+}
+
+func ordinalOf(live map[int]*corev1.Pod, p *corev1.Pod) int {
+	for o, lp := range live {
+		if lp == p {
+			return o
+		}
+	}
+	return -1
+}
+
+// checkMinReadyRequeue: a wanted pod that is Ready but not yet available makes
+// the plan look again no later than when it becomes available.
+func (g fuzzGroup) checkMinReadyRequeue(plan Plan, views []memberView) error {
+	var soonest time.Duration
+	for _, v := range views {
+		for _, p := range v.live {
+			if since, ok := oracleReadySince(p); ok && !g.available(p) {
+				d := since.Add(time.Duration(g.in.MinReadySeconds) * time.Second).Sub(testNow)
+				if soonest == 0 || d < soonest {
+					soonest = d
+				}
+			}
+		}
+	}
+	if soonest > 0 && (plan.RequeueAfter == 0 || plan.RequeueAfter > soonest) {
+		return fmt.Errorf("a pod becomes available in %v, RequeueAfter = %v", soonest, plan.RequeueAfter)
+	}
+	return nil
+}
