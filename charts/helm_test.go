@@ -39,7 +39,8 @@ const (
 	repoRoot         = ".."
 )
 
-// helmBinary finds helm: $ECHELON_HELM, else the version pinned in
+// helmBinary finds helm: $ECHELON_HELM, else helm in $ECHELON_TEST_ASSETS (the
+// test control plane's override), else the version pinned in
 // hack/tools/helm/go.mod under bin/, else any helm under bin/. A missing helm
 // fails the test: a chart test that skips silently proves nothing.
 func helmBinary(t testing.TB) string {
@@ -52,6 +53,9 @@ func helmBinary(t testing.TB) string {
 	}
 	bin := filepath.Join(repoRoot, "bin")
 	var candidates []string
+	if dir := os.Getenv("ECHELON_TEST_ASSETS"); dir != "" {
+		candidates = append(candidates, filepath.Join(dir, "helm"))
+	}
 	if v := pinnedHelmVersion(); v != "" {
 		candidates = append(candidates, filepath.Join(bin, "helm-"+v, "helm"), filepath.Join(bin, "helm-"+v))
 	}

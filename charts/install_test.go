@@ -1,0 +1,222 @@
+/*
+Copyright 2026 The Echelon Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package charts
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/test/controlplane"
+)
+
+// TestInstall installs the chart into a real API server (the test control plane,
+// whose kwok nodes run the operator pods without running the image). It proves
+// what rendering cannot: the server accepts every object, the operator's
+// ServiceAccount is really authorized for what the code declares (and no more
+// when confined to namespaces), and uninstalling keeps the CRDs and the users'
+// RolloutGroups.
+func TestInstall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("installs into a real control plane; skipped with -short")
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	cp := controlplane.StartForTest(t, controlplane.Options{Scheme: scheme})
+	ctx := context.Background()
+	c := cp.Client()
+	helm := func(args ...string) {
+		t.Helper()
+		args = append(args, "--kubeconfig", cp.Kubeconfig())
+		if stdout, stderr, err := runHelm(t, args...); err != nil {
+			t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, stdout, stderr)
+		}
+	}
+	for _, ns := range []string{"apps", "team-a", "team-b"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rules := generatedRules(t)
+
+	// All namespaces, with the defaults.
+	helm("install", "echelon", chartDir, "--namespace", "echelon-system", "--create-namespace", "--wait", "--timeout", "2m")
+	var deploy appsv1.Deployment
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "echelon-system", Name: "echelon"}, &deploy); err != nil {
+		t.Fatal(err)
+	}
+	if deploy.Status.AvailableReplicas != 2 {
+		t.Errorf("Deployment has %d available replicas, want 2", deploy.Status.AvailableReplicas)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := c.Get(ctx, client.ObjectKey{Name: "rolloutgroups.echelon.dev"}, &crd); err != nil {
+		t.Fatal(err)
+	}
+	if !established(&crd) {
+		t.Errorf("CRD %s is not Established: %+v", crd.Name, crd.Status.Conditions)
+	}
+	if err := c.Create(ctx, rolloutGroup("apps", "ingester")); err != nil {
+		t.Fatalf("create a RolloutGroup through the chart's CRD: %v", err)
+	}
+	operator := serviceAccountUser("echelon-system", "echelon")
+	for _, p := range requests(rules) {
+		p.Namespace = "apps"
+		if !allowed(t, c, operator, p) {
+			t.Errorf("operator may not %s (declared in config/rbac/role.yaml)", describe(p))
+		}
+	}
+	assertMayHoldLease(t, c, operator, "echelon-system", "echelon")
+
+	// helm uninstall must not take the users' RolloutGroups with the CRD.
+	helm("uninstall", "echelon", "--namespace", "echelon-system", "--wait")
+	if err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
+		t.Errorf("CRD after helm uninstall: %v; want it kept (crds.keep)", err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "ingester"}, rolloutGroup("", "")); err != nil {
+		t.Errorf("RolloutGroup after helm uninstall: %v; want it kept", err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Name: "echelon"}, &rbacv1.ClusterRole{}); !apierrors.IsNotFound(err) {
+		t.Errorf("ClusterRole after helm uninstall: err=%v, want it deleted", err)
+	}
+
+	// Confined to team-a and team-b, with the CRDs left from above.
+	helm("install", "scoped", chartDir, "--namespace", "echelon-scoped", "--create-namespace", "--wait", "--timeout", "2m",
+		"--set", "crds.enabled=false", "--set", "watchNamespaces={team-a,team-b}")
+	operator = serviceAccountUser("echelon-scoped", "scoped-echelon")
+	for _, p := range requests(rules) {
+		for _, ns := range []string{"team-a", "team-b"} {
+			p.Namespace = ns
+			if !allowed(t, c, operator, p) {
+				t.Errorf("scoped operator may not %s", describe(p))
+			}
+		}
+		p.Namespace = "apps"
+		if allowed(t, c, operator, p) {
+			t.Errorf("scoped operator may %s, outside its namespaces", describe(p))
+		}
+	}
+	assertMayHoldLease(t, c, operator, "echelon-scoped", "scoped-echelon")
+
+	// Narrowing the namespaces on upgrade withdraws the permissions.
+	helm("upgrade", "scoped", chartDir, "--namespace", "echelon-scoped", "--wait", "--timeout", "2m",
+		"--set", "crds.enabled=false", "--set", "watchNamespaces={team-a}")
+	deletePods := authorizationv1.ResourceAttributes{Namespace: "team-b", Verb: "delete", Resource: "pods"}
+	if allowed(t, c, operator, deletePods) {
+		t.Errorf("after removing team-b from watchNamespaces the operator may still %s", describe(deletePods))
+	}
+}
+
+func rolloutGroup(namespace, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "echelon.dev/v1alpha1",
+		"kind":       "RolloutGroup",
+		"metadata":   map[string]any{"namespace": namespace, "name": name},
+		"spec": map[string]any{
+			"statefulSets": []any{map[string]any{"name": "ingester-zone-a"}, map[string]any{"name": "ingester-zone-b"}},
+		},
+	}}
+	return u
+}
+
+func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, cond := range crd.Status.Conditions {
+		if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+type user struct {
+	name   string
+	groups []string
+}
+
+func serviceAccountUser(namespace, name string) user {
+	return user{
+		name:   "system:serviceaccount:" + namespace + ":" + name,
+		groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+	}
+}
+
+// requests turns rules into one access request per group, resource, verb and name.
+func requests(rules []rbacv1.PolicyRule) []authorizationv1.ResourceAttributes {
+	var out []authorizationv1.ResourceAttributes
+	for _, r := range rules {
+		names := r.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				resource, sub, _ := strings.Cut(res, "/")
+				for _, v := range r.Verbs {
+					for _, n := range names {
+						out = append(out, authorizationv1.ResourceAttributes{Group: g, Resource: resource, Subresource: sub, Verb: v, Name: n})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// allowed asks the API server's authorizer, which is what the operator meets.
+func allowed(t *testing.T, c client.Client, u user, attrs authorizationv1.ResourceAttributes) bool {
+	t.Helper()
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: u.name, Groups: u.groups, ResourceAttributes: &attrs,
+	}}
+	if err := c.Create(context.Background(), sar); err != nil {
+		t.Fatalf("SubjectAccessReview: %v", err)
+	}
+	return sar.Status.Allowed
+}
+
+func describe(a authorizationv1.ResourceAttributes) string {
+	res := a.Resource
+	if a.Subresource != "" {
+		res += "/" + a.Subresource
+	}
+	if a.Group != "" {
+		res += "." + a.Group
+	}
+	if a.Name != "" {
+		res += " " + a.Name
+	}
+	return a.Verb + " " + res + " in " + a.Namespace
+}
+
+func assertMayHoldLease(t *testing.T, c client.Client, u user, namespace, lease string) {
+	t.Helper()
+	for _, verb := range []string{"create", "get", "update"} {
+		a := authorizationv1.ResourceAttributes{Namespace: namespace, Group: "coordination.k8s.io", Resource: "leases", Verb: verb}
+		if verb != "create" {
+			a.Name = lease
+		}
+		if !allowed(t, c, u, a) {
+			t.Errorf("operator may not %s: leader election would fail", describe(a))
+		}
+	}
+}
