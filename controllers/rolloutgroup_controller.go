@@ -133,12 +133,17 @@ func (r *RolloutGroupReconciler) recordTransition(rg *v1alpha1.RolloutGroup, up 
 		}
 		r.events.Eventf(rg, nil, eventType, reason, "PhaseChange", "%s -> %s: %s", from, st.Phase, st.Message)
 	}
-	oldPhase := map[string]v1alpha1.MemberPhase{}
+	type memberBefore struct {
+		phase   v1alpha1.MemberPhase
+		updated int32
+	}
+	oldPhase := map[string]memberBefore{}
 	for _, m := range old.StatefulSets {
-		oldPhase[m.Name] = m.Phase
+		oldPhase[m.Name] = memberBefore{m.Phase, m.UpdatedReplicas}
 	}
 	for _, m := range st.StatefulSets {
-		if prev, seen := oldPhase[m.Name]; seen && prev != m.Phase && m.Phase == v1alpha1.MemberComplete {
+		// Only a member that had pods to roll completes; one merely unblocked does not.
+		if prev, seen := oldPhase[m.Name]; seen && prev.phase != m.Phase && m.Phase == v1alpha1.MemberComplete && prev.updated < m.Replicas {
 			r.events.Eventf(rg, nil, corev1.EventTypeNormal, "MemberComplete", "Rollout",
 				"StatefulSet %s complete: %d/%d pods on revision %s", m.Name, m.UpdatedReplicas, m.Replicas, m.UpdateRevision)
 		}
@@ -195,6 +200,10 @@ func SetupRolloutGroupController(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.RolloutGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A group that starts or stops claiming a StatefulSet changes whether the
+		// other groups claiming it are blocked.
+		Watches(&v1alpha1.RolloutGroup{}, handler.EnqueueRequestsFromMapFunc(r.requestsForGroupsSharingMembers),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.requestsForStatefulSet),
 			builder.WithPredicates(statefulSetChanged)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.requestsForPod),

@@ -125,6 +125,34 @@ func (r *RolloutGroupReconciler) requestsForPod(ctx context.Context, o client.Ob
 	return toRequests(groups)
 }
 
+// requestsForGroupsSharingMembers maps a RolloutGroup event to the other groups
+// that claim one of its members.
+func (r *RolloutGroupReconciler) requestsForGroupsSharingMembers(ctx context.Context, o client.Object) []reconcile.Request {
+	rg, ok := o.(*v1alpha1.RolloutGroup)
+	if !ok {
+		return nil
+	}
+	members, _, err := r.resolveMembers(ctx, rg)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "map RolloutGroup to groups sharing its members", "rolloutgroup", rg.Name)
+		return nil
+	}
+	var others []v1alpha1.RolloutGroup
+	for _, m := range members {
+		groups, err := groupsClaiming(ctx, r.Client, rg.Namespace, m.Name, m.StatefulSet)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "map RolloutGroup to groups sharing its members", "rolloutgroup", rg.Name)
+			return nil
+		}
+		for _, g := range groups {
+			if g.UID != rg.UID {
+				others = append(others, g)
+			}
+		}
+	}
+	return toRequests(others)
+}
+
 func toRequests(groups []v1alpha1.RolloutGroup) []reconcile.Request {
 	reqs := make([]reconcile.Request, 0, len(groups))
 	for _, rg := range groups {

@@ -33,6 +33,12 @@ func (r *RolloutGroupReconciler) observe(ctx context.Context, rg *v1alpha1.Rollo
 		in.LastBatchTime = rg.Status.LastBatchTime.Time
 	}
 
+	if rg.Spec.Selector != nil {
+		if _, err := metav1.LabelSelectorAsSelector(rg.Spec.Selector); err != nil {
+			in.InvalidSpec = fmt.Sprintf("blocked: spec.selector is invalid: %v", err)
+			return in, nil
+		}
+	}
 	members, reason, err := r.resolveMembers(ctx, rg)
 	if err != nil {
 		return in, err

@@ -43,6 +43,7 @@ type RolloutGroupSpec struct {
 	// Defaults to 1.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",message="spec.maxUnavailable must be an integer >= 1 or a percentage from 1% to 100%"
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
@@ -91,6 +92,7 @@ type RolloutMember struct {
 	// a percentage of the member's replicas (rounded down, never below 1).
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",message="spec.statefulSets[].maxUnavailable must be an integer >= 1 or a percentage from 1% to 100%"
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }

@@ -63,8 +63,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 		Metrics: metricsserver.Options{
 			BindAddress: net.JoinHostPort(opts.HTTPBindHost, strconv.Itoa(opts.HTTPPort)),
 			ExtraHandlers: map[string]http.Handler{
-				"/healthz": &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}},
-				"/ready":   &healthz.Handler{Checks: map[string]healthz.Checker{"caches": cachesSynced(ready)}},
+				// healthz.Handler resolves the path below its mount point to a check
+				// name, so the prefix is stripped: /ready runs every check, /ready/caches one.
+				"/healthz": http.StripPrefix("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}),
+				"/ready":   http.StripPrefix("/ready", &healthz.Handler{Checks: map[string]healthz.Checker{"caches": cachesSynced(ready)}}),
 			},
 		},
 		HealthProbeBindAddress:        "0",

@@ -40,6 +40,8 @@ type Input struct {
 	Members []Member
 	// NoMembersReason explains an empty Members list (e.g. a selector matching nothing).
 	NoMembersReason string
+	// InvalidSpec, when set, says why the spec cannot be applied; nothing is touched.
+	InvalidSpec     string
 	Paused          bool
 	MinReadySeconds int32
 	BatchInterval   time.Duration
@@ -162,7 +164,7 @@ func Decide(in Input) Plan {
 			if ms.Unavailable > 0 {
 				p.Current = ms.Name
 				ms.Phase = v1alpha1.MemberWaiting
-				p.Message = fmt.Sprintf("%s: %d/%d updated, waiting for %d pods to become available", ms.Name, ms.Updated, ms.Replicas, ms.Unavailable)
+				p.Message = fmt.Sprintf("%s: %d/%d updated, waiting for %s to become available", ms.Name, ms.Updated, ms.Replicas, pods(ms.Unavailable))
 				return p
 			}
 			continue
@@ -237,7 +239,15 @@ func planDeletions(in Input, ms *MemberState) ([]*corev1.Pod, string) {
 	if len(del) == 0 {
 		return nil, fmt.Sprintf("%s, %d/%d pods unavailable, waiting before deleting more", progress, ms.Unavailable, ms.MaxUnavailable)
 	}
-	return del, fmt.Sprintf("%s, deleting %d pods", progress, len(del))
+	return del, fmt.Sprintf("%s, deleting %s", progress, pods(int32(len(del))))
+}
+
+// pods says "1 pod" or "n pods".
+func pods(n int32) string {
+	if n == 1 {
+		return "1 pod"
+	}
+	return fmt.Sprintf("%d pods", n)
 }
 
 // observeMember counts a member's pods by ordinal.
@@ -328,6 +338,9 @@ func minPositive(a, b time.Duration) time.Duration {
 
 // findBlocker returns the first reason, in member order, not to touch the group.
 func findBlocker(in Input) *Blocker {
+	if in.InvalidSpec != "" {
+		return &Blocker{Reason: v1alpha1.ReasonInvalidSpec, Message: in.InvalidSpec}
+	}
 	if len(in.Members) == 0 {
 		msg := in.NoMembersReason
 		if msg == "" {

@@ -343,7 +343,7 @@ func TestDecideUnavailablePods(t *testing.T) {
 			makeMember(onDeleteSTS("zone-b", 3).Obj()).
 				Pods(readyPods("zone-b", newRev, 0, 2), makePod("zone-b", 1).Revision(newRev).NotReady().Obj())),
 		want: wantPlan{current: "zone-b", phases: phases{"zone-a": pending, "zone-b": waiting},
-			message: []string{"zone-b", "waiting for 1 pods"}},
+			message: []string{"zone-b", "waiting for 1 pod"}},
 	}, {
 		name: "two members with not-available pods: nothing deleted",
 		in: group(
