@@ -1,0 +1,220 @@
+/*
+Copyright 2026 The Echelon Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package controlplane_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/test/controlplane"
+)
+
+// The tests share one control plane: starting one takes seconds, and sharing it
+// is also what proves that per-test namespaces keep tests apart.
+var (
+	shared    *controlplane.ControlPlane
+	sharedErr error
+)
+
+func TestMain(m *testing.M) {
+	shared, sharedErr = controlplane.Start(context.Background(), controlplane.Options{})
+	code := m.Run()
+	if shared != nil {
+		if err := shared.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stop control plane: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// controlPlane returns the shared control plane, or ends the test with the
+// reason it did not start.
+func controlPlane(t *testing.T) *controlplane.ControlPlane {
+	t.Helper()
+	if sharedErr != nil {
+		if errors.Is(sharedErr, controlplane.ErrAssetsMissing) && os.Getenv(controlplane.SkipEnv) == "1" {
+			t.Skipf("skipping: %v (%s=1)", sharedErr, controlplane.SkipEnv)
+		}
+		t.Fatalf("%v", sharedErr)
+	}
+	shared.DumpLogsOnFailure(t, 40)
+	return shared
+}
+
+// statefulSet is an OnDelete StatefulSet of pods that kwok runs on the fake nodes.
+func statefulSet(namespace, name string, replicas int32) *appsv1.StatefulSet {
+	labels := map[string]string{"app": name}
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:       ptr.To(replicas),
+			ServiceName:    name,
+			Selector:       &metav1.LabelSelector{MatchLabels: labels},
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}},
+				},
+			},
+		},
+	}
+}
+
+func readyReplicas(ctx context.Context, c client.Client, sts *appsv1.StatefulSet) func() (int32, error) {
+	return func() (int32, error) {
+		var got appsv1.StatefulSet
+		err := c.Get(ctx, client.ObjectKeyFromObject(sts), &got)
+		return got.Status.ReadyReplicas, err
+	}
+}
+
+func TestStatefulSetsBecomeReadyWithLoopbackPodIPs(t *testing.T) {
+	cp := controlPlane(t)
+	g := NewWithT(t)
+	ctx := t.Context()
+	c := cp.Client()
+	ns := cp.NewNamespace(t)
+
+	var sets []*appsv1.StatefulSet
+	for _, name := range []string{"ingester-a", "ingester-b", "ingester-c"} {
+		sts := statefulSet(ns, name, 3)
+		g.Expect(c.Create(ctx, sts)).To(Succeed())
+		sets = append(sets, sts)
+	}
+	for _, sts := range sets {
+		g.Eventually(readyReplicas(ctx, c, sts)).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+			Should(Equal(int32(3)), "StatefulSet %s", sts.Name)
+	}
+
+	var pods corev1.PodList
+	g.Expect(c.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
+	g.Expect(pods.Items).To(HaveLen(9))
+	podCIDR := netip.MustParsePrefix(controlplane.DefaultPodCIDR).Masked()
+	seen := map[string]string{}
+	for _, pod := range pods.Items {
+		g.Expect(pod.Spec.NodeName).To(BeElementOf(cp.Nodes()), "pod %s was scheduled onto a fake node", pod.Name)
+		g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning), "pod %s", pod.Name)
+		ip, err := netip.ParseAddr(pod.Status.PodIP)
+		g.Expect(err).NotTo(HaveOccurred(), "pod %s IP", pod.Name)
+		g.Expect(podCIDR.Contains(ip)).To(BeTrue(), "pod %s IP %s in %s", pod.Name, ip, podCIDR)
+		g.Expect(seen).NotTo(HaveKey(pod.Status.PodIP), "pod %s shares its IP", pod.Name)
+		seen[pod.Status.PodIP] = pod.Name
+	}
+
+	// OnDelete: only the StatefulSet controller brings a deleted pod back.
+	victim := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ingester-b-1"}}
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(victim), victim)).To(Succeed())
+	oldUID := victim.UID
+	g.Expect(c.Delete(ctx, victim)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		var pod corev1.Pod
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(victim), &pod)).To(Succeed())
+		g.Expect(pod.UID).NotTo(Equal(oldUID), "pod was recreated")
+		g.Expect(pod.Status.PodIP).NotTo(BeEmpty())
+		g.Expect(pod.Status.Conditions).To(ContainElement(And(
+			HaveField("Type", corev1.PodReady), HaveField("Status", corev1.ConditionTrue))))
+	}).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+	g.Eventually(readyReplicas(ctx, c, sets[1])).WithTimeout(30 * time.Second).Should(Equal(int32(3)))
+}
+
+func TestFiveReplicaStatefulSetIsReadyWithinSeconds(t *testing.T) {
+	cp := controlPlane(t)
+	g := NewWithT(t)
+	ctx := t.Context()
+	c := cp.Client()
+	ns := cp.NewNamespace(t)
+
+	sts := statefulSet(ns, "store", 5)
+	start := time.Now()
+	g.Expect(c.Create(ctx, sts)).To(Succeed())
+	g.Eventually(readyReplicas(ctx, c, sts)).WithTimeout(30 * time.Second).WithPolling(10 * time.Millisecond).
+		Should(Equal(int32(5)))
+	took := time.Since(start)
+	t.Logf("5 replicas Ready %v after creation", took)
+	// About a second on an idle two-core machine (pods start one after the other:
+	// OrderedReady); the bound leaves room for a busy one while still catching a
+	// component that waits on a resync period or a rate limiter.
+	g.Expect(took).To(BeNumerically("<", 10*time.Second))
+}
+
+func TestRBACIsEnforced(t *testing.T) {
+	cp := controlPlane(t)
+	g := NewWithT(t)
+	ctx := t.Context()
+	ns := cp.NewNamespace(t)
+
+	user, err := cp.NewUser("pod-reader")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(user.Kubeconfig).To(BeARegularFile())
+	c, err := client.New(user.Config, client.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	var pods corev1.PodList
+	err = c.List(ctx, &pods, client.InNamespace(ns))
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "a user without roles lists pods: %v", err)
+
+	role := filepath.Join(t.TempDir(), "role.yaml")
+	g.Expect(os.WriteFile(role, []byte(`apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: test-pod-reader
+rules:
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"]
+`), 0o644)).To(Succeed())
+	g.Expect(cp.BindRBAC(ctx, user.Name, role)).To(Succeed())
+
+	// RBAC bindings take effect through the API server's informers: eventually.
+	g.Eventually(func() error {
+		return c.List(ctx, &pods, client.InNamespace(ns))
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-allowed"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}},
+	}
+	err = c.Create(ctx, pod)
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "a pod reader creates pods: %v", err)
+}
+
+func TestBindRBACRefusesOtherKinds(t *testing.T) {
+	cp := controlPlane(t)
+	g := NewWithT(t)
+	file := filepath.Join(t.TempDir(), "binding.yaml")
+	g.Expect(os.WriteFile(file, []byte(`apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: sneaky
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: someone}]
+`), 0o644)).To(Succeed())
+	g.Expect(cp.BindRBAC(t.Context(), "someone", file)).To(MatchError(ContainSubstring("only ClusterRoles and Roles")))
+}
+
+func TestNamespacesAreUniquePerTest(t *testing.T) {
+	cp := controlPlane(t)
+	g := NewWithT(t)
+	a, b := cp.NewNamespace(t), cp.NewNamespace(t)
+	g.Expect(a).NotTo(Equal(b))
+	g.Expect(a).To(HavePrefix("testnamespacesareuniquepertest-"))
+}
