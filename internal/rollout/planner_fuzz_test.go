@@ -194,7 +194,7 @@ func generateGroup(b *fuzzBytes) fuzzGroup {
 			case 10:
 				pb.Ready(testNow.Add(-time.Duration(b.intn(70)) * time.Second))
 			case 11:
-				pb.Phase(corev1.PodPending).NotReady()
+				pb.Phase([]corev1.PodPhase{corev1.PodPending, corev1.PodFailed}[b.intn(2)]) // Ready condition left stale
 			case 12:
 				pb.Terminating().NotReady()
 			}
