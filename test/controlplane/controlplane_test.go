@@ -35,7 +35,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	shared, sharedErr = controlplane.Start(context.Background(), controlplane.Options{})
+	// A helper process of TestComponentsDieWithTheTestBinary starts its own.
+	if os.Getenv(helperEnv) == "" {
+		shared, sharedErr = controlplane.Start(context.Background(), controlplane.Options{})
+	}
 	code := m.Run()
 	if shared != nil {
 		if err := shared.Stop(); err != nil {
