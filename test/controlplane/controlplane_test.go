@@ -23,6 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/echelon-operator/echelon/test/controlplane"
 )
@@ -35,6 +37,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// envtest logs through controller-runtime, which otherwise complains with a
+	// stack trace that no logger was set.
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	// A helper process of TestComponentsDieWithTheTestBinary starts its own.
 	if os.Getenv(helperEnv) == "" {
 		shared, sharedErr = controlplane.Start(context.Background(), controlplane.Options{})
@@ -220,4 +225,40 @@ func TestNamespacesAreUniquePerTest(t *testing.T) {
 	a, b := cp.NewNamespace(t), cp.NewNamespace(t)
 	g.Expect(a).NotTo(Equal(b))
 	g.Expect(a).To(HavePrefix("testnamespacesareuniquepertest-"))
+}
+
+func TestPodStartAndReadyDelays(t *testing.T) {
+	controlPlane(t) // same skip-or-fail rule as the other tests
+	cp := controlplane.StartForTest(t, controlplane.Options{
+		Nodes:         1,
+		PodStartDelay: time.Second,
+		PodReadyDelay: time.Second,
+	})
+	g := NewWithT(t)
+	ctx := t.Context()
+	c := cp.Client()
+	ns := cp.NewNamespace(t)
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}},
+	}
+	start := time.Now()
+	g.Expect(c.Create(ctx, pod)).To(Succeed())
+	var gotIP, ready time.Duration
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		if gotIP == 0 && pod.Status.PodIP != "" {
+			gotIP = time.Since(start)
+			// Between the two delays the pod is starting: an IP, not Ready.
+			g.Expect(pod.Status.Phase).To(Equal(corev1.PodPending))
+		}
+		g.Expect(pod.Status.Conditions).To(ContainElement(And(
+			HaveField("Type", corev1.PodReady), HaveField("Status", corev1.ConditionTrue))))
+		ready = time.Since(start)
+	}).WithTimeout(30 * time.Second).WithPolling(20 * time.Millisecond).Should(Succeed())
+	t.Logf("pod got its IP after %v and was Ready after %v", gotIP, ready)
+	g.Expect(gotIP).To(BeNumerically(">=", time.Second), "IP before the start delay")
+	g.Expect(ready-gotIP).To(BeNumerically(">=", 900*time.Millisecond), "Ready before the ready delay")
+	g.Expect(ready).To(BeNumerically("<", 10*time.Second))
 }
