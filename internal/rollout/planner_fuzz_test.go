@@ -125,6 +125,9 @@ func generateGroup(b *fuzzBytes) fuzzGroup {
 	g.in.BatchInterval = []time.Duration{0, 0, 30 * time.Second, 5 * time.Minute}[b.intn(4)]
 	g.in.LastBatchTime = []time.Time{{}, testNow.Add(-10 * time.Second), testNow.Add(-30 * time.Second), testNow.Add(-time.Hour)}[b.intn(4)]
 	groupMax := generateMaxUnavailable(b)
+	if b.rare(64) {
+		g.in.InvalidSpec = "spec.selector: invalid"
+	}
 
 	for i := range n {
 		name := fmt.Sprintf("zone-%c", 'a'+i)
@@ -218,8 +221,8 @@ func generateGroup(b *fuzzBytes) fuzzGroup {
 
 func (g fuzzGroup) describe() string {
 	var s strings.Builder
-	fmt.Fprintf(&s, "group: paused=%v minReadySeconds=%d batchInterval=%v lastBatch=%v deleting=%v\n",
-		g.in.Paused, g.in.MinReadySeconds, g.in.BatchInterval, g.in.LastBatchTime, sets.List(g.in.Deleting))
+	fmt.Fprintf(&s, "group: invalidSpec=%q paused=%v minReadySeconds=%d batchInterval=%v lastBatch=%v deleting=%v\n",
+		g.in.InvalidSpec, g.in.Paused, g.in.MinReadySeconds, g.in.BatchInterval, g.in.LastBatchTime, sets.List(g.in.Deleting))
 	for i, m := range g.in.Members {
 		fmt.Fprintf(&s, "member %s maxUnavailable=%v claimedBy=%v", m.Name, g.members[i].maxUnavailable, m.ClaimedBy)
 		if sts := m.StatefulSet; sts == nil {
@@ -329,6 +332,9 @@ func (g fuzzGroup) updated(v memberView) int {
 
 // firstBlocker is the first member, in order, that must stop the group.
 func (g fuzzGroup) firstBlocker() (member, reason string) {
+	if g.in.InvalidSpec != "" {
+		return "", v1alpha1.ReasonInvalidSpec
+	}
 	for _, m := range g.in.Members {
 		switch {
 		case m.StatefulSet == nil:
@@ -370,15 +376,15 @@ func (g fuzzGroup) check(plan Plan) error {
 	// (d) blocked groups are not touched, and the first blocker is reported.
 	blocker, reason := g.firstBlocker()
 	switch {
-	case blocker != "" && plan.Blocked == nil:
-		return fmt.Errorf("member %s blocks the group (%s) but the plan is not blocked", blocker, reason)
-	case blocker != "" && (plan.Blocked.Member != blocker || plan.Blocked.Reason != reason || !strings.Contains(plan.Blocked.Message, blocker)):
-		return fmt.Errorf("Blocked = %+v, want %s on %s", *plan.Blocked, reason, blocker)
-	case blocker == "" && plan.Blocked != nil:
+	case reason != "" && plan.Blocked == nil:
+		return fmt.Errorf("member %q blocks the group (%s) but the plan is not blocked", blocker, reason)
+	case reason != "" && (plan.Blocked.Member != blocker || plan.Blocked.Reason != reason || !strings.Contains(plan.Blocked.Message, blocker)):
+		return fmt.Errorf("Blocked = %+v, want %s on %q", *plan.Blocked, reason, blocker)
+	case reason == "" && plan.Blocked != nil:
 		return fmt.Errorf("not blocked, got Blocked %+v", *plan.Blocked)
-	case blocker != "" && (len(plan.Delete) > 0 || plan.Complete):
+	case reason != "" && (len(plan.Delete) > 0 || plan.Complete):
 		return fmt.Errorf("blocked group: Delete = %v, Complete = %v", podNames(plan.Delete), plan.Complete)
-	case blocker != "":
+	case reason != "":
 		return nil
 	}
 

@@ -441,6 +441,12 @@ func TestDecideBlocked(t *testing.T) {
 		in:   group(makeMember(onDeleteSTS("zone-a", 3).NotObserved().Obj()), makeMissingMember("zone-b")),
 		want: wantPlan{blocked: &Blocker{Reason: v1alpha1.ReasonMemberNotFound, Member: "zone-b"}},
 	}, {
+		name: "invalid spec blocks the group before any member is looked at",
+		in: with(group(outdated("zone-a", 3), makeMissingMember("zone-b")),
+			func(in *Input) { in.InvalidSpec = "spec.selector: invalid value" }),
+		want: wantPlan{blocked: &Blocker{Reason: v1alpha1.ReasonInvalidSpec}, message: []string{"spec.selector: invalid value"},
+			phases: phases{"zone-a": pending, "zone-b": blocked}},
+	}, {
 		name: "no members: blocked with the given reason",
 		in:   Input{NoMembersReason: "selector app=ingester matches no StatefulSet", Now: testNow},
 		want: wantPlan{blocked: &Blocker{Reason: v1alpha1.ReasonMemberNotFound}, message: []string{"selector app=ingester matches no StatefulSet"}},
