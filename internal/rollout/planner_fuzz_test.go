@@ -34,10 +34,32 @@ func FuzzDecide(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g := generateGroup(&fuzzBytes{data: data})
+		before := make([][]*corev1.Pod, len(g.in.Members))
+		for i, m := range g.in.Members {
+			before[i] = slices.Clone(m.Pods)
+		}
 		plan := Decide(g.in)
+		for i, m := range g.in.Members {
+			if !slices.Equal(before[i], m.Pods) {
+				t.Fatalf("Decide reordered or changed the pods of %s", m.Name)
+			}
+		}
 		if err := g.check(plan); err != nil {
 			t.Fatalf("%v\n%s\nplan: current=%q complete=%v blocked=%+v delete=%v requeue=%v message=%q",
 				err, g.describe(), plan.Current, plan.Complete, plan.Blocked, podNames(plan.Delete), plan.RequeueAfter, plan.Message)
+		}
+		// The cache lists pods in any order; the decision must not depend on it.
+		reversed := g.in
+		reversed.Members = slices.Clone(g.in.Members)
+		for i := range reversed.Members {
+			reversed.Members[i].Pods = slices.Clone(reversed.Members[i].Pods)
+			slices.Reverse(reversed.Members[i].Pods)
+		}
+		again := Decide(reversed)
+		if !slices.Equal(podNames(again.Delete), podNames(plan.Delete)) || again.Current != plan.Current ||
+			again.Message != plan.Message || again.RequeueAfter != plan.RequeueAfter || again.Complete != plan.Complete {
+			t.Fatalf("plan depends on pod order: delete %v vs %v, message %q vs %q\n%s",
+				podNames(plan.Delete), podNames(again.Delete), plan.Message, again.Message, g.describe())
 		}
 	})
 }
