@@ -317,11 +317,18 @@ func (cp *ControlPlane) startKwok() error {
 	if err := writeKwokConfig(config, cp.opts.PodStartDelay, cp.opts.PodReadyDelay); err != nil {
 		return err
 	}
-	return cp.startProcess("kwok", cp.assets.Kwok, kwokArgs(user.Kubeconfig, config, cp.opts.PodCIDR)...)
+	// kwok also loads ~/.kwok/kwok.yaml unless its work directory is elsewhere:
+	// keep the developer's own configuration out.
+	env := []string{"KWOK_WORKDIR=" + filepath.Join(cp.dir, "kwok")}
+	return cp.startProcessWithEnv("kwok", cp.assets.Kwok, env, kwokArgs(user.Kubeconfig, config, cp.opts.PodCIDR)...)
 }
 
 func (cp *ControlPlane) startProcess(name, path string, args ...string) error {
-	p, err := startProcess(name, path, args, cp.logPath(name))
+	return cp.startProcessWithEnv(name, path, nil, args...)
+}
+
+func (cp *ControlPlane) startProcessWithEnv(name, path string, env []string, args ...string) error {
+	p, err := startProcess(name, path, args, env, cp.logPath(name))
 	if err != nil {
 		return err
 	}

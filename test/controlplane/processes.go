@@ -29,11 +29,12 @@ type process struct {
 	err  error         // exit error, valid once done is closed
 }
 
-// startProcess starts path with args, writing its output to logPath. The process
+// startProcess starts path with args and the test's environment plus env,
+// writing its output to logPath. The process
 // leads its own process group, so that stop reaches anything it forks, and gets
 // the platform's parent-death signal (see parentDeathSysProcAttr), so that it
 // dies with the test binary even when the test binary is killed.
-func startProcess(name, path string, args []string, logPath string) (*process, error) {
+func startProcess(name, path string, args, env []string, logPath string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -42,9 +43,7 @@ func startProcess(name, path string, args []string, logPath string) (*process, e
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = parentDeathSysProcAttr()
-	// kwok reads ~/.kwok unless told otherwise; keep every component away from
-	// the developer's own configuration.
-	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+logPath+".workdir")
+	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("start %s (%s): %w", name, path, err)
