@@ -153,3 +153,17 @@ func TestStopLeavesNoChildren(t *testing.T) {
 	g.Expect(after).To(ConsistOf(before))
 	g.Expect(cp.Dir()).NotTo(BeADirectory(), "Stop removes the run directory")
 }
+
+// A control plane that fails to start says why and leaves nothing running.
+func TestFailedStartLeavesNoChildren(t *testing.T) {
+	controlPlane(t)
+	g := NewWithT(t)
+	before, err := children(os.Getpid())
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = controlplane.Start(t.Context(), controlplane.Options{Nodes: 1, CRDDirs: []string{"no/such/crds"}})
+	g.Expect(err).To(MatchError(ContainSubstring("no/such/crds")))
+	g.Expect(err).To(MatchError(ContainSubstring("==> kube-apiserver")), "the error carries the logs")
+	after, err := children(os.Getpid())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(after).To(ConsistOf(before))
+}
