@@ -125,3 +125,20 @@ test-integration: test-assets ## Run the tests against the real control plane.
 .PHONY: test-e2e
 test-e2e: test-assets ## Run the end-to-end suite: the operator as its own least-privileged user.
 	$(GO_TEST) -timeout 30m $(E2E_PACKAGES)
+
+##@ Demo
+
+# The demo and the benchmark run on the same local control plane as the tests,
+# so they need its binaries; warm, test-assets takes well under a second.
+.PHONY: demo
+demo: test-assets ## Roll out a three-zone RolloutGroup on a local control plane, then keep it running until Ctrl-C.
+	go run ./hack/demo
+
+##@ Bench
+
+# BENCH_FLAGS passes flags to hack/bench, e.g. BENCH_FLAGS='--json=bench.json'.
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: test-assets ## Time a 3 x 30-pod rollout against its floor and count the operator's API requests, CPU and memory.
+	go run ./hack/bench $(BENCH_FLAGS)
