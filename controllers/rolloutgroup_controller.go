@@ -133,17 +133,17 @@ func (r *RolloutGroupReconciler) recordTransition(rg *v1alpha1.RolloutGroup, up 
 		}
 		r.events.Eventf(rg, nil, eventType, reason, "PhaseChange", "%s -> %s: %s", from, st.Phase, st.Message)
 	}
-	type memberBefore struct {
-		phase   v1alpha1.MemberPhase
-		updated int32
+	// A member completes when it was rolling, or waiting for its last replaced
+	// pods, during a rollout; one merely unblocked or unpaused does not.
+	if old.Phase != v1alpha1.PhaseProgressing && old.Phase != v1alpha1.PhaseStalled {
+		return
 	}
-	oldPhase := map[string]memberBefore{}
+	oldPhase := map[string]v1alpha1.MemberPhase{}
 	for _, m := range old.StatefulSets {
-		oldPhase[m.Name] = memberBefore{m.Phase, m.UpdatedReplicas}
+		oldPhase[m.Name] = m.Phase
 	}
 	for _, m := range st.StatefulSets {
-		// Only a member that had pods to roll completes; one merely unblocked does not.
-		if prev, seen := oldPhase[m.Name]; seen && prev.phase != m.Phase && m.Phase == v1alpha1.MemberComplete && prev.updated < m.Replicas {
+		if prev := oldPhase[m.Name]; (prev == v1alpha1.MemberRolling || prev == v1alpha1.MemberWaiting) && m.Phase == v1alpha1.MemberComplete {
 			r.events.Eventf(rg, nil, corev1.EventTypeNormal, "MemberComplete", "Rollout",
 				"StatefulSet %s complete: %d/%d pods on revision %s", m.Name, m.UpdatedReplicas, m.Replicas, m.UpdateRevision)
 		}

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -49,6 +51,8 @@ type Monitor struct {
 	armed     bool
 	breaches  []Breach
 	deletions []Deletion
+	// seenDeleted holds the UIDs already recorded as deleted.
+	seenDeleted sets.Set[types.UID]
 	peak      map[string]int
 }
 
@@ -56,7 +60,10 @@ type Monitor struct {
 type Deletion struct {
 	At     time.Time
 	Pod    string
+	UID    types.UID
 	Member string
+	// Annotations are the pod's, e.g. to tell which template version it ran.
+	Annotations map[string]string
 }
 
 // MaxUnavailableOf resolves an int-or-percent the way the API documents it, so the
@@ -77,7 +84,7 @@ func MaxUnavailableOf(v intstr.IntOrString, replicas int) int {
 // is checked.
 func StartMonitor(ctx context.Context, cs kubernetes.Interface, namespace string, members []WatchedMember) (*Monitor, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	m := &Monitor{members: members, stop: cancel, pods: map[string]*corev1.Pod{}, peak: map[string]int{}}
+	m := &Monitor{members: members, stop: cancel, pods: map[string]*corev1.Pod{}, peak: map[string]int{}, seenDeleted: sets.New[types.UID]()}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(namespace))
 	inf := factory.Core().V1().Pods().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -110,15 +117,15 @@ func (m *Monitor) observe(o any, deleted bool) {
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	prev := m.pods[pod.Name]
 	if deleted {
 		delete(m.pods, pod.Name)
 	} else {
 		m.pods[pod.Name] = pod
 	}
 	member := m.memberOf(pod.Name)
-	if member != "" && pod.DeletionTimestamp != nil && (prev == nil || prev.DeletionTimestamp == nil || prev.UID != pod.UID) {
-		m.deletions = append(m.deletions, Deletion{At: now, Pod: pod.Name, Member: member})
+	if member != "" && pod.DeletionTimestamp != nil && !m.seenDeleted.Has(pod.UID) {
+		m.seenDeleted.Insert(pod.UID)
+		m.deletions = append(m.deletions, Deletion{At: now, Pod: pod.Name, UID: pod.UID, Member: member, Annotations: pod.Annotations})
 	}
 	m.check(now)
 }
@@ -207,6 +214,20 @@ func (m *Monitor) PeakNotReady() map[string]int {
 	out := map[string]int{}
 	for k, v := range m.peak {
 		out[k] = v
+	}
+	return out
+}
+
+// DeletionsWhere returns the deletions of pods whose annotation key had value.
+// kwok, standing in for kubelets, sometimes deletes a freshly recreated pod a
+// second time (a real kubelet deletes by UID); selecting by the template
+// version tells the pods Echelon rolled from those.
+func (m *Monitor) DeletionsWhere(key, value string) []Deletion {
+	var out []Deletion
+	for _, d := range m.Deletions() {
+		if d.Annotations[key] == value {
+			out = append(out, d)
+		}
 	}
 	return out
 }

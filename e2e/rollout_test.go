@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+)
+
+var _ = Describe("RolloutGroup rollouts", func() {
+	DescribeTable("roll three zones of ten pods one zone at a time, within maxUnavailable",
+		func(ctx SpecContext, maxUnavailable intstr.IntOrString, wantPeak int) {
+			g := newZoneGroup(ctx, 10, func(s *v1alpha1.RolloutGroupSpec) { s.MaxUnavailable = &maxUnavailable })
+			startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
+			g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
+			mon := g.monitor(ctx)
+
+			g.setVersion(ctx, "v2")
+			rg := g.waitComplete(ctx, 3*time.Minute)
+			g.waitPodsOn(ctx, "v2")
+
+			expectNoBreaches(mon)
+			Expect(mon.MemberOrder()).To(Equal(g.zones), "zones are rolled one after the other, in list order")
+			Expect(mon.DeletionsWhere(versionAnnotation, "v1")).To(HaveLen(30), "every pod is replaced exactly once")
+			for zone, peak := range mon.PeakNotReady() {
+				Expect(peak).To(Equal(wantPeak), "peak of not-Ready pods in %s: the budget is used, never exceeded", zone)
+			}
+			Expect(rg.Status.Updated).To(Equal("30/30"))
+			Expect(rg.Status.PodsRolled).To(Equal(int32(30)))
+			Expect(rg.Status.RolloutStartTime).NotTo(BeNil())
+			Expect(rg.Status.RolloutCompletionTime).NotTo(BeNil())
+			Eventually(func() map[string]int { return g.eventReasons(ctx) }).Should(And(
+				HaveKeyWithValue("PodRolled", 30), HaveKey("RolloutStarted"), HaveKey("RolloutComplete"), HaveKey("MemberComplete")))
+		},
+		Entry("maxUnavailable 1", intstr.FromInt32(1), 1),
+		Entry("maxUnavailable 3", intstr.FromInt32(3), 3),
+		Entry("maxUnavailable 30%", intstr.FromString("30%"), 3),
+	)
+
+	It("deletes nothing while paused and resumes where it stopped", func(ctx SpecContext) {
+		g := newZoneGroup(ctx, 10, nil)
+		startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
+		g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
+		mon := g.monitor(ctx)
+
+		g.setVersion(ctx, "v2")
+		Eventually(func() int { return len(mon.Deletions()) }).Should(BeNumerically(">=", 4))
+		g.patchSpec(ctx, `{"paused":true}`)
+		g.waitPhase(ctx, v1alpha1.PhasePaused, 30*time.Second)
+		// A deletion decided just before the pause was seen may still be landing.
+		time.Sleep(500 * time.Millisecond)
+		rolled := func() int { return len(mon.DeletionsWhere(versionAnnotation, "v1")) }
+		paused := rolled()
+		Consistently(rolled).WithTimeout(4*time.Second).Should(Equal(paused),
+			"no pod may be deleted while the group is paused")
+		Expect(paused).To(BeNumerically("<", 30))
+
+		g.patchSpec(ctx, `{"paused":false}`)
+		g.waitComplete(ctx, 3*time.Minute)
+		g.waitPodsOn(ctx, "v2")
+		expectNoBreaches(mon)
+		Expect(rolled()).To(Equal(30), "every pod is replaced exactly once")
+		Expect(g.eventReasons(ctx)).To(HaveKey("PhasePaused"))
+	})
+
+	It("finishes a zone that has a not-Ready pod before any other, replacing that pod first", func(ctx SpecContext) {
+		g := newZoneGroup(ctx, 10, nil)
+		startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
+		g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
+		mon := g.monitor(ctx)
+
+		g.setPodReady(ctx, "ingester-zone-c-4", false)
+		g.setVersion(ctx, "v2")
+		g.waitComplete(ctx, 3*time.Minute)
+		g.waitPodsOn(ctx, "v2")
+
+		expectNoBreaches(mon)
+		Expect(mon.Deletions()[0].Pod).To(Equal("ingester-zone-c-4"), "the not-Ready outdated pod goes first")
+		Expect(mon.MemberOrder()).To(Equal([]string{"ingester-zone-c", "ingester-zone-a", "ingester-zone-b"}))
+	})
+
+	It("blocks the whole group when a member is not OnDelete, touching nothing, and resumes once fixed", func(ctx SpecContext) {
+		g := newZoneGroup(ctx, 5, nil)
+		// zone-b rolls itself (RollingUpdate) but a partition holds it back, so
+		// any pod deletion seen here would be Echelon's.
+		patchStatefulSet(ctx, g.ns, "ingester-zone-b",
+			`{"spec":{"updateStrategy":{"type":"RollingUpdate","rollingUpdate":{"partition":5}}}}`)
+		startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
+		mon := g.monitor(ctx)
+
+		g.setVersion(ctx, "v2")
+		rg := g.waitPhase(ctx, v1alpha1.PhaseBlocked, 30*time.Second)
+		Expect(rg.Status.Message).To(And(ContainSubstring("ingester-zone-b"), ContainSubstring("OnDelete")))
+		Consistently(func() int { return len(mon.Deletions()) }).WithTimeout(3 * time.Second).Should(BeZero())
+		Expect(g.eventReasons(ctx)).To(HaveKey("Blocked"))
+
+		patchStatefulSet(ctx, g.ns, "ingester-zone-b", `{"spec":{"updateStrategy":{"type":"OnDelete","rollingUpdate":null}}}`)
+		g.waitComplete(ctx, 3*time.Minute)
+		g.waitPodsOn(ctx, "v2")
+		expectNoBreaches(mon)
+	})
+
+	It("rolls pods back when the template is reverted mid-rollout", func(ctx SpecContext) {
+		g := newZoneGroup(ctx, 10, func(s *v1alpha1.RolloutGroupSpec) { s.MaxUnavailable = ptrIntOrString(intstr.FromInt32(2)) })
+		startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
+		g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
+		mon := g.monitor(ctx)
+
+		g.setVersion(ctx, "v2")
+		Eventually(func() int { return len(mon.Deletions()) }).Should(BeNumerically(">=", 14))
+		g.setVersion(ctx, "v1")
+		g.waitComplete(ctx, 3*time.Minute)
+		g.waitPodsOn(ctx, "v1")
+		expectNoBreaches(mon)
+	})
+})
+
+func ptrIntOrString(v intstr.IntOrString) *intstr.IntOrString { return &v }
