@@ -38,6 +38,6 @@ var _ = Describe("the harness and the binary", func() {
 		Expect(body).To(ContainSubstring("controller_runtime_reconcile_total"))
 		Expect(body).To(ContainSubstring(`controller="rolloutgroup"`))
 
-		Expect(op.Stop(15 * time.Second)).To(Succeed(), "SIGTERM must stop the operator cleanly")
+		Expect(op.Stop(15*time.Second)).To(Succeed(), "SIGTERM must stop the operator cleanly")
 	})
 })

@@ -53,7 +53,7 @@ type Monitor struct {
 	deletions []Deletion
 	// seenDeleted holds the UIDs already recorded as deleted.
 	seenDeleted sets.Set[types.UID]
-	peak      map[string]int
+	peak        map[string]int
 }
 
 // Deletion is a pod the monitor saw start terminating.
