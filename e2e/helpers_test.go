@@ -221,3 +221,13 @@ func patchStatefulSet(ctx context.Context, ns, name, patch string) {
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	Expect(k8s.Patch(ctx, sts, client.RawPatch("application/merge-patch+json", []byte(patch)))).To(Succeed())
 }
+
+// parseDuration turns "-5s" into a metav1.Duration, which serializes back to the
+// same text, so the API server sees exactly what a user would write.
+func parseDuration(s string) (*metav1.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return nil, err
+	}
+	return &metav1.Duration{Duration: d}, nil
+}
