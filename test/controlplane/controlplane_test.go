@@ -13,18 +13,22 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
 
 	"github.com/echelon-operator/echelon/test/controlplane"
 )
@@ -261,4 +265,51 @@ func TestPodStartAndReadyDelays(t *testing.T) {
 	g.Expect(gotIP).To(BeNumerically(">=", time.Second), "IP before the start delay")
 	g.Expect(ready-gotIP).To(BeNumerically(">=", 900*time.Millisecond), "Ready before the ready delay")
 	g.Expect(ready).To(BeNumerically("<", 10*time.Second))
+}
+
+// allowed asks the API server whether user may verb resource, as RBAC decides.
+func allowed(ctx context.Context, g Gomega, c client.Client, user string, attrs authorizationv1.ResourceAttributes) bool {
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:               user,
+		ResourceAttributes: &attrs,
+	}}
+	g.Expect(c.Create(ctx, review)).To(Succeed())
+	return review.Status.Allowed
+}
+
+func TestOperatorUserIsBoundToTheGeneratedRBACOnly(t *testing.T) {
+	cp := controlPlane(t)
+	g := NewWithT(t)
+	ctx := t.Context()
+	c := cp.Client()
+
+	user, err := cp.NewOperatorUser(ctx, "echelon-operator-test")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(user.Kubeconfig).To(BeARegularFile())
+
+	root, err := controlplane.RepoRoot()
+	g.Expect(err).NotTo(HaveOccurred())
+	data, err := os.ReadFile(filepath.Join(root, controlplane.OperatorRBACFile))
+	g.Expect(err).NotTo(HaveOccurred())
+	var role rbacv1.ClusterRole
+	g.Expect(yaml.Unmarshal(data, &role)).To(Succeed())
+	g.Expect(role.Rules).NotTo(BeEmpty(), "%s has rules", controlplane.OperatorRBACFile)
+
+	// Every verb the generated role grants, the user has (eventually: the API
+	// server's RBAC informers lag the binding by a moment)...
+	for _, rule := range role.Rules {
+		for _, group := range rule.APIGroups {
+			for _, resource := range rule.Resources {
+				for _, verb := range rule.Verbs {
+					resource, subresource, _ := strings.Cut(resource, "/")
+					attrs := authorizationv1.ResourceAttributes{Group: group, Resource: resource, Subresource: subresource, Verb: verb, Namespace: "any"}
+					g.Eventually(func(g Gomega) bool { return allowed(ctx, g, c, user.Name, attrs) }).
+						WithTimeout(10*time.Second).Should(BeTrue(), "%s may %s %s", user.Name, verb, rule.Resources)
+				}
+			}
+		}
+	}
+	// ...and nothing a rollout operator must never do.
+	g.Expect(allowed(ctx, g, c, user.Name, authorizationv1.ResourceAttributes{Verb: "delete", Resource: "nodes"})).To(BeFalse())
+	g.Expect(allowed(ctx, g, c, user.Name, authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "kube-system"})).To(BeFalse())
 }
