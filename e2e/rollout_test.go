@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -14,7 +15,7 @@ var _ = Describe("RolloutGroup rollouts", func() {
 	DescribeTable("roll three zones of ten pods one zone at a time, within maxUnavailable",
 		func(ctx SpecContext, maxUnavailable intstr.IntOrString, wantPeak int) {
 			g := newZoneGroup(ctx, 10, func(s *v1alpha1.RolloutGroupSpec) { s.MaxUnavailable = &maxUnavailable })
-			startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
+			op := startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
 			g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
 			mon := g.monitor(ctx)
 
@@ -33,7 +34,17 @@ var _ = Describe("RolloutGroup rollouts", func() {
 			Expect(rg.Status.RolloutStartTime).NotTo(BeNil())
 			Expect(rg.Status.RolloutCompletionTime).NotTo(BeNil())
 			Eventually(func() map[string]int { return g.eventReasons(ctx) }).Should(And(
-				HaveKeyWithValue("PodRolled", 30), HaveKey("RolloutStarted"), HaveKey("RolloutComplete"), HaveKey("MemberComplete")))
+				HaveKeyWithValue("PodRolled", 30), HaveKey("RolloutStarted"), HaveKey("RolloutComplete"), HaveKeyWithValue("MemberComplete", 3)))
+
+			_, metrics, err := op.Get("/metrics")
+			Expect(err).NotTo(HaveOccurred())
+			for _, z := range g.zones {
+				Expect(metrics).To(ContainSubstring(fmt.Sprintf(
+					`echelon_rolloutgroup_pods_rolled_total{namespace=%q,rolloutgroup="ingester",statefulset=%q} 10`, g.ns, z)))
+			}
+			Expect(metrics).To(ContainSubstring(fmt.Sprintf(`echelon_rolloutgroup_phase{namespace=%q,phase="Complete",rolloutgroup="ingester"} 1`, g.ns)))
+			Expect(metrics).To(ContainSubstring(fmt.Sprintf(`echelon_rolloutgroup_rollout_duration_seconds_count{namespace=%q,rolloutgroup="ingester"} 1`, g.ns)))
+			Expect(metrics).To(ContainSubstring(fmt.Sprintf(`echelon_rolloutgroup_seconds_since_last_progress{namespace=%q,rolloutgroup="ingester"} 0`, g.ns)))
 		},
 		Entry("maxUnavailable 1", intstr.FromInt32(1), 1),
 		Entry("maxUnavailable 3", intstr.FromInt32(3), 3),

@@ -40,12 +40,8 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - leases
   verbs:
   - create
-  - delete
   - get
-  - list
-  - patch
   - update
-  - watch
 - apiGroups:
   - echelon.dev
   resources:
@@ -109,12 +105,8 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - leases
   verbs:
   - create
-  - delete
   - get
-  - list
-  - patch
   - update
-  - watch
 - apiGroups:
   - echelon.dev
   resources:
