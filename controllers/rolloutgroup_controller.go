@@ -91,9 +91,9 @@ func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if actErr != nil {
 		return ctrl.Result{}, actErr
 	}
-	after := minPositive(plan.RequeueAfter, up.recheckAfter)
+	after := rollout.MinPositive(plan.RequeueAfter, up.recheckAfter)
 	if acted.refused != "" {
-		after = minPositive(after, evictionRetryInterval)
+		after = rollout.MinPositive(after, evictionRetryInterval)
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
@@ -172,17 +172,6 @@ func (r *RolloutGroupReconciler) forget(key types.NamespacedName) {
 	r.deletions.ForgetGroup(key)
 	r.written.Forget(key)
 	metrics.ForgetGroup(key.Namespace, key.Name)
-}
-
-func minPositive(a, b time.Duration) time.Duration {
-	switch {
-	case a <= 0:
-		return b
-	case b <= 0:
-		return a
-	default:
-		return min(a, b)
-	}
 }
 
 // SetupRolloutGroupController registers the RolloutGroup controller and its

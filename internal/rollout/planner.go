@@ -173,7 +173,7 @@ func Decide(in Input) Plan {
 		ms.Phase = v1alpha1.MemberRolling
 		p.Delete, p.Message = planDeletions(in, ms)
 		if wait := in.LastBatchTime.Add(in.BatchInterval).Sub(in.Now); len(p.Delete) == 0 && !in.Paused && in.BatchInterval > 0 && wait > 0 {
-			p.RequeueAfter = minPositive(p.RequeueAfter, wait)
+			p.RequeueAfter = MinPositive(p.RequeueAfter, wait)
 		}
 		return p
 	}
@@ -318,14 +318,15 @@ func nextAvailabilityChange(in Input) time.Duration {
 				continue
 			}
 			if d := since.Add(time.Duration(in.MinReadySeconds) * time.Second).Sub(in.Now); d > 0 {
-				next = minPositive(next, d)
+				next = MinPositive(next, d)
 			}
 		}
 	}
 	return next
 }
 
-func minPositive(a, b time.Duration) time.Duration {
+// MinPositive is the sooner of two requeue delays, where zero means none.
+func MinPositive(a, b time.Duration) time.Duration {
 	switch {
 	case a <= 0:
 		return b

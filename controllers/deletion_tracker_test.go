@@ -1,0 +1,59 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func trackedPod(name, uid string, terminating bool) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid)}}
+	if terminating {
+		now := metav1.Now()
+		p.DeletionTimestamp = &now
+	}
+	return p
+}
+
+func TestDeletionTrackerHidesDeletedPodsUntilTheCacheCatchesUp(t *testing.T) {
+	group := types.NamespacedName{Namespace: "ns", Name: "g"}
+	other := types.NamespacedName{Namespace: "ns", Name: "other"}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tr := newDeletionTracker()
+	a, b := trackedPod("a-0", "uid-a", false), trackedPod("a-1", "uid-b", false)
+	tr.Record(group, a, now)
+	tr.Record(group, b, now)
+
+	// The cache still shows both pods live: both are pending.
+	if got := tr.Pending(group, []*corev1.Pod{a, b}, now.Add(time.Second)); got.Len() != 2 {
+		t.Fatalf("pending = %v, want both pods", got.UnsortedList())
+	}
+	// Another group never sees them.
+	if got := tr.Pending(other, []*corev1.Pod{a, b}, now); got.Len() != 0 {
+		t.Fatalf("pending for another group = %v, want none", got.UnsortedList())
+	}
+	// The cache shows a terminating and b gone, replaced by a new pod with the same name.
+	replaced := trackedPod("a-1", "uid-b2", false)
+	got := tr.Pending(group, []*corev1.Pod{trackedPod("a-0", "uid-a", true), replaced}, now.Add(2*time.Second))
+	if got.Len() != 0 {
+		t.Fatalf("pending = %v, want none once the cache caught up", got.UnsortedList())
+	}
+	// Forgotten for good: the old UID showing up again (a stale cache) is not pending.
+	if got := tr.Pending(group, []*corev1.Pod{a}, now.Add(3*time.Second)); got.Len() != 0 {
+		t.Fatalf("pending = %v, want none after forgetting", got.UnsortedList())
+	}
+}
+
+func TestDeletionTrackerTrustsTheCacheAfterTTL(t *testing.T) {
+	group := types.NamespacedName{Namespace: "ns", Name: "g"}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tr := newDeletionTracker()
+	a := trackedPod("a-0", "uid-a", false)
+	tr.Record(group, a, now)
+	if got := tr.Pending(group, []*corev1.Pod{a}, now.Add(deletionTTL+time.Second)); got.Len() != 0 {
+		t.Fatalf("pending = %v, want none after the TTL", got.UnsortedList())
+	}
+}

@@ -1,0 +1,82 @@
+package options
+
+import (
+	"flag"
+	"strings"
+	"testing"
+)
+
+func TestParseAndValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+		check   func(t *testing.T, o Options)
+	}{
+		{name: "defaults are valid", check: func(t *testing.T, o Options) {
+			if o.HTTPPort != 8001 || o.ClusterDomain != "cluster.local" || o.PodAddress != PodAddressFQDN || o.LeaderElect {
+				t.Errorf("unexpected defaults: %+v", o)
+			}
+		}},
+		{name: "namespaces are split and trimmed", args: []string{"--namespaces= a, b ,,c"}, check: func(t *testing.T, o Options) {
+			if strings.Join(o.Namespaces, "|") != "a|b|c" {
+				t.Errorf("namespaces = %q", o.Namespaces)
+			}
+		}},
+		{name: "empty namespaces watch all", args: []string{"--namespaces="}, check: func(t *testing.T, o Options) {
+			if len(o.Namespaces) != 0 {
+				t.Errorf("namespaces = %q", o.Namespaces)
+			}
+		}},
+		{name: "pod address ip", args: []string{"--pod-address=ip"}},
+		{name: "bad pod address", args: []string{"--pod-address=dns"}, wantErr: `--pod-address="dns"`},
+		{name: "bad namespace", args: []string{"--namespaces=ok,Not_OK"}, wantErr: `--namespaces: "Not_OK"`},
+		{name: "bad cluster domain", args: []string{"--cluster-domain=-bad-"}, wantErr: `--cluster-domain="-bad-"`},
+		{name: "bad qps", args: []string{"--kube-api-qps=0"}, wantErr: "--kube-api-qps=0"},
+		{name: "bad burst", args: []string{"--kube-api-burst=0"}, wantErr: "--kube-api-burst=0"},
+		{name: "bad log level", args: []string{"--log-level=trace"}, wantErr: `--log-level="trace"`},
+		{name: "lease shorter than renew deadline", args: []string{"--leader-elect", "--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=10s"},
+			wantErr: "--leader-elect-lease-duration=5s"},
+		{name: "lease timings ignored without leader election", args: []string{"--leader-elect-lease-duration=1s"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := Default()
+			fs := flag.NewFlagSet("echelon", flag.ContinueOnError)
+			o.BindFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			err := o.Validate()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+			}
+			if tt.check != nil {
+				tt.check(t, o)
+			}
+		})
+	}
+}
+
+func TestResolvedLeaderElectionNamespace(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "")
+	o := Default()
+	if got := o.ResolvedLeaderElectionNamespace(); got != "default" {
+		t.Errorf("no hints: got %q, want default", got)
+	}
+	o.Namespaces = []string{"mimir", "loki"}
+	if got := o.ResolvedLeaderElectionNamespace(); got != "mimir" {
+		t.Errorf("watched namespaces: got %q, want mimir", got)
+	}
+	t.Setenv("POD_NAMESPACE", "echelon-system")
+	if got := o.ResolvedLeaderElectionNamespace(); got != "echelon-system" {
+		t.Errorf("POD_NAMESPACE: got %q, want echelon-system", got)
+	}
+	o.LeaderElectionNamespace = "explicit"
+	if got := o.ResolvedLeaderElectionNamespace(); got != "explicit" {
+		t.Errorf("flag: got %q, want explicit", got)
+	}
+}
