@@ -57,7 +57,7 @@ var _ = Describe("RolloutGroup rollouts when operators fail", func() {
 			leader, standby = standby, leader
 		}
 		leader.Kill()
-		Eventually(standby.IsLeader).WithTimeout(30 * time.Second).Should(BeTrue(), "the standby takes over")
+		Eventually(standby.IsLeader).WithTimeout(30*time.Second).Should(BeTrue(), "the standby takes over")
 
 		g.waitComplete(ctx, 3*time.Minute)
 		g.waitPodsOn(ctx, "v2")
