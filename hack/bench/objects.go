@@ -1,0 +1,136 @@
+/*
+Copyright 2026 The Echelon Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package main
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+)
+
+// containerName is the one container of every benchmark pod.
+const containerName = "app"
+
+// statefulSet is a member of the benchmark: OnDelete, so that only the operator
+// (or the floor measurement) replaces pods, and Parallel, so that the StatefulSet
+// controller recreates a batch of deleted pods at once.
+func statefulSet(ns, name string, replicas int32, image string) *appsv1.StatefulSet {
+	labels := map[string]string{"app": name}
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr.To(replicas),
+			ServiceName:         name,
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
+			Selector:            &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: containerName, Image: image}},
+				},
+			},
+		},
+	}
+}
+
+func rolloutGroup(ns, name string, members []string, maxUnavailable int32) *v1alpha1.RolloutGroup {
+	rg := &v1alpha1.RolloutGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       v1alpha1.RolloutGroupSpec{MaxUnavailable: ptr.To(intstr.FromInt32(maxUnavailable))},
+	}
+	for _, m := range members {
+		rg.Spec.StatefulSets = append(rg.Spec.StatefulSets, v1alpha1.RolloutMember{Name: m})
+	}
+	return rg
+}
+
+// setImage changes the pod template of a StatefulSet: the change that starts a
+// rollout.
+func setImage(ctx context.Context, c client.Client, ns, name, image string) error {
+	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":%q,"image":%q}]}}}}`, containerName, image)
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := c.Patch(ctx, sts, client.RawPatch(types.StrategicMergePatchType, []byte(patch))); err != nil {
+		return fmt.Errorf("set image of StatefulSet %s: %w", name, err)
+	}
+	return nil
+}
+
+// statefulSetAt returns the StatefulSet if the StatefulSet controller has
+// observed its spec with image, else nil.
+func statefulSetAt(ctx context.Context, c client.Reader, ns, name, image string) (*appsv1.StatefulSet, error) {
+	sts := &appsv1.StatefulSet{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sts); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	containers := sts.Spec.Template.Spec.Containers
+	if len(containers) == 0 || containers[0].Image != image || sts.Status.ObservedGeneration != sts.Generation {
+		return nil, nil
+	}
+	return sts, nil
+}
+
+// allReady returns a condition that holds when every pod of every StatefulSet
+// runs image and is Ready.
+func allReady(c client.Reader, ns, image string, names ...string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		for _, name := range names {
+			sts, err := statefulSetAt(ctx, c, ns, name, image)
+			if sts == nil || err != nil {
+				return false, err
+			}
+			want := ptr.Deref(sts.Spec.Replicas, 1)
+			if sts.Status.ReadyReplicas != want || sts.Status.UpdatedReplicas != want || sts.Status.Replicas != want {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+}
+
+// groupRolledOut returns a condition that holds when the group says Complete
+// for the revision of image of every member, with every pod updated and
+// available: a Complete left over from before the template change does not count.
+func groupRolledOut(c client.Reader, ns, name, image string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		rg := &v1alpha1.RolloutGroup{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rg); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		if rg.Status.Phase != v1alpha1.PhaseComplete || len(rg.Status.StatefulSets) != len(rg.Spec.StatefulSets) {
+			return false, nil
+		}
+		for _, m := range rg.Status.StatefulSets {
+			sts, err := statefulSetAt(ctx, c, ns, m.Name, image)
+			if sts == nil || err != nil {
+				return false, err
+			}
+			if m.UpdateRevision != sts.Status.UpdateRevision || m.UpdatedReplicas != m.Replicas || m.AvailableReplicas != m.Replicas {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,135 @@
+/*
+Copyright 2026 The Echelon Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Targets the figures are judged against.
+const (
+	targetRatio        = 1.10
+	targetWritesPerPod = 2.5
+)
+
+// printTable prints one column per pod start time.
+func printTable(out io.Writer, s scenario, results []*result) {
+	fmt.Fprintf(out, "\nRollout of %d StatefulSets x %d pods (Parallel, OnDelete), maxUnavailable %d: %d pods in %d batches at least.\n\n",
+		s.members, s.replicas, s.maxUnavailable, s.pods(), s.batches())
+	tw := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
+	row := func(label string, cell func(r *result) string) {
+		cells := []string{label}
+		for _, r := range results {
+			cells = append(cells, cell(r))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	row("", func(r *result) string { return "pod start " + seconds(r.PodStartSeconds).String() })
+	row("wall: template change -> Complete", func(r *result) string { return fmt.Sprintf("%.2fs", r.WallSeconds) })
+	row(fmt.Sprintf("one batch of %d pods, no operator (median)", s.maxUnavailable), func(r *result) string {
+		return fmt.Sprintf("%.3fs", r.BatchMedianSeconds)
+	})
+	row(fmt.Sprintf("floor: %d batches x median", s.batches()), func(r *result) string { return fmt.Sprintf("%.2fs", r.FloorSeconds) })
+	row(fmt.Sprintf("wall / floor (target <= %.2f)", targetRatio), func(r *result) string { return verdict(fmt.Sprintf("%.3f", r.Ratio), r.Ratio <= targetRatio) })
+	row("reads per pod (GET)", func(r *result) string { return fmt.Sprintf("%.2f", r.ReadsPerPod) })
+	row(fmt.Sprintf("writes per pod (target <= %.1f)", targetWritesPerPod), func(r *result) string {
+		return verdict(fmt.Sprintf("%.2f", r.WritesPerPod), r.WritesPerPod <= targetWritesPerPod)
+	})
+	for _, method := range methods(results) {
+		row("  "+method+" per pod", func(r *result) string { return fmt.Sprintf("%.2f", r.RequestsByMethod[method]/float64(r.Pods)) })
+	}
+	row("LISTs after start (target 0)", func(r *result) string { return verdict(fmt.Sprint(r.ListsAfterStart), r.ListsAfterStart == 0) })
+	row("operator CPU during the rollout", func(r *result) string { return fmt.Sprintf("%.2fs", r.CPUSeconds) })
+	row("operator CPU since its start", func(r *result) string { return fmt.Sprintf("%.2fs", r.CPUSecondsTotal) })
+	row("operator peak RSS (VmHWM)", func(r *result) string { return fmt.Sprintf("%.1f MiB", float64(r.PeakRSSBytes)/(1<<20)) })
+	_ = tw.Flush()
+
+	fmt.Fprintf(out, "\nOperator requests during the rollout, by verb and resource (counted by a proxy in front of it):\n\n")
+	tw = tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
+	row("", func(r *result) string { return "pod start " + seconds(r.PodStartSeconds).String() })
+	for _, key := range verbs(results) {
+		row(strings.ToLower(key), func(r *result) string {
+			return fmt.Sprintf("%d (%.2f/pod)", r.RequestsByVerb[key], float64(r.RequestsByVerb[key])/float64(r.Pods))
+		})
+	}
+	_ = tw.Flush()
+}
+
+func verdict(v string, ok bool) string {
+	if ok {
+		return v
+	}
+	return v + " (over)"
+}
+
+func seconds(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond)
+}
+
+// methods are the HTTP methods any run counted, writes after reads.
+func methods(results []*result) []string {
+	seen := map[string]bool{}
+	for _, r := range results {
+		for m := range r.RequestsByMethod {
+			seen[m] = true
+		}
+	}
+	return slices.SortedFunc(maps.Keys(seen), func(a, b string) int {
+		if isRead(a) != isRead(b) {
+			if isRead(a) {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+}
+
+// verbs are the request kinds any run counted, the most frequent first.
+func verbs(results []*result) []string {
+	total := map[string]int{}
+	for _, r := range results {
+		for k, n := range r.RequestsByVerb {
+			total[k] += n
+		}
+	}
+	return slices.SortedFunc(maps.Keys(total), func(a, b string) int {
+		if total[a] != total[b] {
+			return total[b] - total[a]
+		}
+		return strings.Compare(a, b)
+	})
+}
+
+// report is the JSON document of --json.
+type report struct {
+	Scenario struct {
+		StatefulSets   int `json:"statefulSets"`
+		Replicas       int `json:"replicas"`
+		MaxUnavailable int `json:"maxUnavailable"`
+	} `json:"scenario"`
+	Results []*result `json:"results"`
+}
+
+func writeJSON(path string, s scenario, results []*result) error {
+	var r report
+	r.Scenario.StatefulSets, r.Scenario.Replicas, r.Scenario.MaxUnavailable = s.members, int(s.replicas), int(s.maxUnavailable)
+	r.Results = results
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
