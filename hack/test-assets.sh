@@ -96,6 +96,7 @@ build() {
   # Build next to the final directory so the rename below is atomic: an
   # interrupted build never leaves a directory that looks complete.
   building="$(mktemp -d "${dir}.tmp.XXXXXX")"
+  chmod 755 "${building}" # mktemp makes it private
   echo "test-assets: building ${name} into ${dir#"${ROOT}"/} ..."
   (cd "${TOOLS}/${tool}" && go build -trimpath -ldflags="${ldflags}" -o "${building}/${output}" "$@")
   mv "${building}" "${dir}"
