@@ -128,7 +128,7 @@ func bench(ctx context.Context, podStarts []time.Duration, jsonPath string, floo
 		results = append(results, r)
 	}
 	printTable(os.Stdout, s, results)
-	fmt.Printf("\nOperator logs: %s (took %s in all)\n", workDir, since(began))
+	fmt.Printf("\nOperator logs and request logs: %s (took %s in all)\n", workDir, since(began))
 	if jsonPath != "" {
 		if err := writeJSON(jsonPath, s, results); err != nil {
 			return err

@@ -7,6 +7,7 @@ Licensed under the Apache License, Version 2.0.
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"log"
@@ -18,6 +19,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
@@ -28,15 +30,19 @@ import (
 // LIST or a WATCH from a GET; this can. The proxy forwards with the operator
 // user's own client certificate, so the API server authenticates and authorizes
 // exactly as without it.
+// maxLoggedBody bounds how much of a patch the request log keeps.
+const maxLoggedBody = 64 << 10
+
 type requestCounter struct {
 	listener net.Listener
 	server   *http.Server
+	log      *os.File // one line per request: time, kind, path, and the body of patches
 
 	mu     sync.Mutex
 	counts map[string]int // "<VERB> <resource>[/<subresource>]"
 }
 
-func startRequestCounter(upstream *rest.Config) (*requestCounter, error) {
+func startRequestCounter(upstream *rest.Config, logPath string) (*requestCounter, error) {
 	target, err := url.Parse(upstream.Host)
 	if err != nil {
 		return nil, fmt.Errorf("request counter: API server address %q: %w", upstream.Host, err)
@@ -49,7 +55,12 @@ func startRequestCounter(upstream *rest.Config) (*requestCounter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("request counter: %w", err)
 	}
-	rc := &requestCounter{listener: l, counts: map[string]int{}}
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("request counter: %w", err)
+	}
+	rc := &requestCounter{listener: l, log: logFile, counts: map[string]int{}}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
@@ -62,17 +73,26 @@ func startRequestCounter(upstream *rest.Config) (*requestCounter, error) {
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	rc.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc.count(classify(r.Method, r.URL.Path, r.URL.Query().Get("watch")))
+		rc.record(r)
 		proxy.ServeHTTP(w, r)
 	})}
 	go func() { _ = rc.server.Serve(l) }()
 	return rc, nil
 }
 
-func (rc *requestCounter) count(key string) {
+// record counts a request and logs it, with its body if it is a patch: what
+// the operator changes, e.g. in each status patch, is what explains its count.
+func (rc *requestCounter) record(r *http.Request) {
+	key := classify(r.Method, r.URL.Path, r.URL.Query().Get("watch"))
+	var body []byte
+	if r.Method == http.MethodPatch && r.Body != nil {
+		body, _ = io.ReadAll(io.LimitReader(r.Body, maxLoggedBody))
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	}
 	rc.mu.Lock()
+	defer rc.mu.Unlock()
 	rc.counts[key]++
-	rc.mu.Unlock()
+	fmt.Fprintf(rc.log, "%s %s %s %s\n", time.Now().Format("15:04:05.000000"), key, r.URL.RequestURI(), body)
 }
 
 // snapshot returns the counts so far.
@@ -106,6 +126,7 @@ current-context: bench
 
 func (rc *requestCounter) close() {
 	_ = rc.server.Close()
+	_ = rc.log.Close()
 }
 
 // classify names a request as "<VERB> <resource>[/<subresource>]", with the

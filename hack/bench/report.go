@@ -61,7 +61,8 @@ func printTable(out io.Writer, s scenario, results []*result) {
 	row("", func(r *result) string { return "pod start " + seconds(r.PodStartSeconds).String() })
 	for _, key := range verbs(results) {
 		row(strings.ToLower(key), func(r *result) string {
-			return fmt.Sprintf("%d (%.2f/pod)", r.RequestsByVerb[key], float64(r.RequestsByVerb[key])/float64(r.Pods))
+			n := float64(r.RequestsByVerb[key])
+			return fmt.Sprintf("%d (%.2f/pod, %.1f/batch)", r.RequestsByVerb[key], n/float64(r.Pods), n/float64(r.Batches))
 		})
 	}
 	_ = tw.Flush()

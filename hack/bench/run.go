@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -122,7 +123,12 @@ func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := startWatch(ctx, cp.Config(), ns)
+	podLog, err := os.Create(filepath.Join(cfg.workDir, fmt.Sprintf("pods-pod-start-%s.log", cfg.podStart)))
+	if err != nil {
+		return nil, err
+	}
+	defer podLog.Close()
+	w, err := startWatch(ctx, cp.Config(), ns, podLog)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +138,7 @@ func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	counter, err := startRequestCounter(user.Config)
+	counter, err := startRequestCounter(user.Config, filepath.Join(cfg.workDir, fmt.Sprintf("requests-pod-start-%s.log", cfg.podStart)))
 	if err != nil {
 		return nil, err
 	}

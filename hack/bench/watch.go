@@ -9,6 +9,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +34,7 @@ type watcher struct {
 	done    chan struct{}
 }
 
-func startWatch(ctx context.Context, cfg *rest.Config, ns string) (*watcher, error) {
+func startWatch(ctx context.Context, cfg *rest.Config, ns string, podLog io.Writer) (*watcher, error) {
 	c, err := cache.New(cfg, cache.Options{
 		Scheme:            operator.NewScheme(),
 		DefaultNamespaces: map[string]cache.Config{ns: {}},
@@ -50,6 +53,9 @@ func startWatch(ctx context.Context, cfg *rest.Config, ns string) (*watcher, err
 		inf, err := c.GetInformer(ctx, obj)
 		if err == nil {
 			_, err = inf.AddEventHandler(wake)
+		}
+		if _, isPod := obj.(*corev1.Pod); isPod && err == nil {
+			_, err = inf.AddEventHandler(podEventLogger(podLog))
 		}
 		if err != nil {
 			stop()
@@ -95,5 +101,31 @@ func (w *watcher) waitUntil(ctx context.Context, what string, cond func(context.
 		case <-ctx.Done():
 			return fmt.Errorf("wait for %s: %w", what, context.Cause(ctx))
 		}
+	}
+}
+
+// podEventLogger writes one line per pod event, to put the operator's requests
+// next to what it saw: time, event, pod, revision, Ready, terminating.
+func podEventLogger(out io.Writer) toolscache.ResourceEventHandler {
+	var mu sync.Mutex
+	logPod := func(event string, obj any) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			if tombstone, isTombstone := obj.(toolscache.DeletedFinalStateUnknown); isTombstone {
+				pod, ok = tombstone.Obj.(*corev1.Pod)
+			}
+		}
+		if !ok {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(out, "%s %-6s %s uid=%s rev=%s ready=%t terminating=%t\n", time.Now().Format("15:04:05.000000"), event, pod.Name,
+			pod.UID[:8], pod.Labels[appsv1.ControllerRevisionHashLabelKey], podReady(pod), pod.DeletionTimestamp != nil)
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { logPod("add", obj) },
+		UpdateFunc: func(_, obj any) { logPod("update", obj) },
+		DeleteFunc: func(obj any) { logPod("delete", obj) },
 	}
 }
