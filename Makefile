@@ -130,9 +130,14 @@ test-e2e: test-assets ## Run the end-to-end suite: the operator as its own least
 
 # The demo and the benchmark run on the same local control plane as the tests,
 # so they need its binaries; warm, test-assets takes well under a second.
+# DEMO_FLAGS passes flags to hack/demo, e.g. DEMO_FLAGS=--exit-when-complete.
+DEMO_FLAGS ?=
+
+# Built, then run, rather than `go run`, which exits 1 when Ctrl-C ends the demo.
 .PHONY: demo
 demo: test-assets ## Roll out a three-zone RolloutGroup on a local control plane, then keep it running until Ctrl-C.
-	go run ./hack/demo
+	go build -o $(BIN)/echelon-demo ./hack/demo
+	$(BIN)/echelon-demo $(DEMO_FLAGS)
 
 ##@ Bench
 
@@ -141,4 +146,5 @@ BENCH_FLAGS ?=
 
 .PHONY: bench
 bench: test-assets ## Time a 3 x 30-pod rollout against its floor and count the operator's API requests, CPU and memory.
-	go run ./hack/bench $(BENCH_FLAGS)
+	go build -o $(BIN)/echelon-bench ./hack/bench
+	$(BIN)/echelon-bench $(BENCH_FLAGS)
