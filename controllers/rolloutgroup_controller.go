@@ -35,6 +35,10 @@ const (
 	// maxConcurrentReconciles lets independent groups progress in parallel; one
 	// group is never reconciled twice at once.
 	maxConcurrentReconciles = 4
+	// statusProgressInterval is how long progress-only status changes (counters,
+	// message) may wait to be written. Phase, member and condition changes are
+	// written at once.
+	statusProgressInterval = 5 * time.Second
 )
 
 // RolloutGroupReconciler rolls out the pods of RolloutGroups.
@@ -42,7 +46,7 @@ type RolloutGroupReconciler struct {
 	client.Client
 	events    recorder.EventRecorder
 	deletions *deletionTracker
-	written   *statusMemo
+	status    *statusLedger
 	now       func() time.Time
 }
 
@@ -70,7 +74,7 @@ func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 		return ctrl.Result{}, fmt.Errorf("get RolloutGroup: %w", err)
 	}
-	rg := r.written.Freshest(cached)
+	rg, written := r.status.Base(cached)
 	now := r.now()
 
 	in, err := r.observe(ctx, rg, now)
@@ -83,31 +87,44 @@ func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	up := computeStatus(rg, plan, acted, now)
 	r.recordTransition(rg, up)
 	r.exportMetrics(rg, up)
-	if !equality.Semantic.DeepEqual(rg.Status, up.status) {
-		if err := r.writeStatus(ctx, rg, up.status); err != nil {
-			return ctrl.Result{}, errors.Join(actErr, err)
-		}
+	flushAfter, err := r.saveStatus(ctx, rg, written, up.status, now)
+	if err != nil {
+		return ctrl.Result{}, errors.Join(actErr, err)
 	}
 	if actErr != nil {
 		return ctrl.Result{}, actErr
 	}
 	after := rollout.MinPositive(plan.RequeueAfter, up.recheckAfter)
+	after = rollout.MinPositive(after, flushAfter)
 	if acted.refused != "" {
 		after = rollout.MinPositive(after, evictionRetryInterval)
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
 
-// writeStatus patches the status subresource and remembers the result.
-func (r *RolloutGroupReconciler) writeStatus(ctx context.Context, rg *v1alpha1.RolloutGroup, status v1alpha1.RolloutGroupStatus) error {
-	patched := rg.DeepCopy()
-	patched.Status = status
-	over := rg.ResourceVersion
-	if err := r.Status().Patch(ctx, patched, client.MergeFrom(rg)); err != nil {
-		return fmt.Errorf("patch RolloutGroup status: %w", err)
+// saveStatus writes the new status when it differs from what the API server
+// holds in a way users must see at once, or when progress changes have waited
+// statusProgressInterval; otherwise it keeps it in memory and returns when to
+// write it.
+func (r *RolloutGroupReconciler) saveStatus(ctx context.Context, rg *v1alpha1.RolloutGroup, written, next v1alpha1.RolloutGroupStatus, now time.Time) (time.Duration, error) {
+	if equality.Semantic.DeepEqual(written, next) {
+		r.status.Defer(rg, written, next, now, statusProgressInterval) // nothing pending
+		return 0, nil
 	}
-	r.written.Wrote(over, patched)
-	return nil
+	if !urgentStatusChange(rg.Spec, written, next) {
+		if wait := r.status.Defer(rg, written, next, now, statusProgressInterval); wait > 0 {
+			return wait, nil
+		}
+	}
+	base := rg.DeepCopy()
+	base.Status = written
+	patched := rg.DeepCopy()
+	patched.Status = next
+	if err := r.Status().Patch(ctx, patched, client.MergeFrom(base)); err != nil {
+		return 0, fmt.Errorf("patch RolloutGroup status: %w", err)
+	}
+	r.status.Wrote(rg, next, now)
+	return 0, nil
 }
 
 // recordTransition emits the Events of a phase change and of members completing.
@@ -170,7 +187,7 @@ func (r *RolloutGroupReconciler) exportMetrics(rg *v1alpha1.RolloutGroup, up sta
 
 func (r *RolloutGroupReconciler) forget(key types.NamespacedName) {
 	r.deletions.ForgetGroup(key)
-	r.written.Forget(key)
+	r.status.Forget(key)
 	metrics.ForgetGroup(key.Namespace, key.Name)
 }
 
@@ -184,7 +201,7 @@ func SetupRolloutGroupController(mgr ctrl.Manager) error {
 		Client:    mgr.GetClient(),
 		events:    mgr.GetEventRecorder("echelon"),
 		deletions: newDeletionTracker(),
-		written:   newStatusMemo(),
+		status:    newStatusLedger(),
 		now:       time.Now,
 	}
 	return ctrl.NewControllerManagedBy(mgr).

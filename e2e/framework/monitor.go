@@ -41,7 +41,8 @@ type Breach struct {
 //     rolled only while every other member is fully Ready);
 //   - no member has more such pods than its maxUnavailable (guarantee 4).
 //
-// It also records every pod deletion it sees (deletionTimestamp set), in order.
+// It also records every pod deletion it sees (deletionTimestamp set, or the pod
+// gone), once per pod UID, in order.
 type Monitor struct {
 	members []WatchedMember
 	stop    context.CancelFunc
@@ -53,6 +54,9 @@ type Monitor struct {
 	deletions []Deletion
 	// seenDeleted holds the UIDs already recorded as deleted.
 	seenDeleted sets.Set[types.UID]
+	// forced holds pod names force-deleted by someone else, until Ready again.
+	forced          map[string]bool
+	forcedDeletions []string
 	peak        map[string]int
 }
 
@@ -84,7 +88,7 @@ func MaxUnavailableOf(v intstr.IntOrString, replicas int) int {
 // is checked.
 func StartMonitor(ctx context.Context, cs kubernetes.Interface, namespace string, members []WatchedMember) (*Monitor, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	m := &Monitor{members: members, stop: cancel, pods: map[string]*corev1.Pod{}, peak: map[string]int{}, seenDeleted: sets.New[types.UID]()}
+	m := &Monitor{members: members, stop: cancel, pods: map[string]*corev1.Pod{}, peak: map[string]int{}, seenDeleted: sets.New[types.UID](), forced: map[string]bool{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(namespace))
 	inf := factory.Core().V1().Pods().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -117,13 +121,27 @@ func (m *Monitor) observe(o any, deleted bool) {
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	prev := m.pods[pod.Name]
 	if deleted {
 		delete(m.pods, pod.Name)
+		// Echelon deletes and evicts gracefully, so the pods it removes are seen
+		// terminating first. A live pod that vanishes at once was force-deleted by
+		// someone else: kwok, standing in for kubelets, deletes by name rather than
+		// by UID and now and then hits the Ready replacement of a pod it just
+		// removed. Such a pod is not Echelon's doing and is left out of the counts
+		// until its name is Ready again.
+		if prev != nil && prev.UID == pod.UID && prev.DeletionTimestamp == nil {
+			m.forced[pod.Name] = true
+			m.forcedDeletions = append(m.forcedDeletions, fmt.Sprintf("%s (uid %s)", pod.Name, pod.UID))
+		}
 	} else {
 		m.pods[pod.Name] = pod
+		if readyAndLive(pod) {
+			delete(m.forced, pod.Name)
+		}
 	}
 	member := m.memberOf(pod.Name)
-	if member != "" && pod.DeletionTimestamp != nil && !m.seenDeleted.Has(pod.UID) {
+	if member != "" && (pod.DeletionTimestamp != nil || deleted) && !m.seenDeleted.Has(pod.UID) {
 		m.seenDeleted.Insert(pod.UID)
 		m.deletions = append(m.deletions, Deletion{At: now, Pod: pod.Name, UID: pod.UID, Member: member, Annotations: pod.Annotations})
 	}
@@ -134,11 +152,14 @@ func (m *Monitor) observe(o any, deleted bool) {
 func (m *Monitor) check(now time.Time) {
 	var notReady []string
 	counts := map[string]int{}
+	why := map[string][]string{}
 	for _, wm := range m.members {
 		n := 0
 		for i := 0; i < wm.Replicas; i++ {
-			if !readyAndLive(m.pods[fmt.Sprintf("%s-%d", wm.Name, i)]) {
+			name := fmt.Sprintf("%s-%d", wm.Name, i)
+			if pod := m.pods[name]; !readyAndLive(pod) && !m.forced[name] {
 				n++
+				why[wm.Name] = append(why[wm.Name], describe(name, pod))
 			}
 		}
 		counts[wm.Name] = n
@@ -154,11 +175,15 @@ func (m *Monitor) check(now time.Time) {
 		m.peak[wm.Name] = max(m.peak[wm.Name], counts[wm.Name])
 		if counts[wm.Name] > wm.MaxUnavailable {
 			m.breaches = append(m.breaches, Breach{At: now, Detail: fmt.Sprintf(
-				"%s has %d pods not Ready, above maxUnavailable %d", wm.Name, counts[wm.Name], wm.MaxUnavailable)})
+				"%s has %d pods not Ready, above maxUnavailable %d: %s", wm.Name, counts[wm.Name], wm.MaxUnavailable, strings.Join(why[wm.Name], "; "))})
 		}
 	}
 	if len(notReady) > 1 {
-		m.breaches = append(m.breaches, Breach{At: now, Detail: "pods not Ready in several members at once: " + strings.Join(notReady, ", ")})
+		var all []string
+		for _, wm := range m.members {
+			all = append(all, why[wm.Name]...)
+		}
+		m.breaches = append(m.breaches, Breach{At: now, Detail: "pods not Ready in several members at once: " + strings.Join(notReady, ", ") + ": " + strings.Join(all, "; ")})
 	}
 }
 
@@ -173,6 +198,19 @@ func (m *Monitor) memberOf(pod string) string {
 	return ""
 }
 
+// describe says why a wanted pod is not Ready, for breach reports.
+func describe(name string, pod *corev1.Pod) string {
+	switch {
+	case pod == nil:
+		return name + " missing"
+	case pod.DeletionTimestamp != nil:
+		return fmt.Sprintf("%s terminating (uid %s, rv %s)", name, pod.UID, pod.ResourceVersion)
+	default:
+		return fmt.Sprintf("%s %s not Ready (uid %s, rv %s, created %s)", name, pod.Status.Phase, pod.UID, pod.ResourceVersion,
+			pod.CreationTimestamp.Format(time.RFC3339))
+	}
+}
+
 func readyAndLive(pod *corev1.Pod) bool {
 	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
 		return false
@@ -183,6 +221,14 @@ func readyAndLive(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// ForcedDeletions lists the pods that vanished without terminating first, which
+// the checks leave out (see observe).
+func (m *Monitor) ForcedDeletions() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.forcedDeletions)
 }
 
 // Armed reports whether the monitor has seen every member fully Ready and checks.
@@ -218,10 +264,8 @@ func (m *Monitor) PeakNotReady() map[string]int {
 	return out
 }
 
-// DeletionsWhere returns the deletions of pods whose annotation key had value.
-// kwok, standing in for kubelets, sometimes deletes a freshly recreated pod a
-// second time (a real kubelet deletes by UID); selecting by the template
-// version tells the pods Echelon rolled from those.
+// DeletionsWhere returns the deletions of pods whose annotation key had value,
+// e.g. the pods of one template version.
 func (m *Monitor) DeletionsWhere(key, value string) []Deletion {
 	var out []Deletion
 	for _, d := range m.Deletions() {

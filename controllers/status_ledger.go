@@ -1,0 +1,118 @@
+package controllers
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+)
+
+// statusLedger keeps, per group, the status this process last wrote and the one
+// it last computed. Echelon is the only writer of RolloutGroup status (one leader
+// at a time), so its own record is at least as fresh as the informer cache, which
+// may not have seen the last write yet. It also lets progress-only changes wait:
+// a rollout changes its counters on every pod event, and writing each would cost
+// several API writes per pod rolled.
+type statusLedger struct {
+	mu      sync.Mutex
+	entries map[types.NamespacedName]ledgerEntry
+}
+
+type ledgerEntry struct {
+	uid types.UID
+	// written is the status the API server holds, as far as this process knows.
+	written v1alpha1.RolloutGroupStatus
+	// current is the last status computed; it differs from written while a
+	// progress-only change waits for its write.
+	current   v1alpha1.RolloutGroupStatus
+	lastWrite time.Time
+}
+
+func newStatusLedger() *statusLedger {
+	return &statusLedger{entries: map[types.NamespacedName]ledgerEntry{}}
+}
+
+// Base returns the group to compute from (the cached object with the freshest
+// status known) and the status the API server holds, to patch against.
+func (l *statusLedger) Base(cached *v1alpha1.RolloutGroup) (*v1alpha1.RolloutGroup, v1alpha1.RolloutGroupStatus) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	key := types.NamespacedName{Namespace: cached.Namespace, Name: cached.Name}
+	e, ok := l.entries[key]
+	if !ok || e.uid != cached.UID {
+		delete(l.entries, key) // unknown, or a new group with the same name
+		return cached, *cached.Status.DeepCopy()
+	}
+	rg := cached.DeepCopy()
+	rg.Status = *e.current.DeepCopy()
+	return rg, *e.written.DeepCopy()
+}
+
+// Wrote records a successful status write.
+func (l *statusLedger) Wrote(rg *v1alpha1.RolloutGroup, status v1alpha1.RolloutGroupStatus, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.entries[types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}] = ledgerEntry{
+		uid: rg.UID, written: *status.DeepCopy(), current: *status.DeepCopy(), lastWrite: now,
+	}
+}
+
+// Defer records a computed status that is not written yet and returns how long
+// it may wait. written is the status the API server holds.
+func (l *statusLedger) Defer(rg *v1alpha1.RolloutGroup, written, current v1alpha1.RolloutGroupStatus, now time.Time, interval time.Duration) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	key := types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}
+	e := l.entries[key]
+	if e.uid != rg.UID {
+		e = ledgerEntry{uid: rg.UID}
+	}
+	e.written, e.current = *written.DeepCopy(), *current.DeepCopy()
+	l.entries[key] = e
+	return max(0, e.lastWrite.Add(interval).Sub(now))
+}
+
+// Forget drops a deleted group.
+func (l *statusLedger) Forget(key types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.entries, key)
+}
+
+// urgentStatusChange reports whether next differs from written in anything a user
+// or the controller itself must see at once: phase, the member being rolled,
+// conditions, member phases and revisions, the rollout's start and end, and the
+// last batch time when batchInterval depends on it. Counters, messages and
+// progress times can wait for the next progress write.
+func urgentStatusChange(spec v1alpha1.RolloutGroupSpec, written, next v1alpha1.RolloutGroupStatus) bool {
+	if written.Phase != next.Phase || written.CurrentStatefulSet != next.CurrentStatefulSet ||
+		written.ObservedGeneration != next.ObservedGeneration ||
+		!equality.Semantic.DeepEqual(written.RolloutStartTime, next.RolloutStartTime) ||
+		!equality.Semantic.DeepEqual(written.RolloutCompletionTime, next.RolloutCompletionTime) {
+		return true
+	}
+	if spec.BatchInterval != nil && spec.BatchInterval.Duration > 0 &&
+		!equality.Semantic.DeepEqual(written.LastBatchTime, next.LastBatchTime) {
+		return true
+	}
+	if len(written.Conditions) != len(next.Conditions) || len(written.StatefulSets) != len(next.StatefulSets) {
+		return true
+	}
+	for i := range next.Conditions {
+		w, n := written.Conditions[i], next.Conditions[i]
+		if w.Type != n.Type || w.Status != n.Status || w.Reason != n.Reason {
+			return true
+		}
+	}
+	for i := range next.StatefulSets {
+		w, n := written.StatefulSets[i], next.StatefulSets[i]
+		if w.Name != n.Name || w.Phase != n.Phase || w.Replicas != n.Replicas || w.MaxUnavailable != n.MaxUnavailable ||
+			w.UpdateRevision != n.UpdateRevision || w.CurrentRevision != n.CurrentRevision {
+			return true
+		}
+	}
+	return false
+}
