@@ -132,7 +132,7 @@ func (r *RolloutGroupReconciler) recordTransition(rg *v1alpha1.RolloutGroup, up 
 	old, st := rg.Status, up.status
 	if up.rolloutStarted {
 		r.events.Eventf(rg, nil, corev1.EventTypeNormal, "RolloutStarted", "Rollout",
-			"rollout started: %s pods updated", st.Updated)
+			"rollout started: %d of %d pods to roll, beginning with StatefulSet %s", st.Replicas-st.UpdatedReplicas, st.Replicas, st.CurrentStatefulSet)
 	}
 	if old.Phase != st.Phase {
 		eventType, reason := corev1.EventTypeNormal, "Phase"+string(st.Phase)
