@@ -132,7 +132,7 @@ func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	defer w.close()
+	defer w.Close()
 
 	user, err := cp.NewOperatorUser(ctx, "echelon-operator")
 	if err != nil {

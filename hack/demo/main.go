@@ -269,7 +269,7 @@ func (d *demo) shutdown() {
 	fmt.Fprint(d.out, "Stopping the operator and the control plane ... ")
 	var errs []error
 	if d.watch != nil {
-		d.watch.close()
+		d.watch.Close()
 	}
 	if d.operator != nil {
 		if err := d.operator.Stop(operatorStopTimeout); err != nil {

@@ -14,89 +14,36 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/operator"
 	"github.com/echelon-operator/echelon/test/controlplane"
+	"github.com/echelon-operator/echelon/test/nswatch"
 )
 
 // watcher follows the RolloutGroup and its StatefulSets through watches and
 // wakes its waiters on every change, so that the demo reacts to status changes
-// as they happen instead of polling.
+// as they happen instead of polling. Close it before the control plane goes
+// away under it.
 type watcher struct {
-	cache   cache.Cache
-	changed chan struct{} // one pending wake-up at most
-	stop    context.CancelFunc
-	done    chan struct{}
+	*nswatch.Watcher
 }
 
 func startWatch(ctx context.Context, cp *controlplane.ControlPlane, ns string) (*watcher, error) {
-	c, err := cache.New(cp.Config(), cache.Options{
-		Scheme:            operator.NewScheme(),
-		DefaultNamespaces: map[string]cache.Config{ns: {}},
-	})
+	w, err := nswatch.Start(ctx, cp.Config(), operator.NewScheme(), ns, &v1alpha1.RolloutGroup{}, &appsv1.StatefulSet{})
 	if err != nil {
-		return nil, fmt.Errorf("watch namespace %s: %w", ns, err)
+		return nil, err
 	}
-	ctx, stop := context.WithCancel(ctx)
-	w := &watcher{cache: c, changed: make(chan struct{}, 1), stop: stop, done: make(chan struct{})}
-	wake := toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { w.wake() },
-		UpdateFunc: func(any, any) { w.wake() },
-		DeleteFunc: func(any) { w.wake() },
-	}
-	for _, obj := range []client.Object{&v1alpha1.RolloutGroup{}, &appsv1.StatefulSet{}} {
-		inf, err := c.GetInformer(ctx, obj)
-		if err != nil {
-			stop()
-			return nil, fmt.Errorf("watch %T: %w", obj, err)
-		}
-		if _, err := inf.AddEventHandler(wake); err != nil {
-			stop()
-			return nil, fmt.Errorf("watch %T: %w", obj, err)
-		}
-	}
-	go func() {
-		defer close(w.done)
-		_ = c.Start(ctx)
-	}()
-	if !c.WaitForCacheSync(ctx) {
-		w.close()
-		return nil, fmt.Errorf("watch namespace %s: caches did not sync", ns)
-	}
-	return w, nil
-}
-
-func (w *watcher) wake() {
-	select {
-	case w.changed <- struct{}{}:
-	default:
-	}
-}
-
-// close stops the watches and waits for them to end, before the control plane
-// goes away under them.
-func (w *watcher) close() {
-	w.stop()
-	<-w.done
+	return &watcher{w}, nil
 }
 
 // waitUntil returns once cond holds, checking it now and after every change.
 func (w *watcher) waitUntil(ctx context.Context, cond func(context.Context) (bool, error)) error {
-	for {
-		ok, err := cond(ctx)
-		if err != nil || ok {
-			return err
-		}
-		select {
-		case <-w.changed:
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for the rollout: %w", ctx.Err())
-		}
+	if err := w.WaitUntil(ctx, cond); err != nil {
+		return fmt.Errorf("waiting for the rollout: %w", err)
 	}
+	return nil
 }
 
 // rolledOutTo returns a condition that holds when every member runs image on
@@ -105,7 +52,7 @@ func (w *watcher) waitUntil(ctx context.Context, cond func(context.Context) (boo
 func (w *watcher) rolledOutTo(image string) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
 		rg := &v1alpha1.RolloutGroup{}
-		if err := w.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: groupName}, rg); err != nil {
+		if err := w.Get(ctx, client.ObjectKey{Namespace: namespace, Name: groupName}, rg); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
 		if rg.Status.Phase != v1alpha1.PhaseComplete || len(rg.Status.StatefulSets) == 0 {
@@ -113,7 +60,7 @@ func (w *watcher) rolledOutTo(image string) func(context.Context) (bool, error) 
 		}
 		for _, m := range rg.Status.StatefulSets {
 			sts := &appsv1.StatefulSet{}
-			if err := w.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: m.Name}, sts); err != nil {
+			if err := w.Get(ctx, client.ObjectKey{Namespace: namespace, Name: m.Name}, sts); err != nil {
 				return false, client.IgnoreNotFound(err)
 			}
 			containers := sts.Spec.Template.Spec.Containers
@@ -135,7 +82,7 @@ type displayed struct{ phase, updated, rolling string }
 
 func (w *watcher) displayed(ctx context.Context) displayed {
 	rg := &v1alpha1.RolloutGroup{}
-	if err := w.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: groupName}, rg); err != nil {
+	if err := w.Get(ctx, client.ObjectKey{Namespace: namespace, Name: groupName}, rg); err != nil {
 		return displayed{}
 	}
 	return displayed{string(rg.Status.Phase), rg.Status.Updated, rg.Status.CurrentStatefulSet}
