@@ -67,8 +67,11 @@ var _ = Describe("RolloutGroup rollouts when operators fail", func() {
 })
 
 var _ = Describe("RolloutGroup with podDeletion Evict", func() {
-	It("waits while a PodDisruptionBudget refuses evictions and goes on when it allows them", func(ctx SpecContext) {
-		g := newZoneGroup(ctx, 5, func(s *v1alpha1.RolloutGroupSpec) { s.PodDeletion = v1alpha1.PodDeletionEvict })
+	It("waits while a PodDisruptionBudget refuses evictions, reports Stalled past the deadline, and goes on when allowed", func(ctx SpecContext) {
+		g := newZoneGroup(ctx, 5, func(s *v1alpha1.RolloutGroupSpec) {
+			s.PodDeletion = v1alpha1.PodDeletionEvict
+			s.ProgressDeadline = &metav1.Duration{Duration: 3 * time.Second}
+		})
 		pdb := &policyv1.PodDisruptionBudget{
 			ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: "zone-a"},
 			Spec: policyv1.PodDisruptionBudgetSpec{
@@ -94,6 +97,9 @@ var _ = Describe("RolloutGroup with podDeletion Evict", func() {
 		Consistently(func() int { return len(mon.Deletions()) }).WithTimeout(3*time.Second).Should(BeZero(),
 			"no pod is removed while the budget refuses")
 		Eventually(func() map[string]int { return g.eventReasons(ctx) }).Should(HaveKey("EvictionRefused"))
+		rg := g.waitPhase(ctx, v1alpha1.PhaseStalled, 30*time.Second)
+		Expect(rg.Status.Message).To(ContainSubstring("no progress for"))
+		Eventually(func() map[string]int { return g.eventReasons(ctx) }).Should(HaveKey("ProgressDeadlineExceeded"))
 
 		Expect(k8s.Patch(ctx, pdb, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"maxUnavailable":1}}`)))).To(Succeed())
 		g.waitComplete(ctx, 3*time.Minute)

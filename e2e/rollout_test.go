@@ -6,6 +6,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
@@ -109,6 +111,29 @@ var _ = Describe("RolloutGroup rollouts", func() {
 		Expect(g.eventReasons(ctx)).To(HaveKey("Blocked"))
 
 		patchStatefulSet(ctx, g.ns, "ingester-zone-b", `{"spec":{"updateStrategy":{"type":"OnDelete","rollingUpdate":null}}}`)
+		g.waitComplete(ctx, 3*time.Minute)
+		g.waitPodsOn(ctx, "v2")
+		expectNoBreaches(mon)
+	})
+
+	It("blocks both groups while two claim the same StatefulSet, and frees the first when the second goes", func(ctx SpecContext) {
+		g := newZoneGroup(ctx, 3, nil)
+		startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
+		g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
+		mon := g.monitor(ctx)
+
+		second := &v1alpha1.RolloutGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: "second"},
+			Spec:       v1alpha1.RolloutGroupSpec{StatefulSets: []v1alpha1.RolloutMember{{Name: "ingester-zone-b"}}},
+		}
+		Expect(k8s.Create(ctx, second)).To(Succeed())
+		rg := g.waitPhase(ctx, v1alpha1.PhaseBlocked, 30*time.Second)
+		Expect(rg.Status.Message).To(And(ContainSubstring("ingester-zone-b"), ContainSubstring("second")))
+		Expect(meta.FindStatusCondition(rg.Status.Conditions, v1alpha1.ConditionReady).Reason).To(Equal(v1alpha1.ReasonMemberClaimedByOtherGroup))
+		g.setVersion(ctx, "v2")
+		Consistently(func() int { return len(mon.Deletions()) }).WithTimeout(3 * time.Second).Should(BeZero())
+
+		Expect(k8s.Delete(ctx, second)).To(Succeed())
 		g.waitComplete(ctx, 3*time.Minute)
 		g.waitPodsOn(ctx, "v2")
 		expectNoBreaches(mon)

@@ -57,7 +57,7 @@ type Monitor struct {
 	// forced holds pod names force-deleted by someone else, until Ready again.
 	forced          map[string]bool
 	forcedDeletions []string
-	peak        map[string]int
+	peak            map[string]int
 }
 
 // Deletion is a pod the monitor saw start terminating.
