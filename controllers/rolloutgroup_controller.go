@@ -107,14 +107,14 @@ func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // statusProgressInterval; otherwise it keeps it in memory and returns when to
 // write it.
 func (r *RolloutGroupReconciler) saveStatus(ctx context.Context, rg *v1alpha1.RolloutGroup, written, next v1alpha1.RolloutGroupStatus, now time.Time) (time.Duration, error) {
+	// Recorded first, so that a failed write loses nothing this pass did (pods
+	// rolled, the batch time): the next pass starts from it and writes it.
+	wait := r.status.Defer(rg, written, next, now, statusProgressInterval)
 	if equality.Semantic.DeepEqual(written, next) {
-		r.status.Defer(rg, written, next, now, statusProgressInterval) // nothing pending
 		return 0, nil
 	}
-	if !urgentStatusChange(rg.Spec, written, next) {
-		if wait := r.status.Defer(rg, written, next, now, statusProgressInterval); wait > 0 {
-			return wait, nil
-		}
+	if wait > 0 && !urgentStatusChange(rg.Spec, written, next) {
+		return wait, nil
 	}
 	base := rg.DeepCopy()
 	base.Status = written
