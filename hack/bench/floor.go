@@ -8,12 +8,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -81,17 +79,12 @@ func measureBatch(ctx context.Context, c client.Client, w *watcher, ns, name, im
 
 // deleteAtOnce deletes the pods concurrently, as an operator deleting a batch would.
 func deleteAtOnce(ctx context.Context, c client.Client, pods []corev1.Pod) error {
-	var wg sync.WaitGroup
-	errs := make([]error, len(pods))
-	for i := range pods {
-		wg.Go(func() {
-			if err := c.Delete(ctx, &pods[i], client.Preconditions{UID: &pods[i].UID}); err != nil {
-				errs[i] = fmt.Errorf("delete pod %s: %w", pods[i].Name, err)
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return forEach(ctx, len(pods), len(pods), func(ctx context.Context, i int) error {
+		if err := c.Delete(ctx, &pods[i], client.Preconditions{UID: &pods[i].UID}); err != nil {
+			return fmt.Errorf("delete pod %s: %w", pods[i].Name, err)
+		}
+		return nil
+	})
 }
 
 // ordinal is the number at the end of a StatefulSet pod's name.

@@ -7,22 +7,38 @@ Licensed under the Apache License, Version 2.0.
 // Command bench measures a RolloutGroup rollout against the fastest rollout the
 // control plane allows: `make bench`, or
 //
-//	go run ./hack/bench [--pod-start=1s,5s] [--json=bench.json]
+//	go run ./hack/bench [--scenarios=single,sigterm,sigkill,scale] [--pod-start=1s,5s] [--json=bench.json]
 //
-// For each pod start time (creation to Ready, played by kwok with no jitter) it
-// starts a fresh local control plane, runs the echelon binary as its own user
-// bound to the generated RBAC, rolls 3 StatefulSets x 30 pods with
-// maxUnavailable 5, and reports:
+// Every run starts a fresh local control plane whose pods take a fixed time
+// from creation to Ready (played by kwok with no jitter), runs the echelon
+// binary as its own user bound to the generated RBAC, and rolls one group of
+// 3 StatefulSets x 30 pods with maxUnavailable 5. The scenarios:
 //
+//   - single: one operator, at each --pod-start;
+//   - sigterm, sigkill: two operators under leader election; once the leader
+//     has deleted half the rollout's pods it gets SIGTERM (it releases its
+//     Lease) or SIGKILL (its Lease must expire), at --failover-pod-start;
+//   - scale: one operator and --scale-groups groups of the same shape, of
+//     which one rolls, at --scale-pod-start.
+//
+// Runs run one after the other in one invocation and print side by side. Each
+// reports:
+//
+//   - setup: creating every object, createWorkers at a time, until every pod
+//     is Ready; then the operators' start-up until every group is Complete, with
+//     their CPU time and peak memory by then;
 //   - wall time from the template change to the group's Complete, seen through
 //     a watch on the group;
 //   - the floor: the batches the rollout needs at least, times the median time
 //     one batch of pods takes to be replaced with no operator at all, measured
 //     on an identical StatefulSet of the same control plane;
-//   - the operator's API requests per pod rolled, from its own
-//     rest_client_requests_total, and by verb and resource from a proxy in
-//     front of it (which tells LIST and WATCH from GET);
-//   - the operator's CPU time and peak resident memory, from /proc.
+//   - for a handover, the time from the signal to the new leader's first Lease
+//     write and to its first pod deletion;
+//   - the API requests per pod rolled of every operator process, by verb and
+//     resource, from a proxy in front of each (which tells LIST and WATCH from
+//     GET and keeps counting what a killed process sent);
+//   - the operators' CPU time during the rollout and peak resident memory,
+//     from /proc.
 package main
 
 import (
@@ -47,7 +63,12 @@ import (
 
 func main() {
 	var (
-		podStarts      durationList = []time.Duration{time.Second, 5 * time.Second}
+		opts = caseOptions{
+			kinds:            allKinds,
+			podStarts:        []time.Duration{time.Second, 5 * time.Second},
+			failoverPodStart: time.Second,
+			scalePodStart:    time.Second,
+		}
 		jsonPath       string
 		floorRepeats   int
 		replicas       int
@@ -55,7 +76,14 @@ func main() {
 		logLevel       string
 		timeout        time.Duration
 	)
-	flag.Var(&podStarts, "pod-start", "Comma-separated pod start times (creation to Ready) to measure, one control plane each.")
+	flag.Func("scenarios", "Comma-separated scenarios to run: "+strings.Join(allKinds, ",")+" (default all).", func(v string) error {
+		opts.kinds = strings.Split(v, ",")
+		return nil
+	})
+	flag.Var((*durationList)(&opts.podStarts), "pod-start", "Comma-separated pod start times (creation to Ready) of the single-operator scenario, one control plane each.")
+	flag.DurationVar(&opts.failoverPodStart, "failover-pod-start", opts.failoverPodStart, "Pod start time of the sigterm and sigkill scenarios.")
+	flag.DurationVar(&opts.scalePodStart, "scale-pod-start", opts.scalePodStart, "Pod start time of the scale scenario.")
+	flag.IntVar(&opts.scaleGroups, "scale-groups", 50, "Groups of the scale scenario, the rolling one included.")
 	flag.StringVar(&jsonPath, "json", "", "Also write the results as JSON to this file.")
 	flag.IntVar(&floorRepeats, "floor-repeats", 5, "How many batches to time with no operator; the floor uses their median.")
 	flag.IntVar(&replicas, "replicas", 30, "Pods per StatefulSet.")
@@ -63,8 +91,13 @@ func main() {
 	flag.StringVar(&logLevel, "operator-log-level", "info", "The operator's --log-level; debug explains every reconcile but costs CPU.")
 	flag.DurationVar(&timeout, "timeout", 10*time.Minute, "Bound on each wait.")
 	flag.Parse()
-	if floorRepeats < 1 || replicas < 1 || maxUnavailable < 1 || replicas < maxUnavailable {
-		fmt.Fprintln(os.Stderr, "bench: --floor-repeats, --replicas and --max-unavailable must be at least 1, and --replicas at least --max-unavailable")
+	if floorRepeats < 1 || replicas < 1 || maxUnavailable < 1 || replicas < maxUnavailable || opts.scaleGroups < 1 {
+		fmt.Fprintln(os.Stderr, "bench: --floor-repeats, --replicas, --max-unavailable and --scale-groups must be at least 1, and --replicas at least --max-unavailable")
+		os.Exit(2)
+	}
+	runs, err := cases(opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: --scenarios: %v\n", err)
 		os.Exit(2)
 	}
 	// Only the bench's own lines on the terminal; the operator and the
@@ -74,15 +107,14 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := bench(ctx, podStarts, jsonPath, floorRepeats, scenario{
-		members: len(memberNames), replicas: int32(replicas), maxUnavailable: int32(maxUnavailable),
-	}, logLevel, timeout); err != nil {
+	s := scenario{members: len(memberNames), replicas: int32(replicas), maxUnavailable: int32(maxUnavailable)}
+	if err := bench(ctx, runs, jsonPath, floorRepeats, s, logLevel, timeout); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func bench(ctx context.Context, podStarts []time.Duration, jsonPath string, floorRepeats int, s scenario, logLevel string, timeout time.Duration) error {
+func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats int, s scenario, logLevel string, timeout time.Duration) error {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return err
@@ -108,12 +140,15 @@ func bench(ctx context.Context, podStarts []time.Duration, jsonPath string, floo
 	}
 	fmt.Printf("done (%s)\n", since(began))
 
-	var results []*result
-	for _, podStart := range podStarts {
-		fmt.Printf("Measuring with a pod start of %s:\n", podStart)
+	var (
+		results []*result
+		failed  []error
+	)
+	for _, c := range runs {
+		fmt.Printf("Measuring %s with a pod start of %s:\n", c.title(s), c.podStart)
 		r, err := run(ctx, runConfig{
+			benchCase:       c,
 			scenario:        s,
-			podStart:        podStart,
 			floorRepeats:    floorRepeats,
 			binary:          binary,
 			workDir:         workDir,
@@ -123,19 +158,24 @@ func bench(ctx context.Context, podStarts []time.Duration, jsonPath string, floo
 			progress:        os.Stdout,
 		})
 		if err != nil {
-			return fmt.Errorf("pod start %s: %w", podStart, err)
+			// The other runs still tell something; say what failed at the end.
+			failed = append(failed, fmt.Errorf("%s: %w", c.slug(), err))
+			fmt.Printf("  [%s] failed: %v\n", c.slug(), err)
+			continue
 		}
 		results = append(results, r)
 	}
-	printTable(os.Stdout, s, results)
+	if len(results) > 0 {
+		printTable(os.Stdout, s, results)
+	}
 	fmt.Printf("\nOperator logs and request logs: %s (took %s in all)\n", workDir, since(began))
-	if jsonPath != "" {
+	if jsonPath != "" && len(results) > 0 {
 		if err := writeJSON(jsonPath, s, results); err != nil {
 			return err
 		}
 		fmt.Printf("Results written to %s\n", jsonPath)
 	}
-	return nil
+	return errors.Join(failed...)
 }
 
 // durationList is a flag of comma-separated durations.

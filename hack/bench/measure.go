@@ -7,7 +7,7 @@ Licensed under the Apache License, Version 2.0.
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,52 +18,6 @@ import (
 // clockTicksPerSecond is the unit of utime and stime in /proc/<pid>/stat
 // (USER_HZ), 100 on every Linux architecture Go supports.
 const clockTicksPerSecond = 100
-
-// requestsByMethod sums rest_client_requests_total of a Prometheus text
-// exposition by its method label: the HTTP method of each request the process's
-// Kubernetes clients made.
-func requestsByMethod(exposition string) (map[string]float64, error) {
-	out := map[string]float64{}
-	sc := bufio.NewScanner(strings.NewReader(exposition))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "rest_client_requests_total{") {
-			continue
-		}
-		labels, value, ok := strings.Cut(strings.TrimPrefix(line, "rest_client_requests_total{"), "} ")
-		if !ok {
-			return nil, fmt.Errorf("metrics: cannot parse %q", line)
-		}
-		v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics: value of %q: %w", line, err)
-		}
-		method := labelValue(labels, "method")
-		if method == "" {
-			return nil, fmt.Errorf("metrics: no method label in %q", line)
-		}
-		out[method] += v
-	}
-	return out, sc.Err()
-}
-
-// labelValue returns the value of one label in `a="x",b="y"`. The values
-// searched here (HTTP methods) hold no quotes or commas.
-func labelValue(labels, name string) string {
-	for _, kv := range strings.Split(labels, ",") {
-		k, v, ok := strings.Cut(kv, "=")
-		if ok && k == name {
-			return strings.Trim(v, `"`)
-		}
-	}
-	return ""
-}
-
-// isRead tells reads (GET, which covers get, list and watch) from writes.
-func isRead(method string) bool {
-	return method == "GET" || method == "HEAD"
-}
 
 // cpuSeconds is the user and system CPU time a process has used so far.
 func cpuSeconds(pid int) (float64, error) {
@@ -120,14 +74,46 @@ func parseVmHWM(status string) (int64, error) {
 	return 0, fmt.Errorf("/proc status: no VmHWM")
 }
 
-// pidOf finds the process running the executable at path. The bench builds the
-// operator into a directory of its own, so that path names one process.
-func pidOf(path string) (int, error) {
+// operatorPID finds the process that runs the executable at path with arg on
+// its command line. The bench builds the operator into a directory of its own
+// and gives each process its own --http-port, so the two name one process.
+func operatorPID(path, arg string) (int, error) {
 	exes, _ := filepath.Glob("/proc/[0-9]*/exe")
 	for _, exe := range exes {
-		if target, err := os.Readlink(exe); err == nil && target == path {
-			return strconv.Atoi(filepath.Base(filepath.Dir(exe)))
+		if target, err := os.Readlink(exe); err != nil || target != path {
+			continue
+		}
+		dir := filepath.Dir(exe)
+		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if err == nil && hasArg(cmdline, arg) {
+			return strconv.Atoi(filepath.Base(dir))
 		}
 	}
-	return 0, fmt.Errorf("no process runs %s", path)
+	return 0, fmt.Errorf("no process runs %s with %s", path, arg)
+}
+
+// hasArg tells whether a /proc/<pid>/cmdline, each argument ended by a NUL,
+// holds arg.
+func hasArg(cmdline []byte, arg string) bool {
+	for _, a := range bytes.Split(bytes.TrimSuffix(cmdline, []byte{0}), []byte{0}) {
+		if string(a) == arg {
+			return true
+		}
+	}
+	return false
+}
+
+// usage is what a process has used so far.
+type usage struct {
+	cpuSeconds   float64
+	peakRSSBytes int64
+}
+
+func usageOf(pid int) (usage, error) {
+	cpu, err := cpuSeconds(pid)
+	if err != nil {
+		return usage{}, err
+	}
+	rss, err := peakRSSBytes(pid)
+	return usage{cpuSeconds: cpu, peakRSSBytes: rss}, err
 }

@@ -7,34 +7,9 @@ Licensed under the Apache License, Version 2.0.
 package main
 
 import (
-	"maps"
 	"testing"
 	"time"
 )
-
-func TestRequestsByMethod(t *testing.T) {
-	exposition := `# HELP rest_client_requests_total Number of HTTP requests, partitioned by status code, method, and host.
-# TYPE rest_client_requests_total counter
-rest_client_requests_total{code="200",host="127.0.0.1:41235",method="GET"} 12
-rest_client_requests_total{code="201",host="127.0.0.1:41235",method="POST"} 3
-rest_client_requests_total{code="200",host="127.0.0.1:41235",method="PATCH"} 7
-rest_client_requests_total{code="409",host="127.0.0.1:41235",method="PATCH"} 2
-rest_client_requests_total{code="200",host="127.0.0.1:41235",method="DELETE"} 5
-rest_client_requests_total_other{method="GET"} 99
-process_cpu_seconds_total 1.5
-`
-	got, err := requestsByMethod(exposition)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]float64{"GET": 12, "POST": 3, "PATCH": 9, "DELETE": 5}
-	if !maps.Equal(got, want) {
-		t.Errorf("requestsByMethod = %v, want %v", got, want)
-	}
-	if _, err := requestsByMethod(`rest_client_requests_total{code="200"} 1`); err == nil {
-		t.Error("a series without a method label was accepted")
-	}
-}
 
 func TestClassify(t *testing.T) {
 	tests := []struct {
@@ -90,19 +65,14 @@ func TestParseVmHWM(t *testing.T) {
 	}
 }
 
-func TestScenarioBatches(t *testing.T) {
-	tests := []struct {
-		s    scenario
-		want int
-	}{
-		{scenario{members: 3, replicas: 30, maxUnavailable: 5}, 18},
-		{scenario{members: 3, replicas: 10, maxUnavailable: 2}, 15},
-		{scenario{members: 3, replicas: 10, maxUnavailable: 3}, 12},
-		{scenario{members: 1, replicas: 5, maxUnavailable: 5}, 1},
+func TestHasArg(t *testing.T) {
+	cmdline := []byte("/tmp/bin/echelon\x00--kubeconfig=/tmp/k\x00--http-port=4242\x00--leader-elect=true\x00")
+	if !hasArg(cmdline, "--http-port=4242") {
+		t.Error("hasArg missed --http-port=4242")
 	}
-	for _, tt := range tests {
-		if got := tt.s.batches(); got != tt.want {
-			t.Errorf("%+v.batches() = %d, want %d", tt.s, got, tt.want)
+	for _, arg := range []string{"--http-port=424", "--http-port=42420", "http-port=4242", ""} {
+		if hasArg(cmdline, arg) {
+			t.Errorf("hasArg found %q", arg)
 		}
 	}
 }

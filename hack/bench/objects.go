@@ -101,25 +101,27 @@ func allReady(c client.Reader, ns, image string, names ...string) func(context.C
 	}
 }
 
-// groupRolledOut returns a condition that holds when the group says Complete
-// for the revision of image of every member, with every pod updated and
+// groupsRolledOut returns a condition that holds when every group says
+// Complete for the revision of image of every member, with every pod updated and
 // available: a Complete left over from before the template change does not count.
-func groupRolledOut(c client.Reader, ns, name, image string) func(context.Context) (bool, error) {
+func groupsRolledOut(c client.Reader, ns, image string, names ...string) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
-		rg := &v1alpha1.RolloutGroup{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rg); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		if rg.Status.Phase != v1alpha1.PhaseComplete || len(rg.Status.StatefulSets) != len(rg.Spec.StatefulSets) {
-			return false, nil
-		}
-		for _, m := range rg.Status.StatefulSets {
-			sts, err := statefulSetAt(ctx, c, ns, m.Name, image)
-			if sts == nil || err != nil {
-				return false, err
+		for _, name := range names {
+			rg := &v1alpha1.RolloutGroup{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rg); err != nil {
+				return false, client.IgnoreNotFound(err)
 			}
-			if m.UpdateRevision != sts.Status.UpdateRevision || m.UpdatedReplicas != m.Replicas || m.AvailableReplicas != m.Replicas {
+			if rg.Status.Phase != v1alpha1.PhaseComplete || len(rg.Status.StatefulSets) != len(rg.Spec.StatefulSets) {
 				return false, nil
+			}
+			for _, m := range rg.Status.StatefulSets {
+				sts, err := statefulSetAt(ctx, c, ns, m.Name, image)
+				if sts == nil || err != nil {
+					return false, err
+				}
+				if m.UpdateRevision != sts.Status.UpdateRevision || m.UpdatedReplicas != m.Replicas || m.AvailableReplicas != m.Replicas {
+					return false, nil
+				}
 			}
 		}
 		return true, nil

@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log"
@@ -17,6 +18,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,22 +26,34 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// requestCounter is a reverse proxy between the operator and the API server
-// that counts the operator's requests by Kubernetes verb and resource. The
-// operator's own rest_client_requests_total says only GET, so it cannot tell a
-// LIST or a WATCH from a GET; this can. The proxy forwards with the operator
-// user's own client certificate, so the API server authenticates and authorizes
-// exactly as without it.
 // maxLoggedBody bounds how much of a patch the request log keeps.
 const maxLoggedBody = 64 << 10
 
+// requestCounter is a reverse proxy between one operator process and the API
+// server that counts the process's requests by Kubernetes verb and resource: it
+// tells a LIST or a WATCH from a GET, which the operator's own
+// rest_client_requests_total cannot, and its counts outlive a process the bench
+// kills. Each operator process gets its own, so that the first deletion of a new
+// leader can be told from the last of the old one. The proxy forwards with the
+// operator user's own client certificate, so the API server authenticates and
+// authorizes exactly as without it.
 type requestCounter struct {
 	listener net.Listener
 	server   *http.Server
 	log      *os.File // one line per request: time, kind, path, and the body of patches
 
-	mu     sync.Mutex
-	counts map[string]int // "<VERB> <resource>[/<subresource>]"
+	mu       sync.Mutex
+	counts   map[string]int // "<VERB> <resource>[/<subresource>]", counted as requests arrive
+	answered []request      // in the order their answers were sent
+	changed  chan struct{}  // one pending wake-up at most, sent when a request is answered
+}
+
+// request is one answered request: when it arrived, when its answer was sent,
+// and the HTTP status of the answer.
+type request struct {
+	key           string
+	arrived, done time.Time
+	code          int
 }
 
 func startRequestCounter(upstream *rest.Config, logPath string) (*requestCounter, error) {
@@ -60,7 +74,7 @@ func startRequestCounter(upstream *rest.Config, logPath string) (*requestCounter
 		_ = l.Close()
 		return nil, fmt.Errorf("request counter: %w", err)
 	}
-	rc := &requestCounter{listener: l, log: logFile, counts: map[string]int{}}
+	rc := &requestCounter{listener: l, log: logFile, counts: map[string]int{}, changed: make(chan struct{}, 1)}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
@@ -73,8 +87,10 @@ func startRequestCounter(upstream *rest.Config, logPath string) (*requestCounter
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	rc.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc.record(r)
-		proxy.ServeHTTP(w, r)
+		key, arrived := rc.record(r), time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		proxy.ServeHTTP(sw, r)
+		rc.answer(request{key: key, arrived: arrived, done: time.Now(), code: sw.code})
 	})}
 	go func() { _ = rc.server.Serve(l) }()
 	return rc, nil
@@ -82,7 +98,7 @@ func startRequestCounter(upstream *rest.Config, logPath string) (*requestCounter
 
 // record counts a request and logs it, with its body if it is a patch: what
 // the operator changes, e.g. in each status patch, is what explains its count.
-func (rc *requestCounter) record(r *http.Request) {
+func (rc *requestCounter) record(r *http.Request) string {
 	key := classify(r.Method, r.URL.Path, r.URL.Query().Get("watch"))
 	var body []byte
 	if r.Method == http.MethodPatch && r.Body != nil {
@@ -93,6 +109,44 @@ func (rc *requestCounter) record(r *http.Request) {
 	defer rc.mu.Unlock()
 	rc.counts[key]++
 	fmt.Fprintf(rc.log, "%s %s %s %s\n", time.Now().Format("15:04:05.000000"), key, r.URL.RequestURI(), body)
+	return key
+}
+
+// answer keeps an answered request and wakes the waiters. A watch is answered
+// when it ends.
+func (rc *requestCounter) answer(req request) {
+	rc.mu.Lock()
+	rc.answered = append(rc.answered, req)
+	rc.mu.Unlock()
+	select {
+	case rc.changed <- struct{}{}:
+	default:
+	}
+}
+
+// waitUntil returns once cond holds for the requests answered so far, checking
+// it now and after every answer.
+func (rc *requestCounter) waitUntil(ctx context.Context, what string, cond func([]request) bool) error {
+	for {
+		rc.mu.Lock()
+		ok := cond(rc.answered)
+		rc.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-rc.changed:
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %s: %w", what, context.Cause(ctx))
+		}
+	}
+}
+
+// requests returns the requests answered so far.
+func (rc *requestCounter) requests() []request {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return slices.Clone(rc.answered)
 }
 
 // snapshot returns the counts so far.
@@ -123,6 +177,20 @@ current-context: bench
 `, rc.listener.Addr())
 	return os.WriteFile(path, []byte(kubeconfig), 0o600)
 }
+
+// statusWriter remembers the status of an answer. Unwrap lets the proxy flush
+// watch events through it.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (rc *requestCounter) close() {
 	_ = rc.server.Close()

@@ -11,12 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
-	"github.com/echelon-operator/echelon/e2e/framework"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/echelon-operator/echelon/internal/operator"
 	"github.com/echelon-operator/echelon/test/controlplane"
 )
@@ -33,31 +34,13 @@ const (
 	settle = 2 * time.Second
 )
 
-// memberNames are the StatefulSets of the group, in rollout order.
-var memberNames = []string{"zone-a", "zone-b", "zone-c"}
-
-// scenario is what one run rolls.
-type scenario struct {
-	members        int
-	replicas       int32
-	maxUnavailable int32
-}
-
-func (s scenario) pods() int { return s.members * int(s.replicas) }
-
-// batches is how many batches of maxUnavailable pods the rollout needs at least.
-func (s scenario) batches() int {
-	perMember := (int(s.replicas) + int(s.maxUnavailable) - 1) / int(s.maxUnavailable)
-	return s.members * perMember
-}
-
-// runConfig configures one run: one control plane with one pod start time.
+// runConfig configures one run: one case on a control plane of its own.
 type runConfig struct {
+	benchCase
 	scenario
-	podStart        time.Duration
 	floorRepeats    int
 	binary          string // the echelon binary, alone in its directory
-	workDir         string // kubeconfig of the operator
+	workDir         string // kubeconfigs, request and pod logs
 	operatorLogDir  string
 	operatorLogArgs []string
 	timeout         time.Duration
@@ -66,34 +49,60 @@ type runConfig struct {
 
 // result is what one run measured. Durations are in seconds.
 type result struct {
-	PodStartSeconds    float64            `json:"podStartSeconds"`
-	Pods               int                `json:"pods"`
-	Batches            int                `json:"batches"`
-	WallSeconds        float64            `json:"wallSeconds"`
-	BatchSeconds       []float64          `json:"floorBatchSeconds"`
-	BatchMedianSeconds float64            `json:"floorBatchMedianSeconds"`
-	FloorSeconds       float64            `json:"floorSeconds"`
-	Ratio              float64            `json:"wallOverFloor"`
-	RequestsByMethod   map[string]float64 `json:"operatorRequestsByMethod"`
-	ReadsPerPod        float64            `json:"readsPerPod"`
-	WritesPerPod       float64            `json:"writesPerPod"`
-	// RequestsByVerb are counted by the proxy in front of the operator, with
-	// the verbs of RBAC ("list pods", "patch rolloutgroups/status").
+	Scenario        string  `json:"scenario"`
+	Title           string  `json:"title"`
+	PodStartSeconds float64 `json:"podStartSeconds"`
+	Operators       int     `json:"operators"`
+	Groups          int     `json:"groups"`
+	// PodsInNamespace are the pods of every group and of the floor.
+	PodsInNamespace int `json:"podsInNamespace"`
+	// Pods and Batches are those of the rolling group.
+	Pods    int `json:"pods"`
+	Batches int `json:"batches"`
+	// SetupSeconds runs from the first create to every pod Ready.
+	SetupSeconds float64 `json:"setupSeconds"`
+	// The operators' start: from starting the processes to every group
+	// Complete, which takes the initial sync of the caches.
+	StartupSeconds      float64 `json:"operatorStartupSeconds"`
+	StartupCPUSeconds   float64 `json:"operatorStartupCPUSeconds"`
+	StartupPeakRSSBytes int64   `json:"operatorStartupPeakRSSBytes"`
+
+	WallSeconds        float64         `json:"wallSeconds"`
+	BatchSeconds       []float64       `json:"floorBatchSeconds"`
+	BatchMedianSeconds float64         `json:"floorBatchMedianSeconds"`
+	FloorSeconds       float64         `json:"floorSeconds"`
+	Ratio              float64         `json:"wallOverFloor"`
+	Handover           *handoverResult `json:"handover,omitempty"`
+
+	// Requests of every operator process during the rollout, counted by the
+	// proxies in front of them.
+	RequestsByMethod map[string]float64 `json:"operatorRequestsByMethod"`
+	ReadsPerPod      float64            `json:"readsPerPod"`
+	// WritesPerPod leaves out leader election's Lease writes, which come with
+	// time rather than with pods; LeaseWritesPerPod counts them.
+	WritesPerPod      float64 `json:"writesPerPod"`
+	LeaseWritesPerPod float64 `json:"leaseWritesPerPod"`
+	// RequestsByVerb are keyed with the verbs of RBAC ("list pods", "patch
+	// rolloutgroups/status").
 	RequestsByVerb map[string]int `json:"operatorRequestsByVerb"`
-	// ListsAfterStart counts LIST requests from the operator being ready to the
+	// ListsAfterStart counts LIST requests from the operators being ready to the
 	// end of the rollout.
-	ListsAfterStart int     `json:"listsAfterStart"`
-	CPUSeconds      float64 `json:"operatorCPUSecondsDuringRollout"`
-	CPUSecondsTotal float64 `json:"operatorCPUSecondsTotal"`
-	PeakRSSBytes    int64   `json:"operatorPeakRSSBytes"`
-	OperatorLog     string  `json:"operatorLog"`
+	ListsAfterStart int `json:"listsAfterStart"`
+	// FailedPodDeletions are pod deletions or evictions the API server refused
+	// during the rollout (a Conflict or NotFound is a stale view).
+	FailedPodDeletions int      `json:"failedPodDeletions"`
+	CPUSeconds         float64  `json:"operatorCPUSecondsDuringRollout"`
+	CPUSecondsTotal    float64  `json:"operatorCPUSecondsTotal"`
+	PeakRSSBytes       int64    `json:"operatorPeakRSSBytes"`
+	OperatorLogs       []string `json:"operatorLogs"`
 }
 
-// run measures one rollout on a fresh control plane whose pods take podStart
-// from creation to Ready.
+// run measures one case on a fresh control plane: it creates every group and
+// waits for its pods, starts the operators and waits for every group to be
+// Complete, measures the floor, then rolls the one rolling group.
 func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
 	say := func(format string, args ...any) {
-		fmt.Fprintf(cfg.progress, "  [pod start %s] %s\n", cfg.podStart, fmt.Sprintf(format, args...))
+		fmt.Fprintf(cfg.progress, "  [%s] %s\n", cfg.slug(), fmt.Sprintf(format, args...))
 	}
 	began := time.Now()
 	// kwok takes PodStartDelay from scheduling to the pod's IP and
@@ -123,7 +132,7 @@ func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	podLog, err := os.Create(filepath.Join(cfg.workDir, fmt.Sprintf("pods-pod-start-%s.log", cfg.podStart)))
+	podLog, err := os.Create(filepath.Join(cfg.workDir, "pods-"+cfg.slug()+".log"))
 	if err != nil {
 		return nil, err
 	}
@@ -134,62 +143,97 @@ func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
 	}
 	defer w.Close()
 
+	groups := benchGroups(cfg.scenario, cfg.idleGroups)
+	res := &result{
+		Scenario: cfg.kind, Title: cfg.title(cfg.scenario), PodStartSeconds: cfg.podStart.Seconds(),
+		Operators: cfg.operators, Groups: len(groups), PodsInNamespace: len(statefulSetNames(groups)) * int(cfg.replicas),
+		Pods: cfg.pods(), Batches: cfg.batches(),
+	}
+	began = time.Now()
+	if err := createWorkload(ctx, c, ns, cfg.scenario, groups, oldImage); err != nil {
+		return nil, err
+	}
+	say("created %d StatefulSets and %d groups in %s", len(statefulSetNames(groups)), len(groups), since(began))
+	if err := withTimeout(ctx, cfg.timeout, func(ctx context.Context) error {
+		return w.waitUntil(ctx, "every pod Ready", allReady(w, ns, oldImage, statefulSetNames(groups)...))
+	}); err != nil {
+		return nil, err
+	}
+	res.SetupSeconds = time.Since(began).Seconds()
+	say("%d pods Ready in %s", res.PodsInNamespace, since(began))
+
 	user, err := cp.NewOperatorUser(ctx, "echelon-operator")
 	if err != nil {
 		return nil, err
 	}
-	counter, err := startRequestCounter(user.Config, filepath.Join(cfg.workDir, fmt.Sprintf("requests-pod-start-%s.log", cfg.podStart)))
-	if err != nil {
-		return nil, err
-	}
-	defer counter.close()
-	kubeconfig := filepath.Join(cfg.workDir, fmt.Sprintf("operator-%s.kubeconfig", cfg.podStart))
-	if err := counter.writeKubeconfig(kubeconfig); err != nil {
-		return nil, err
-	}
-	opName := fmt.Sprintf("echelon-pod-start-%s", cfg.podStart)
-	op, err := framework.StartOperator(cfg.binary, kubeconfig, cfg.operatorLogDir, opName,
-		append([]string{"--namespaces=" + ns}, cfg.operatorLogArgs...)...)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err := op.Stop(stopWithin); err != nil {
-			retErr = errors.Join(retErr, err)
-		}
-	}()
-	if err := withTimeout(ctx, cfg.timeout, op.WaitReady); err != nil {
-		return nil, err
-	}
-	pid, err := pidOf(cfg.binary)
-	if err != nil {
-		return nil, err
-	}
-	afterStart := counter.snapshot()
-
 	began = time.Now()
-	for _, name := range memberNames[:cfg.members] {
-		if err := c.Create(ctx, statefulSet(ns, name, cfg.replicas, oldImage)); err != nil {
-			return nil, fmt.Errorf("create StatefulSet %s: %w", name, err)
+	ops, err := startOperators(ctx, cfg, user, ns)
+	defer func() { retErr = errors.Join(retErr, ops.stop()) }()
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range ops {
+		res.OperatorLogs = append(res.OperatorLogs, in.LogFile)
+	}
+	leader, err := startUp(ctx, cfg, w, ns, groups, ops, res, began)
+	if err != nil {
+		return nil, err
+	}
+	say("%d operator(s) started; every group Complete %s after the start, with %.2fs of CPU", len(ops), seconds(res.StartupSeconds), res.StartupCPUSeconds)
+	afterStart := ops.counts()
+
+	batch, err := measureFloor(ctx, cfg, c, w, ns, res)
+	if err != nil {
+		return nil, err
+	}
+	say("floor: batches of %d pods took %v, median %s; %d batches: %s", cfg.maxUnavailable, secondsList(res.BatchSeconds), batch.Round(time.Millisecond), cfg.batches(), seconds(res.FloorSeconds))
+
+	if err := roll(ctx, cfg, c, w, ns, groups[0], ops, leader, res); err != nil {
+		return nil, err
+	}
+	say("rollout: template change to Complete in %s", seconds(res.WallSeconds))
+	if h := res.Handover; h != nil {
+		say("%s after %d pods deleted: the new leader took the Lease after %s and deleted a pod after %s",
+			h.Signal, h.AfterPodsDeleted, seconds(h.TakeoverSeconds), seconds(h.GapSeconds))
+	}
+	for key, n := range diffCounts(ops.counts(), afterStart) {
+		if strings.HasPrefix(key, "LIST ") {
+			res.ListsAfterStart += n
 		}
 	}
-	if err := c.Create(ctx, statefulSet(ns, floorName, cfg.replicas, oldImage)); err != nil {
-		return nil, fmt.Errorf("create StatefulSet %s: %w", floorName, err)
-	}
-	if err := c.Create(ctx, rolloutGroup(ns, groupName, memberNames[:cfg.members], cfg.maxUnavailable)); err != nil {
-		return nil, fmt.Errorf("create RolloutGroup: %w", err)
-	}
-	if err := withTimeout(ctx, cfg.timeout, func(ctx context.Context) error {
-		if err := w.waitUntil(ctx, "every pod Ready", allReady(w, ns, oldImage, append(memberNames[:cfg.members:cfg.members], floorName)...)); err != nil {
+	return res, nil
+}
+
+// startUp waits for one leader and every group Complete, and records what the
+// operators used to get there since began.
+func startUp(ctx context.Context, cfg runConfig, w *watcher, ns string, groups []group, ops operators, res *result, began time.Time) (*instance, error) {
+	var leader *instance
+	err := withTimeout(ctx, cfg.timeout, func(ctx context.Context) error {
+		var err error
+		if leader, err = ops.waitLeader(ctx); err != nil {
 			return err
 		}
-		return w.waitUntil(ctx, "the group to be Complete", groupRolledOut(w, ns, groupName, oldImage))
-	}); err != nil {
+		names := make([]string, len(groups))
+		for i, g := range groups {
+			names[i] = g.name
+		}
+		return w.waitUntil(ctx, "every group to be Complete", groupsRolledOut(w, ns, oldImage, names...))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, leaderLog(leader))
+	}
+	res.StartupSeconds = time.Since(began).Seconds()
+	u, err := ops.usage()
+	if err != nil {
 		return nil, err
 	}
-	say("%d pods Ready and the group Complete in %s", cfg.pods()+int(cfg.replicas), since(began))
+	res.StartupCPUSeconds, res.StartupPeakRSSBytes = u.cpuSeconds, u.peakRSSBytes
+	return leader, nil
+}
 
-	res := &result{PodStartSeconds: cfg.podStart.Seconds(), Pods: cfg.pods(), Batches: cfg.batches(), OperatorLog: op.LogFile}
+// measureFloor times cfg.floorRepeats batches with no operator and returns
+// their median.
+func measureFloor(ctx context.Context, cfg runConfig, c client.Client, w *watcher, ns string, res *result) (time.Duration, error) {
 	var batches []time.Duration
 	for i := range cfg.floorRepeats {
 		var d time.Duration
@@ -199,105 +243,97 @@ func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("floor batch %d: %w", i+1, err)
+			return 0, fmt.Errorf("floor batch %d: %w", i+1, err)
 		}
 		batches = append(batches, d)
 		res.BatchSeconds = append(res.BatchSeconds, d.Seconds())
 	}
 	batch := median(batches)
-	floor := time.Duration(cfg.batches()) * batch
-	say("floor: batches of %d pods took %v, median %s; %d batches: %s", cfg.maxUnavailable, rounded(batches), batch.Round(time.Millisecond), cfg.batches(), floor.Round(10*time.Millisecond))
+	res.BatchMedianSeconds = batch.Seconds()
+	res.FloorSeconds = (time.Duration(cfg.batches()) * batch).Seconds()
+	return batch, nil
+}
 
-	metricsBefore, err := scrapeRequests(op)
+// roll changes the template of every member of g, fails the leader
+// mid-rollout if the case says so, waits for Complete, and records the
+// rollout's wall time and what the operators did and used.
+func roll(ctx context.Context, cfg runConfig, c client.Client, w *watcher, ns string, g group, ops operators, leader *instance, res *result) error {
+	countsBefore := ops.counts()
+	usageBefore, err := ops.usage()
 	if err != nil {
-		return nil, err
-	}
-	countsBefore := counter.snapshot()
-	cpuBefore, err := cpuSeconds(pid)
-	if err != nil {
-		return nil, err
+		return err
 	}
 
 	changed := time.Now()
-	for _, name := range memberNames[:cfg.members] {
+	for _, name := range g.members {
 		if err := setImage(ctx, c, ns, name, newImage); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := withTimeout(ctx, cfg.timeout, func(ctx context.Context) error {
-		return w.waitUntil(ctx, "the group to roll out", groupRolledOut(w, ns, groupName, newImage))
-	}); err != nil {
-		return nil, fmt.Errorf("%w\n%s", err, op.LogTail(30))
+	var signalled time.Time
+	err = withTimeout(ctx, cfg.timeout, func(ctx context.Context) error {
+		if cfg.handover != 0 {
+			res.Handover = &handoverResult{Signal: signalName(cfg.handover), AfterPodsDeleted: cfg.deletedAfterBatches(cfg.batches() / 2)}
+			var err error
+			if signalled, err = failLeader(ctx, leader, cfg.handover, res.Handover.AfterPodsDeleted, changed); err != nil {
+				return err
+			}
+		}
+		return w.waitUntil(ctx, "the group to roll out", groupsRolledOut(w, ns, newImage, g.name))
+	})
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, operatorLogs(ops))
 	}
 	wall := time.Since(changed)
-	say("rollout: template change to Complete in %s", wall.Round(10*time.Millisecond))
 	// The operator records Events asynchronously; let the last ones of the
 	// rollout land before counting.
 	time.Sleep(settle)
 
-	cpuAfter, err := cpuSeconds(pid)
+	usageAfter, err := ops.usage()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if res.PeakRSSBytes, err = peakRSSBytes(pid); err != nil {
-		return nil, err
-	}
-	metricsAfter, err := scrapeRequests(op)
-	if err != nil {
-		return nil, err
-	}
-	countsAfter := counter.snapshot()
-
+	counts := diffCounts(ops.counts(), countsBefore)
 	res.WallSeconds = wall.Seconds()
-	res.BatchMedianSeconds = batch.Seconds()
-	res.FloorSeconds = floor.Seconds()
-	res.Ratio = wall.Seconds() / floor.Seconds()
-	res.RequestsByMethod = map[string]float64{}
-	var reads, writes float64
-	for method, after := range metricsAfter {
-		n := after - metricsBefore[method]
-		if n == 0 {
-			continue
-		}
-		res.RequestsByMethod[method] = n
-		if isRead(method) {
-			reads += n
-		} else {
-			writes += n
-		}
+	res.Ratio = wall.Seconds() / res.FloorSeconds
+	res.RequestsByVerb = counts
+	res.RequestsByMethod = byMethod(counts)
+	reads, writes, leaseWrites := tally(counts)
+	res.ReadsPerPod = float64(reads) / float64(res.Pods)
+	res.WritesPerPod = float64(writes) / float64(res.Pods)
+	res.LeaseWritesPerPod = float64(leaseWrites) / float64(res.Pods)
+	for _, in := range ops {
+		res.FailedPodDeletions += countSince(in.counter.requests(), changed, func(r request) bool {
+			return isPodDeletion(r.key) && !succeeded(r.code)
+		})
 	}
-	res.ReadsPerPod = reads / float64(cfg.pods())
-	res.WritesPerPod = writes / float64(cfg.pods())
-	res.RequestsByVerb = diffCounts(countsAfter, countsBefore)
-	for key, n := range diffCounts(countsAfter, afterStart) {
-		if len(key) > 5 && key[:5] == "LIST " {
-			res.ListsAfterStart += n
+	res.CPUSeconds = usageAfter.cpuSeconds - usageBefore.cpuSeconds
+	res.CPUSecondsTotal = usageAfter.cpuSeconds
+	res.PeakRSSBytes = usageAfter.peakRSSBytes
+
+	if res.Handover != nil {
+		takeover, gap, err := handoverTimes(ops.other(leader).counter.requests(), signalled)
+		if err != nil {
+			return err
 		}
+		res.Handover.TakeoverSeconds, res.Handover.GapSeconds = takeover.Seconds(), gap.Seconds()
 	}
-	res.CPUSeconds = cpuAfter - cpuBefore
-	res.CPUSecondsTotal = cpuAfter
-	return res, nil
+	return nil
 }
 
-// scrapeRequests reads the operator's request counters from its /metrics.
-func scrapeRequests(op *framework.Operator) (map[string]float64, error) {
-	code, body, err := op.Get("/metrics")
-	if err != nil {
-		return nil, fmt.Errorf("scrape operator metrics: %w", err)
+func leaderLog(leader *instance) string {
+	if leader == nil {
+		return ""
 	}
-	if code != 200 {
-		return nil, fmt.Errorf("scrape operator metrics: HTTP %d", code)
-	}
-	return requestsByMethod(body)
+	return leader.LogTail(30)
 }
 
-func diffCounts(after, before map[string]int) map[string]int {
-	out := maps.Clone(after)
-	for k, n := range before {
-		out[k] -= n
+func operatorLogs(ops operators) string {
+	var b strings.Builder
+	for _, in := range ops {
+		b.WriteString(in.LogTail(30))
 	}
-	maps.DeleteFunc(out, func(_ string, n int) bool { return n == 0 })
-	return out
+	return b.String()
 }
 
 func withTimeout(ctx context.Context, timeout time.Duration, f func(context.Context) error) error {
@@ -308,12 +344,4 @@ func withTimeout(ctx context.Context, timeout time.Duration, f func(context.Cont
 
 func since(t time.Time) time.Duration {
 	return time.Since(t).Round(100 * time.Millisecond)
-}
-
-func rounded(ds []time.Duration) []time.Duration {
-	out := make([]time.Duration, len(ds))
-	for i, d := range ds {
-		out[i] = d.Round(time.Millisecond)
-	}
-	return out
 }

@@ -1,0 +1,139 @@
+/*
+Copyright 2026 The Echelon Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// memberNames are the StatefulSets of the rolling group, in rollout order.
+var memberNames = []string{"zone-a", "zone-b", "zone-c"}
+
+// scenario is the shape of every group of a run: the rolling one and the idle ones.
+type scenario struct {
+	members        int
+	replicas       int32
+	maxUnavailable int32
+}
+
+func (s scenario) pods() int { return s.members * int(s.replicas) }
+
+// batches is how many batches of maxUnavailable pods the rollout needs at least.
+func (s scenario) batches() int {
+	perMember := (int(s.replicas) + int(s.maxUnavailable) - 1) / int(s.maxUnavailable)
+	return s.members * perMember
+}
+
+// deletedAfterBatches is how many pods the first n batches of a rollout at the
+// floor delete: batches never span two members, so the last batch of a member
+// may be short.
+func (s scenario) deletedAfterBatches(n int) int {
+	deleted := 0
+	for range s.members {
+		for left := int(s.replicas); left > 0; left -= int(s.maxUnavailable) {
+			if n == 0 {
+				return deleted
+			}
+			deleted += min(left, int(s.maxUnavailable))
+			n--
+		}
+	}
+	return deleted
+}
+
+// A benchCase is one measured run, on a control plane of its own.
+type benchCase struct {
+	kind     string
+	podStart time.Duration
+	// operators is 1, or 2 under leader election.
+	operators int
+	// handover, if set, is the signal the leader gets mid-rollout.
+	handover syscall.Signal
+	// idleGroups are groups of the same shape as the rolling one that do not roll.
+	idleGroups int
+}
+
+// The kinds of run `--scenarios` selects from.
+const (
+	kindSingle  = "single"
+	kindSIGTERM = "sigterm"
+	kindSIGKILL = "sigkill"
+	kindScale   = "scale"
+)
+
+var allKinds = []string{kindSingle, kindSIGTERM, kindSIGKILL, kindScale}
+
+// caseOptions are the flags that decide the cases of an invocation.
+type caseOptions struct {
+	kinds            []string
+	podStarts        []time.Duration // of the single-operator run
+	failoverPodStart time.Duration
+	scalePodStart    time.Duration
+	scaleGroups      int // in all, the rolling one included
+}
+
+// cases lists the runs of an invocation in the order of allKinds, so that
+// scenarios measured side by side print side by side.
+func cases(o caseOptions) ([]benchCase, error) {
+	for _, k := range o.kinds {
+		if !slices.Contains(allKinds, k) {
+			return nil, fmt.Errorf("unknown scenario %q; known: %s", k, strings.Join(allKinds, ","))
+		}
+	}
+	var out []benchCase
+	for _, k := range allKinds {
+		if !slices.Contains(o.kinds, k) {
+			continue
+		}
+		switch k {
+		case kindSingle:
+			for _, d := range o.podStarts {
+				out = append(out, benchCase{kind: k, podStart: d, operators: 1})
+			}
+		case kindSIGTERM:
+			out = append(out, benchCase{kind: k, podStart: o.failoverPodStart, operators: 2, handover: syscall.SIGTERM})
+		case kindSIGKILL:
+			out = append(out, benchCase{kind: k, podStart: o.failoverPodStart, operators: 2, handover: syscall.SIGKILL})
+		case kindScale:
+			out = append(out, benchCase{kind: k, podStart: o.scalePodStart, operators: 1, idleGroups: o.scaleGroups - 1})
+		}
+	}
+	return out, nil
+}
+
+// groups is how many RolloutGroups the run holds.
+func (c benchCase) groups() int { return 1 + c.idleGroups }
+
+// slug names the run's files.
+func (c benchCase) slug() string { return fmt.Sprintf("%s-pod-start-%s", c.kind, c.podStart) }
+
+// title heads the run's column.
+func (c benchCase) title(s scenario) string {
+	switch {
+	case c.handover != 0:
+		return fmt.Sprintf("2 operators, %s handover", signalName(c.handover))
+	case c.idleGroups > 0:
+		return fmt.Sprintf("%d groups, %d pods", c.groups(), c.groups()*s.pods())
+	default:
+		return "1 operator"
+	}
+}
+
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	default:
+		return sig.String()
+	}
+}
