@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,13 +20,23 @@ import (
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
 
-// removePods deletes or evicts the planned pods of the current member. It stops at
-// the first eviction a PodDisruptionBudget refuses: the rest wait for the retry.
+// errStaleView marks a deletion the API server refused because the pod was not
+// what the plan saw: already gone (NotFound) or replaced by a pod with a new UID
+// (Conflict on the UID precondition). The plan was made on a stale view, so the
+// batch ends there and the group is planned again from fresh state.
+var errStaleView = errors.New("stale view")
+
+// removePods deletes or evicts the planned pods of the current member, one
+// batch. The batch ends at the first pod that is not removed: a stale view
+// (NotFound, Conflict), an eviction a PodDisruptionBudget refuses, or any other
+// error. The pods not yet removed wait for the next plan.
 func (r *RolloutGroupReconciler) removePods(ctx context.Context, rg *v1alpha1.RolloutGroup, plan rollout.Plan, now time.Time) (actionResult, error) {
 	var res actionResult
 	key := types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}
 	evict := rg.Spec.PodDeletion == v1alpha1.PodDeletionEvict
-	var errs []error
+	var removed []*corev1.Pod
+	var stopErr error
+batch:
 	for _, pod := range plan.Delete {
 		var err error
 		if evict {
@@ -32,29 +44,54 @@ func (r *RolloutGroupReconciler) removePods(ctx context.Context, rg *v1alpha1.Ro
 		} else {
 			err = r.deletePod(ctx, pod)
 		}
-		switch {
-		case err == nil:
-		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-			continue // already gone, or replaced by a pod with a new UID
-		case evict && apierrors.IsTooManyRequests(err):
-			res.refused = fmt.Sprintf("eviction of pod %s refused (PodDisruptionBudget): %s", pod.Name, apiMessage(err))
-			r.events.Eventf(rg, pod, corev1.EventTypeWarning, "EvictionRefused", "Evict", res.refused)
-			return res, errors.Join(errs...)
-		default:
-			errs = append(errs, fmt.Errorf("remove pod %s: %w", pod.Name, err))
-			continue
+		if err != nil {
+			switch {
+			case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+				stopErr = fmt.Errorf("remove pod %s: %w: %s", pod.Name, errStaleView, apiMessage(err))
+			case evict && apierrors.IsTooManyRequests(err):
+				res.refused = fmt.Sprintf("eviction of pod %s refused (PodDisruptionBudget): %s", pod.Name, apiMessage(err))
+				r.events.Eventf(rg, pod, corev1.EventTypeWarning, v1alpha1.ReasonEvictionRefused, "Evict", res.refused)
+			default:
+				stopErr = fmt.Errorf("remove pod %s: %w", pod.Name, err)
+			}
+			break batch
 		}
-		r.deletions.Record(key, pod, now)
-		res.deleted++
-		metrics.PodsRolled.WithLabelValues(rg.Namespace, rg.Name, plan.Current).Inc()
-		verb, action := "deleted", "Delete"
-		if evict {
-			verb, action = "evicted", "Evict"
-		}
-		r.events.Eventf(rg, pod, corev1.EventTypeNormal, "PodRolled", action,
-			"%s pod %s of StatefulSet %s: revision %s, rolling to %s", verb, pod.Name, plan.Current, pod.Labels["controller-revision-hash"], updateRevisionOf(plan))
+		r.deletions.Expect(key, pod, now)
+		removed = append(removed, pod)
 	}
-	return res, errors.Join(errs...)
+	res.deleted = int32(len(removed))
+	if len(removed) > 0 {
+		metrics.PodsRolled.WithLabelValues(rg.Namespace, rg.Name, plan.Current).Add(float64(len(removed)))
+		r.events.Eventf(rg, nil, corev1.EventTypeNormal, "PodsRolled", removalAction(evict), "%s",
+			describeBatch(plan, removed, evict))
+	}
+	return res, stopErr
+}
+
+// describeBatch is the message of a batch's one Event: the member, the pods and
+// the revisions, so that `kubectl describe rg` reads as the rollout's log.
+func describeBatch(plan rollout.Plan, removed []*corev1.Pod, evict bool) string {
+	verb := "deleted"
+	if evict {
+		verb = "evicted"
+	}
+	names := make([]string, 0, len(removed))
+	for _, pod := range removed {
+		rev := pod.Labels[appsv1.ControllerRevisionHashLabelKey]
+		if rev == "" {
+			rev = "no revision label"
+		}
+		names = append(names, fmt.Sprintf("%s (%s)", pod.Name, rev))
+	}
+	return fmt.Sprintf("%s %s of StatefulSet %s, rolling to revision %s: %s",
+		verb, plural(len(removed), "pod"), plan.Current, updateRevisionOf(plan), strings.Join(names, ", "))
+}
+
+func removalAction(evict bool) string {
+	if evict {
+		return "Evict"
+	}
+	return "Delete"
 }
 
 // deletePod deletes exactly the pod that was planned: the UID precondition stops a
@@ -73,6 +110,37 @@ func (r *RolloutGroupReconciler) evictPod(ctx context.Context, pod *corev1.Pod) 
 	return r.SubResource("eviction").Create(ctx, pod, eviction)
 }
 
+// advanceRevisions sets status.currentRevision to status.updateRevision on each
+// member the plan names: with OnDelete Kubernetes never does it itself, and
+// tools that judge a StatefulSet's health compare the two. currentReplicas is
+// set with it so the status stays consistent until the StatefulSet controller
+// next recomputes it.
+func (r *RolloutGroupReconciler) advanceRevisions(ctx context.Context, rg *v1alpha1.RolloutGroup, plan rollout.Plan, members []rollout.Member) error {
+	var errs []error
+	for _, name := range plan.AdvanceRevision {
+		var sts *appsv1.StatefulSet
+		for _, m := range members {
+			if m.Name == name {
+				sts = m.StatefulSet
+			}
+		}
+		if sts == nil || !r.revisions.needsAdvance(sts) {
+			continue
+		}
+		patched := sts.DeepCopy()
+		patched.Status.CurrentRevision = sts.Status.UpdateRevision
+		patched.Status.CurrentReplicas = sts.Status.UpdatedReplicas
+		if err := r.Status().Patch(ctx, patched, client.MergeFrom(sts)); err != nil {
+			errs = append(errs, fmt.Errorf("set status.currentRevision of StatefulSet %s: %w", name, err))
+			continue
+		}
+		r.revisions.advanced(sts)
+		r.events.Eventf(rg, sts, corev1.EventTypeNormal, "CurrentRevisionSet", "SetCurrentRevision",
+			"StatefulSet %s: status.currentRevision set to %s (was %s): every pod runs it", name, sts.Status.UpdateRevision, sts.Status.CurrentRevision)
+	}
+	return errors.Join(errs...)
+}
+
 func updateRevisionOf(plan rollout.Plan) string {
 	for _, m := range plan.Members {
 		if m.Name == plan.Current {
@@ -88,4 +156,12 @@ func apiMessage(err error) string {
 		return status.Status().Message
 	}
 	return err.Error()
+}
+
+// plural says "1 pod" or "n pods".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

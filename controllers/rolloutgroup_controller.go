@@ -32,6 +32,10 @@ const (
 	// evictionRetryInterval is how soon a refused eviction is tried again. PDB
 	// status is not watched, so this is the one place the controller polls.
 	evictionRetryInterval = 5 * time.Second
+	// staleViewRetryInterval is how soon a group is planned again after a
+	// deletion found the pod already gone or replaced. The watch event that
+	// shows it usually comes first; this bounds the wait if it does not.
+	staleViewRetryInterval = time.Second
 	// maxConcurrentReconciles lets independent groups progress in parallel; one
 	// group is never reconciled twice at once.
 	maxConcurrentReconciles = 4
@@ -44,28 +48,28 @@ const (
 // RolloutGroupReconciler rolls out the pods of RolloutGroups.
 type RolloutGroupReconciler struct {
 	client.Client
+	// apiReader reads from the API server, bypassing the cache: the live read
+	// that confirms each batch.
+	apiReader client.Reader
 	events    recorder.EventRecorder
-	deletions *deletionTracker
+	deletions *deletionExpectations
+	revisions *revisionMemo
 	status    *statusLedger
 	now       func() time.Time
 }
 
-// +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups,verbs=get;list;watch
-// +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups,verbs=list;watch
+// +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups/status,verbs=patch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=list;watch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets/status,verbs=patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;delete
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 
-// Reconcile brings one RolloutGroup one step closer to every pod on its update revision.
-func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
-	defer func() {
-		if retErr != nil {
-			metrics.ReconcileErrors.WithLabelValues(controllerName, req.Namespace, req.Name).Inc()
-		}
-	}()
+// Reconcile brings one RolloutGroup one step closer to every pod on its update
+// revision: observe (cache), plan (pure), confirm the batch (one live read),
+// act, then write status once.
+func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cached := &v1alpha1.RolloutGroup{}
 	if err := r.Get(ctx, req.NamespacedName, cached); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -82,22 +86,35 @@ func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	plan := rollout.Decide(in)
+	if len(plan.Delete) > 0 {
+		if plan, err = r.confirmWithLiveRead(ctx, rg, in, plan); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	acted, actErr := r.removePods(ctx, rg, plan, now)
+	actErr = errors.Join(actErr, r.advanceRevisions(ctx, rg, plan, in.Members))
 
 	up := computeStatus(rg, plan, acted, now)
-	r.recordTransition(rg, up)
+	r.recordTransition(rg, plan, up)
 	r.exportMetrics(rg, up)
 	flushAfter, err := r.saveStatus(ctx, rg, written, up.status, now)
 	if err != nil {
 		return ctrl.Result{}, errors.Join(actErr, err)
 	}
-	if actErr != nil {
-		return ctrl.Result{}, actErr
-	}
 	after := rollout.MinPositive(plan.RequeueAfter, up.recheckAfter)
 	after = rollout.MinPositive(after, flushAfter)
 	if acted.refused != "" {
 		after = rollout.MinPositive(after, evictionRetryInterval)
+	}
+	if errors.Is(actErr, errStaleView) {
+		// Not a failure of Echelon's: log it and plan again soon, without the
+		// error backoff.
+		ctrl.LoggerFrom(ctx).Info("batch ended on a stale view; planning again", "reason", actErr.Error())
+		actErr = nil
+		after = rollout.MinPositive(after, staleViewRetryInterval)
+	}
+	if actErr != nil {
+		return ctrl.Result{}, actErr
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
@@ -127,32 +144,38 @@ func (r *RolloutGroupReconciler) saveStatus(ctx context.Context, rg *v1alpha1.Ro
 	return 0, nil
 }
 
-// recordTransition emits the Events of a phase change and of members completing.
-func (r *RolloutGroupReconciler) recordTransition(rg *v1alpha1.RolloutGroup, up statusUpdate) {
+// recordTransition emits the Events of a rollout (started, each member complete,
+// complete) and of the phases a user must notice (paused, resumed, blocked,
+// unblocked, stalled). A group that is merely created, scaled or waiting for a
+// lost pod emits none: that is not a rollout.
+func (r *RolloutGroupReconciler) recordTransition(rg *v1alpha1.RolloutGroup, plan rollout.Plan, up statusUpdate) {
 	old, st := rg.Status, up.status
 	if up.rolloutStarted {
 		r.events.Eventf(rg, nil, corev1.EventTypeNormal, "RolloutStarted", "Rollout",
-			"rollout started: %d of %d pods to roll, beginning with StatefulSet %s", st.Replicas-st.UpdatedReplicas, st.Replicas, st.CurrentStatefulSet)
+			"rollout started: %d of %d pods to roll, beginning with StatefulSet %s", plan.ToRoll, st.Replicas, st.CurrentStatefulSet)
 	}
 	if old.Phase != st.Phase {
-		eventType, reason := corev1.EventTypeNormal, "Phase"+string(st.Phase)
-		switch st.Phase {
-		case v1alpha1.PhaseComplete:
-			reason = "RolloutComplete"
-		case v1alpha1.PhaseBlocked:
-			eventType, reason = corev1.EventTypeWarning, "Blocked"
-		case v1alpha1.PhaseStalled:
-			eventType, reason = corev1.EventTypeWarning, "ProgressDeadlineExceeded"
+		switch {
+		case st.Phase == v1alpha1.PhaseBlocked:
+			r.events.Eventf(rg, nil, corev1.EventTypeWarning, "Blocked", "Block", "%s", st.Message)
+		case st.Phase == v1alpha1.PhaseStalled:
+			r.events.Eventf(rg, nil, corev1.EventTypeWarning, v1alpha1.ReasonProgressDeadlineExceeded, "Stall", "%s", st.Message)
+		case st.Phase == v1alpha1.PhasePaused:
+			r.events.Eventf(rg, nil, corev1.EventTypeNormal, "Paused", "Pause", "%s", st.Message)
+		case old.Phase == v1alpha1.PhasePaused:
+			r.events.Eventf(rg, nil, corev1.EventTypeNormal, "Resumed", "Resume", "%s", st.Message)
+		case old.Phase == v1alpha1.PhaseBlocked:
+			r.events.Eventf(rg, nil, corev1.EventTypeNormal, "Unblocked", "Unblock", "%s", st.Message)
 		}
-		from := string(old.Phase)
-		if from == "" {
-			from = "(new)"
-		}
-		r.events.Eventf(rg, nil, eventType, reason, "PhaseChange", "%s -> %s: %s", from, st.Phase, st.Message)
 	}
-	// A member completes when it was rolling, or waiting for its last replaced
-	// pods, during a rollout; one merely unblocked or unpaused does not.
-	if old.Phase != v1alpha1.PhaseProgressing && old.Phase != v1alpha1.PhaseStalled {
+	if up.rolloutCompleted {
+		r.events.Eventf(rg, nil, corev1.EventTypeNormal, "RolloutComplete", "Rollout",
+			"rollout complete in %s: %d pods rolled, every pod of %s on its update revision",
+			st.RolloutCompletionTime.Sub(st.RolloutStartTime.Time).Round(time.Second), st.PodsRolled, plural(len(st.StatefulSets), "StatefulSet"))
+	}
+	// A member completes during a rollout when it was rolling, or waiting for
+	// its last replaced pods; one merely unblocked or unpaused does not.
+	if !rolloutWasOpen(old) {
 		return
 	}
 	oldPhase := map[string]v1alpha1.MemberPhase{}
@@ -167,15 +190,19 @@ func (r *RolloutGroupReconciler) recordTransition(rg *v1alpha1.RolloutGroup, up 
 	}
 }
 
+// rolloutWasOpen reports whether the status records a rollout that has started
+// and not completed.
+func rolloutWasOpen(st v1alpha1.RolloutGroupStatus) bool {
+	return st.RolloutStartTime != nil && (st.RolloutCompletionTime == nil || st.RolloutCompletionTime.Before(st.RolloutStartTime))
+}
+
 func (r *RolloutGroupReconciler) exportMetrics(rg *v1alpha1.RolloutGroup, up statusUpdate) {
 	st := up.status
 	metrics.SetGroupPhase(rg.Namespace, rg.Name, st.Phase)
 	metrics.SetGroupReplicas(rg.Namespace, rg.Name, st.Replicas, st.UpdatedReplicas, st.AvailableReplicas)
-	var lastProgress time.Time
-	if st.Phase != v1alpha1.PhaseComplete && st.LastProgressTime != nil {
-		lastProgress = st.LastProgressTime.Time
+	if st.LastProgressTime != nil {
+		metrics.LastProgress.WithLabelValues(rg.Namespace, rg.Name).Set(float64(st.LastProgressTime.Unix()))
 	}
-	metrics.Progress.Set(rg.Namespace, rg.Name, lastProgress)
 	if up.rolloutCompleted && st.RolloutStartTime != nil && st.RolloutCompletionTime != nil {
 		metrics.RolloutDuration.WithLabelValues(rg.Namespace, rg.Name).
 			Observe(st.RolloutCompletionTime.Sub(st.RolloutStartTime.Time).Seconds())
@@ -200,12 +227,14 @@ func SetupRolloutGroupController(mgr ctrl.Manager) error {
 	r := &RolloutGroupReconciler{
 		Client:    mgr.GetClient(),
 		events:    mgr.GetEventRecorder("echelon"),
-		deletions: newDeletionTracker(),
+		apiReader: mgr.GetAPIReader(),
+		deletions: newDeletionExpectations(),
+		revisions: newRevisionMemo(),
 		status:    newStatusLedger(),
 		now:       time.Now,
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.RolloutGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.RolloutGroup{}, builder.WithPredicates(groupChanged)).
 		// A group that starts or stops claiming a StatefulSet changes whether the
 		// other groups claiming it are blocked.
 		Watches(&v1alpha1.RolloutGroup{}, handler.EnqueueRequestsFromMapFunc(r.requestsForGroupsSharingMembers),

@@ -19,9 +19,11 @@ import (
 )
 
 // observe reads the group's members and their pods from the cache into the
-// planner's input. It makes no API calls: every read is served by informers.
+// planner's input. It makes no API calls: every read is served by informers
+// (a batch is confirmed by a live read before it is deleted: confirmWithLiveRead).
 func (r *RolloutGroupReconciler) observe(ctx context.Context, rg *v1alpha1.RolloutGroup, now time.Time) (rollout.Input, error) {
 	in := rollout.Input{
+		GroupDeleting:   rg.DeletionTimestamp != nil,
 		Paused:          rg.Spec.Paused,
 		MinReadySeconds: rg.Spec.MinReadySeconds,
 		Now:             now,
@@ -118,11 +120,18 @@ func (r *RolloutGroupReconciler) podsOf(ctx context.Context, sts *appsv1.Statefu
 	if err := r.List(ctx, &list, client.InNamespace(sts.Namespace), client.MatchingFields{indexPodOwner: sts.Name}); err != nil {
 		return nil, fmt.Errorf("list pods of StatefulSet %s: %w", sts.Name, err)
 	}
-	pods := make([]*corev1.Pod, 0, len(list.Items))
-	for i := range list.Items {
-		if owner := metav1.GetControllerOf(&list.Items[i]); owner != nil && owner.UID == sts.UID {
-			pods = append(pods, &list.Items[i])
+	return controlledBy(list.Items, sts), nil
+}
+
+// controlledBy returns the pods whose controller is sts (by UID, so a deleted
+// and recreated StatefulSet of the same name does not inherit pods it has not
+// adopted).
+func controlledBy(items []corev1.Pod, sts *appsv1.StatefulSet) []*corev1.Pod {
+	pods := make([]*corev1.Pod, 0, len(items))
+	for i := range items {
+		if owner := metav1.GetControllerOf(&items[i]); owner != nil && owner.UID == sts.UID {
+			pods = append(pods, &items[i])
 		}
 	}
-	return pods, nil
+	return pods
 }

@@ -4,14 +4,25 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
+// groupChanged passes RolloutGroup updates that change what the planner reads:
+// the spec (generation), or a deletionTimestamp appearing (foreground deletion,
+// a finalizer), after which the group deletes nothing more. Status writes,
+// Echelon's own, are not passed.
+var groupChanged = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
+	},
+})
+
 // statefulSetChanged passes only the StatefulSet updates the planner reads:
-// spec (generation), strategy, labels, and the revisions the controller reports.
-// Replica counters in status change on every pod transition and are ignored here,
-// since pod events already carry that news.
+// spec (generation), strategy, labels, deletion, the revisions the controller
+// reports, and its replica and Ready counts, by which the planner sees a
+// scale-down whose pods are still terminating.
 var statefulSetChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, okOld := e.ObjectOld.(*appsv1.StatefulSet)
@@ -23,6 +34,8 @@ var statefulSetChanged = predicate.Funcs{
 			o.Status.ObservedGeneration != n.Status.ObservedGeneration ||
 			o.Status.UpdateRevision != n.Status.UpdateRevision ||
 			o.Status.CurrentRevision != n.Status.CurrentRevision ||
+			o.Status.Replicas != n.Status.Replicas ||
+			o.Status.ReadyReplicas != n.Status.ReadyReplicas ||
 			!equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
 			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
 	},

@@ -11,7 +11,8 @@ import (
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
 
-// defaultProgressDeadline applies when spec.progressDeadline is not set.
+// defaultProgressDeadline applies when spec.progressDeadline is not set (the CRD
+// defaults it, so only objects stored before that default existed lack it).
 const defaultProgressDeadline = 15 * time.Minute
 
 // actionResult is what the controller did with a plan.
@@ -37,6 +38,11 @@ type statusUpdate struct {
 
 // computeStatus derives the group's new status from the old one, the plan and what
 // was done. It has no client: every condition is table-tested.
+//
+// A rollout is open from the first pass that sees a pod whose revision differs
+// from its member's update revision (with every StatefulSet observed, the group
+// not blocked and not paused) until the group is Complete. A scale-up or a lost
+// pod is not a rollout: it shows as phase Waiting, with no rollout Events.
 func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionResult, now time.Time) statusUpdate {
 	old := rg.Status
 	st := v1alpha1.RolloutGroupStatus{
@@ -50,7 +56,6 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 		PodsRolled:            old.PodsRolled,
 		Conditions:            append([]metav1.Condition(nil), old.Conditions...),
 	}
-	outdated := false
 	for _, m := range plan.Members {
 		st.StatefulSets = append(st.StatefulSets, v1alpha1.MemberStatus{
 			Name:              m.Name,
@@ -67,15 +72,13 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 		st.Replicas += m.Replicas
 		st.UpdatedReplicas += m.Updated
 		st.AvailableReplicas += m.Available
-		outdated = outdated || m.Updated < m.Replicas
 	}
 	st.Updated = fmt.Sprintf("%d/%d", st.UpdatedReplicas, st.Replicas)
 	ts := metav1.NewTime(now)
 	var up statusUpdate
 
-	rolloutOpen := old.RolloutStartTime != nil &&
-		(old.RolloutCompletionTime == nil || old.RolloutCompletionTime.Before(old.RolloutStartTime))
-	if !rolloutOpen && outdated && plan.Blocked == nil {
+	rolloutOpen := rolloutWasOpen(old)
+	if !rolloutOpen && plan.Settled && plan.ToRoll > 0 && plan.Blocked == nil && !rg.Spec.Paused {
 		st.RolloutStartTime, st.RolloutCompletionTime = &ts, nil
 		st.LastProgressTime, st.PodsRolled = &ts, 0
 		rolloutOpen, up.rolloutStarted = true, true
@@ -88,19 +91,15 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 		st.PodsRolled += acted.deleted
 		st.LastBatchTime = &ts
 	}
-	if acted.deleted > 0 || st.UpdatedReplicas != old.UpdatedReplicas || st.AvailableReplicas != old.AvailableReplicas {
+	if rolloutOpen && madeProgress(rg, plan, acted, st) {
 		st.LastProgressTime = &ts
 	}
 	if acted.refused != "" {
 		st.Message = plan.Message + "; " + acted.refused
 	}
 
-	deadline := defaultProgressDeadline
-	if rg.Spec.ProgressDeadline != nil {
-		deadline = rg.Spec.ProgressDeadline.Duration
-	}
 	stalled := false
-	if rolloutOpen && !rg.Spec.Paused && plan.Blocked == nil && st.LastProgressTime != nil {
+	if deadline := progressDeadline(rg); rolloutOpen && deadline > 0 && !rg.Spec.Paused && plan.Blocked == nil && st.LastProgressTime != nil {
 		sinceProgress := now.Sub(st.LastProgressTime.Time)
 		if sinceProgress >= deadline {
 			stalled = true
@@ -110,53 +109,86 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 		}
 	}
 
-	switch {
-	case plan.Blocked != nil:
-		st.Phase = v1alpha1.PhaseBlocked
-	case rg.Spec.Paused:
-		st.Phase = v1alpha1.PhasePaused
-	case plan.Complete:
-		st.Phase = v1alpha1.PhaseComplete
-	case stalled:
-		st.Phase = v1alpha1.PhaseStalled
-	default:
-		st.Phase = v1alpha1.PhaseProgressing
-	}
+	sum := summarize(plan, acted, rg.Spec.Paused, rolloutOpen, stalled)
+	st.Phase = sum.phase
 	up.stalledNow = stalled && old.Phase != v1alpha1.PhaseStalled
-	setConditions(&st, rg, plan, stalled)
+	setConditions(&st, rg, sum)
 	up.status = st
 	return up
 }
 
-// setConditions writes Ready, Progressing and Paused from the phase and plan.
-func setConditions(st *v1alpha1.RolloutGroupStatus, rg *v1alpha1.RolloutGroup, plan rollout.Plan, stalled bool) {
+// madeProgress reports whether this pass counts as progress for
+// progressDeadline. As for a Deployment: a pod deleted, updated or becoming
+// available; the spec changing; the group resuming or being unblocked. Waiting
+// out batchInterval is progress too: the wait is what the user asked for.
+func madeProgress(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionResult, st v1alpha1.RolloutGroupStatus) bool {
+	old := rg.Status
+	return acted.deleted > 0 ||
+		st.UpdatedReplicas != old.UpdatedReplicas || st.AvailableReplicas != old.AvailableReplicas ||
+		old.ObservedGeneration != rg.Generation ||
+		old.Phase == v1alpha1.PhasePaused || old.Phase == v1alpha1.PhaseBlocked ||
+		plan.Reason == v1alpha1.ReasonWaitingForBatchInterval
+}
+
+// progressDeadline is spec.progressDeadline; 0 disables it.
+func progressDeadline(rg *v1alpha1.RolloutGroup) time.Duration {
+	if rg.Spec.ProgressDeadline == nil {
+		return defaultProgressDeadline
+	}
+	return rg.Spec.ProgressDeadline.Duration
+}
+
+// summary is one row of the table that decides the phase and the Ready and
+// Progressing conditions together, so that they cannot disagree.
+type summary struct {
+	phase       v1alpha1.RolloutPhase
+	ready       metav1.ConditionStatus
+	progressing metav1.ConditionStatus
+	reason      string
+}
+
+// summarize is that table. Rows are tried in order; the first that applies wins.
+//
+//	blocked                        -> Blocked      Ready=False  Progressing=False  (blocker's reason)
+//	paused with pods to roll       -> Paused       Ready=False  Progressing=False  Paused
+//	rollout open, deadline passed  -> Stalled      Ready=False  Progressing=False  ProgressDeadlineExceeded
+//	rollout open                   -> Progressing  Ready=False  Progressing=True   (what the rollout does)
+//	every pod updated, available   -> Complete     Ready=True   Progressing=False  UpToDate
+//	otherwise                      -> Waiting      Ready=False  Progressing=False  PodsUnavailable / WaitingForStatefulSet
+func summarize(plan rollout.Plan, acted actionResult, paused, rolloutOpen, stalled bool) summary {
+	f, t := metav1.ConditionFalse, metav1.ConditionTrue
+	switch {
+	case plan.Blocked != nil:
+		return summary{v1alpha1.PhaseBlocked, f, f, plan.Blocked.Reason}
+	case paused && (rolloutOpen || plan.ToRoll > 0):
+		return summary{v1alpha1.PhasePaused, f, f, v1alpha1.ReasonPaused}
+	case rolloutOpen && stalled:
+		return summary{v1alpha1.PhaseStalled, f, f, v1alpha1.ReasonProgressDeadlineExceeded}
+	case rolloutOpen:
+		reason := plan.Reason
+		if acted.refused != "" {
+			reason = v1alpha1.ReasonEvictionRefused
+		}
+		return summary{v1alpha1.PhaseProgressing, f, t, reason}
+	case plan.Complete:
+		return summary{v1alpha1.PhaseComplete, t, f, v1alpha1.ReasonUpToDate}
+	case !plan.Settled:
+		return summary{v1alpha1.PhaseWaiting, f, f, v1alpha1.ReasonWaitingForStatefulSet}
+	default:
+		return summary{v1alpha1.PhaseWaiting, f, f, v1alpha1.ReasonPodsUnavailable}
+	}
+}
+
+// setConditions writes Ready and Progressing from the summary, and Paused from the spec.
+func setConditions(st *v1alpha1.RolloutGroupStatus, rg *v1alpha1.RolloutGroup, sum summary) {
 	gen := rg.Generation
 	set := func(t string, status metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 			Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen,
 		})
 	}
-	progressReason := v1alpha1.ReasonWaitingForPods
-	if len(plan.Delete) > 0 || st.Phase == v1alpha1.PhaseProgressing && plan.Current != "" {
-		progressReason = v1alpha1.ReasonRollingMember
-	}
-	switch {
-	case plan.Blocked != nil:
-		set(v1alpha1.ConditionReady, metav1.ConditionFalse, plan.Blocked.Reason, st.Message)
-		set(v1alpha1.ConditionProgressing, metav1.ConditionFalse, plan.Blocked.Reason, st.Message)
-	case plan.Complete:
-		set(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolloutComplete, st.Message)
-		set(v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonRolloutComplete, st.Message)
-	case rg.Spec.Paused:
-		set(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonPaused, st.Message)
-		set(v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonPaused, st.Message)
-	case stalled:
-		set(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonProgressDeadlineExceeded, st.Message)
-		set(v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonProgressDeadlineExceeded, st.Message)
-	default:
-		set(v1alpha1.ConditionReady, metav1.ConditionFalse, progressReason, st.Message)
-		set(v1alpha1.ConditionProgressing, metav1.ConditionTrue, progressReason, st.Message)
-	}
+	set(v1alpha1.ConditionReady, sum.ready, sum.reason, st.Message)
+	set(v1alpha1.ConditionProgressing, sum.progressing, sum.reason, st.Message)
 	if rg.Spec.Paused {
 		set(v1alpha1.ConditionPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused, "spec.paused is true: no pod is deleted")
 	} else {

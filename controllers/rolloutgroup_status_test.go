@@ -35,6 +35,7 @@ func group(mutate func(*v1alpha1.RolloutGroup)) *v1alpha1.RolloutGroup {
 // progressed at lastProgress ago.
 func openRollout(lastProgress time.Duration) func(*v1alpha1.RolloutGroup) {
 	return func(rg *v1alpha1.RolloutGroup) {
+		rg.Status.ObservedGeneration = rg.Generation
 		rg.Status.Phase = v1alpha1.PhaseProgressing
 		rg.Status.RolloutStartTime = ago(10 * time.Minute)
 		rg.Status.LastProgressTime = ago(lastProgress)
@@ -45,17 +46,37 @@ func openRollout(lastProgress time.Duration) func(*v1alpha1.RolloutGroup) {
 
 func TestComputeStatusPhasesAndConditions(t *testing.T) {
 	rolling := rollout.Plan{
-		Current: "a", Message: "a: 4/6 updated, deleting 1 pods",
+		Current: "a", Message: "a: 4/6 updated, deleting 1 pods", Reason: v1alpha1.ReasonDeletingPods, Settled: true, ToRoll: 2,
 		Members: []rollout.MemberState{member("a", 3, 1, 2, v1alpha1.MemberRolling), member("b", 3, 3, 3, v1alpha1.MemberComplete)},
 	}
+	waitingForPods := rollout.Plan{
+		Current: "a", Message: "a: 5/5 updated, waiting: 1/5 pods not available", Reason: v1alpha1.ReasonWaitingForPods, Settled: true,
+		Members: []rollout.MemberState{member("a", 5, 4, 4, v1alpha1.MemberWaiting)},
+	}
 	complete := rollout.Plan{
-		Complete: true, Message: "all members updated and available",
+		Complete: true, Message: "all members updated and available", Reason: v1alpha1.ReasonUpToDate, Settled: true,
 		Members: []rollout.MemberState{member("a", 3, 3, 3, v1alpha1.MemberComplete), member("b", 3, 3, 3, v1alpha1.MemberComplete)},
 	}
 	blocked := rollout.Plan{
 		Blocked: &rollout.Blocker{Reason: v1alpha1.ReasonMemberNotOnDelete, Member: "b", Message: "blocked: StatefulSet b uses updateStrategy RollingUpdate"},
-		Message: "blocked: StatefulSet b uses updateStrategy RollingUpdate",
+		Message: "blocked: StatefulSet b uses updateStrategy RollingUpdate", Reason: v1alpha1.ReasonMemberNotOnDelete, ToRoll: 5,
 		Members: []rollout.MemberState{member("a", 3, 1, 3, v1alpha1.MemberPending), member("b", 3, 0, 3, v1alpha1.MemberBlocked)},
+	}
+	// A scale-up, or a pod lost to a node failure: every pod runs the update
+	// revision, one is not available.
+	scaledUp := rollout.Plan{
+		Current: "b", Message: "b: 4/4 updated, waiting: 1/4 pods not available", Reason: v1alpha1.ReasonWaitingForPods, Settled: true,
+		Members: []rollout.MemberState{member("a", 3, 3, 3, v1alpha1.MemberComplete), member("b", 4, 4, 3, v1alpha1.MemberWaiting)},
+	}
+	unsettled := rollout.Plan{
+		Current: "a", Message: "a: waiting for the StatefulSet controller to observe generation 4", Reason: v1alpha1.ReasonWaitingForStatefulSet,
+		Members: []rollout.MemberState{member("a", 3, 3, 3, v1alpha1.MemberWaiting)},
+	}
+	completeGroup := func(rg *v1alpha1.RolloutGroup) {
+		rg.Status.ObservedGeneration = rg.Generation
+		rg.Status.Phase = v1alpha1.PhaseComplete
+		rg.Status.RolloutStartTime = ago(time.Hour)
+		rg.Status.RolloutCompletionTime = ago(50 * time.Minute)
 	}
 
 	tests := []struct {
@@ -72,16 +93,22 @@ func TestComputeStatusPhasesAndConditions(t *testing.T) {
 		wantUpdated     string
 	}{
 		{
-			name: "rolling group is Progressing", group: group(openRollout(time.Minute)), plan: rolling,
+			name: "a group deleting a batch is Progressing, DeletingPods", group: group(openRollout(time.Minute)), plan: rolling,
 			acted:     actionResult{deleted: 1},
-			wantPhase: v1alpha1.PhaseProgressing, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonRollingMember,
-			wantProgressing: metav1.ConditionTrue, wantProgReason: v1alpha1.ReasonRollingMember, wantPaused: metav1.ConditionFalse,
+			wantPhase: v1alpha1.PhaseProgressing, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonDeletingPods,
+			wantProgressing: metav1.ConditionTrue, wantProgReason: v1alpha1.ReasonDeletingPods, wantPaused: metav1.ConditionFalse,
 			wantUpdated: "4/6",
 		},
 		{
+			name: "a rollout waiting for replaced pods says so, not RollingMember", group: group(openRollout(time.Minute)), plan: waitingForPods,
+			wantPhase: v1alpha1.PhaseProgressing, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonWaitingForPods,
+			wantProgressing: metav1.ConditionTrue, wantProgReason: v1alpha1.ReasonWaitingForPods, wantPaused: metav1.ConditionFalse,
+			wantUpdated: "4/5",
+		},
+		{
 			name: "complete group is Ready", group: group(openRollout(time.Minute)), plan: complete,
-			wantPhase: v1alpha1.PhaseComplete, wantReady: metav1.ConditionTrue, wantReadyReason: v1alpha1.ReasonRolloutComplete,
-			wantProgressing: metav1.ConditionFalse, wantProgReason: v1alpha1.ReasonRolloutComplete, wantPaused: metav1.ConditionFalse,
+			wantPhase: v1alpha1.PhaseComplete, wantReady: metav1.ConditionTrue, wantReadyReason: v1alpha1.ReasonUpToDate,
+			wantProgressing: metav1.ConditionFalse, wantProgReason: v1alpha1.ReasonUpToDate, wantPaused: metav1.ConditionFalse,
 			wantUpdated: "6/6",
 		},
 		{
@@ -91,15 +118,41 @@ func TestComputeStatusPhasesAndConditions(t *testing.T) {
 			wantUpdated: "1/6",
 		},
 		{
-			name: "paused group reports Paused", plan: rolling,
+			name: "paused group with pods to roll reports Paused", plan: rolling,
 			group:     group(func(rg *v1alpha1.RolloutGroup) { openRollout(time.Minute)(rg); rg.Spec.Paused = true }),
 			wantPhase: v1alpha1.PhasePaused, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonPaused,
 			wantProgressing: metav1.ConditionFalse, wantProgReason: v1alpha1.ReasonPaused, wantPaused: metav1.ConditionTrue,
 			wantUpdated: "4/6",
 		},
 		{
+			name: "paused group with nothing to roll is Complete and Ready, with Paused True", plan: complete,
+			group:     group(func(rg *v1alpha1.RolloutGroup) { completeGroup(rg); rg.Spec.Paused = true }),
+			wantPhase: v1alpha1.PhaseComplete, wantReady: metav1.ConditionTrue, wantReadyReason: v1alpha1.ReasonUpToDate,
+			wantProgressing: metav1.ConditionFalse, wantProgReason: v1alpha1.ReasonUpToDate, wantPaused: metav1.ConditionTrue,
+			wantUpdated: "6/6",
+		},
+		{
+			name: "a scale-up outside a rollout is Waiting with PodsUnavailable, not Progressing", group: group(completeGroup), plan: scaledUp,
+			wantPhase: v1alpha1.PhaseWaiting, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonPodsUnavailable,
+			wantProgressing: metav1.ConditionFalse, wantProgReason: v1alpha1.ReasonPodsUnavailable, wantPaused: metav1.ConditionFalse,
+			wantUpdated: "7/7",
+		},
+		{
+			name: "a new group whose StatefulSet controller lags is Waiting for it", group: group(nil), plan: unsettled,
+			wantPhase: v1alpha1.PhaseWaiting, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonWaitingForStatefulSet,
+			wantProgressing: metav1.ConditionFalse, wantProgReason: v1alpha1.ReasonWaitingForStatefulSet, wantPaused: metav1.ConditionFalse,
+			wantUpdated: "3/3",
+		},
+		{
+			name: "an eviction refused shows as EvictionRefused", group: group(openRollout(time.Minute)), plan: rolling,
+			acted:     actionResult{refused: "eviction of pod a-2 refused (PodDisruptionBudget)"},
+			wantPhase: v1alpha1.PhaseProgressing, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonEvictionRefused,
+			wantProgressing: metav1.ConditionTrue, wantProgReason: v1alpha1.ReasonEvictionRefused, wantPaused: metav1.ConditionFalse,
+			wantUpdated: "4/6",
+		},
+		{
 			name: "no progress past the default deadline is Stalled", group: group(openRollout(16 * time.Minute)),
-			plan:      rollout.Plan{Current: "a", Message: "a: waiting", Members: []rollout.MemberState{member("a", 5, 4, 5, v1alpha1.MemberRolling)}},
+			plan:      rollout.Plan{Current: "a", Message: "a: waiting", Reason: v1alpha1.ReasonWaitingForPods, Settled: true, Members: []rollout.MemberState{member("a", 5, 4, 5, v1alpha1.MemberRolling)}},
 			wantPhase: v1alpha1.PhaseStalled, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonProgressDeadlineExceeded,
 			wantProgressing: metav1.ConditionFalse, wantProgReason: v1alpha1.ReasonProgressDeadlineExceeded, wantPaused: metav1.ConditionFalse,
 			wantUpdated: "4/5",
@@ -110,9 +163,20 @@ func TestComputeStatusPhasesAndConditions(t *testing.T) {
 				openRollout(16 * time.Minute)(rg)
 				rg.Spec.ProgressDeadline = &metav1.Duration{Duration: time.Hour}
 			}),
-			plan:      rollout.Plan{Current: "a", Message: "a: waiting", Members: []rollout.MemberState{member("a", 5, 4, 5, v1alpha1.MemberWaiting)}},
-			wantPhase: v1alpha1.PhaseProgressing, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonRollingMember,
-			wantProgressing: metav1.ConditionTrue, wantProgReason: v1alpha1.ReasonRollingMember, wantPaused: metav1.ConditionFalse,
+			plan:      rollout.Plan{Current: "a", Message: "a: waiting", Reason: v1alpha1.ReasonWaitingForPods, Settled: true, Members: []rollout.MemberState{member("a", 5, 4, 5, v1alpha1.MemberWaiting)}},
+			wantPhase: v1alpha1.PhaseProgressing, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonWaitingForPods,
+			wantProgressing: metav1.ConditionTrue, wantProgReason: v1alpha1.ReasonWaitingForPods, wantPaused: metav1.ConditionFalse,
+			wantUpdated: "4/5",
+		},
+		{
+			name: "progressDeadline 0s disables the deadline",
+			group: group(func(rg *v1alpha1.RolloutGroup) {
+				openRollout(48 * time.Hour)(rg)
+				rg.Spec.ProgressDeadline = &metav1.Duration{}
+			}),
+			plan:      rollout.Plan{Current: "a", Message: "a: waiting", Reason: v1alpha1.ReasonWaitingForPods, Settled: true, Members: []rollout.MemberState{member("a", 5, 4, 5, v1alpha1.MemberWaiting)}},
+			wantPhase: v1alpha1.PhaseProgressing, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonWaitingForPods,
+			wantProgressing: metav1.ConditionTrue, wantProgReason: v1alpha1.ReasonWaitingForPods, wantPaused: metav1.ConditionFalse,
 			wantUpdated: "4/5",
 		},
 	}
@@ -150,8 +214,10 @@ func TestComputeStatusPhasesAndConditions(t *testing.T) {
 }
 
 func TestComputeStatusRolloutLifecycle(t *testing.T) {
-	outdated := rollout.Plan{Current: "a", Members: []rollout.MemberState{member("a", 3, 0, 3, v1alpha1.MemberRolling)}}
+	outdated := rollout.Plan{Current: "a", Settled: true, ToRoll: 3, Reason: v1alpha1.ReasonDeletingPods,
+		Members: []rollout.MemberState{member("a", 3, 0, 3, v1alpha1.MemberRolling)}}
 	rg := group(func(rg *v1alpha1.RolloutGroup) {
+		rg.Status.ObservedGeneration = rg.Generation
 		rg.Status.Phase = v1alpha1.PhaseComplete
 		rg.Status.RolloutStartTime = ago(time.Hour)
 		rg.Status.RolloutCompletionTime = ago(50 * time.Minute)
@@ -177,7 +243,7 @@ func TestComputeStatusRolloutLifecycle(t *testing.T) {
 
 	rg.Status = up.status
 	later := statusNow.Add(3 * time.Minute)
-	done := rollout.Plan{Complete: true, Members: []rollout.MemberState{member("a", 3, 3, 3, v1alpha1.MemberComplete)}}
+	done := rollout.Plan{Complete: true, Settled: true, Reason: v1alpha1.ReasonUpToDate, Members: []rollout.MemberState{member("a", 3, 3, 3, v1alpha1.MemberComplete)}}
 	up = computeStatus(rg, done, actionResult{}, later)
 	if !up.rolloutCompleted {
 		t.Fatal("the rollout must complete when the plan is complete")
@@ -197,7 +263,7 @@ func TestComputeStatusRolloutLifecycle(t *testing.T) {
 }
 
 func TestComputeStatusProgressAndStall(t *testing.T) {
-	plan := rollout.Plan{Current: "a", Members: []rollout.MemberState{member("a", 5, 4, 5, v1alpha1.MemberWaiting)}}
+	plan := rollout.Plan{Current: "a", Settled: true, Reason: v1alpha1.ReasonWaitingForPods, Members: []rollout.MemberState{member("a", 5, 4, 5, v1alpha1.MemberWaiting)}}
 
 	// Same counts as last time, deadline passed: stalled, and only once.
 	rg := group(openRollout(20 * time.Minute))
@@ -211,7 +277,7 @@ func TestComputeStatusProgressAndStall(t *testing.T) {
 	}
 
 	// A pod became available: that is progress, the clock restarts.
-	progressed := rollout.Plan{Current: "a", Members: []rollout.MemberState{member("a", 5, 5, 5, v1alpha1.MemberWaiting)}}
+	progressed := rollout.Plan{Current: "a", Settled: true, Reason: v1alpha1.ReasonWaitingForPods, Members: []rollout.MemberState{member("a", 5, 5, 5, v1alpha1.MemberWaiting)}}
 	up = computeStatus(group(openRollout(20*time.Minute)), progressed, actionResult{}, statusNow)
 	if up.status.Phase != v1alpha1.PhaseProgressing || !up.status.LastProgressTime.Time.Equal(statusNow) {
 		t.Errorf("progress must reset the stall clock: phase %s lastProgress %v", up.status.Phase, up.status.LastProgressTime)
@@ -225,9 +291,78 @@ func TestComputeStatusProgressAndStall(t *testing.T) {
 }
 
 func TestComputeStatusRefusedEvictionIsInTheMessage(t *testing.T) {
-	plan := rollout.Plan{Current: "a", Message: "a: 0/3 updated, deleting 1 pods", Members: []rollout.MemberState{member("a", 3, 0, 3, v1alpha1.MemberRolling)}}
+	plan := rollout.Plan{Current: "a", Message: "a: 0/3 updated, deleting 1 pods", Settled: true, ToRoll: 3, Members: []rollout.MemberState{member("a", 3, 0, 3, v1alpha1.MemberRolling)}}
 	up := computeStatus(group(openRollout(time.Minute)), plan, actionResult{refused: "eviction of pod a-2 refused"}, statusNow)
 	if want := "a: 0/3 updated, deleting 1 pods; eviction of pod a-2 refused"; up.status.Message != want {
 		t.Errorf("message = %q, want %q", up.status.Message, want)
+	}
+}
+
+// TestComputeStatusNotARollout: pods that become available, appear or vanish
+// without a new revision do not start a rollout, reset podsRolled or record a
+// duration.
+func TestComputeStatusNotARollout(t *testing.T) {
+	rg := group(func(rg *v1alpha1.RolloutGroup) {
+		rg.Status.ObservedGeneration = rg.Generation
+		rg.Status.Phase = v1alpha1.PhaseComplete
+		rg.Status.RolloutStartTime = ago(time.Hour)
+		rg.Status.RolloutCompletionTime = ago(50 * time.Minute)
+		rg.Status.PodsRolled = 30
+	})
+	scaledUp := rollout.Plan{Current: "a", Settled: true, Reason: v1alpha1.ReasonWaitingForPods,
+		Members: []rollout.MemberState{member("a", 5, 5, 3, v1alpha1.MemberWaiting)}}
+	up := computeStatus(rg, scaledUp, actionResult{}, statusNow)
+	if up.rolloutStarted || up.rolloutCompleted || up.status.PodsRolled != 30 || !up.status.RolloutStartTime.Equal(rg.Status.RolloutStartTime) {
+		t.Errorf("a scale-up started=%v completed=%v podsRolled=%d start=%v: want no rollout and nothing reset",
+			up.rolloutStarted, up.rolloutCompleted, up.status.PodsRolled, up.status.RolloutStartTime)
+	}
+	rg.Status = up.status
+	done := rollout.Plan{Complete: true, Settled: true, Reason: v1alpha1.ReasonUpToDate, Members: []rollout.MemberState{member("a", 5, 5, 5, v1alpha1.MemberComplete)}}
+	if up := computeStatus(rg, done, actionResult{}, statusNow.Add(time.Minute)); up.rolloutCompleted || up.status.Phase != v1alpha1.PhaseComplete {
+		t.Errorf("the scale-up finishing: completed=%v phase %s, want no rollout completing and Complete", up.rolloutCompleted, up.status.Phase)
+	}
+
+	// A paused group with a new revision does not start a rollout until resumed.
+	paused := group(func(rg *v1alpha1.RolloutGroup) { rg.Spec.Paused = true })
+	outdated := rollout.Plan{Current: "a", Settled: true, ToRoll: 3, Reason: v1alpha1.ReasonPaused, Members: []rollout.MemberState{member("a", 3, 0, 3, v1alpha1.MemberRolling)}}
+	if up := computeStatus(paused, outdated, actionResult{}, statusNow); up.rolloutStarted || up.status.Phase != v1alpha1.PhasePaused {
+		t.Errorf("paused: started=%v phase %s, want no start and Paused", up.rolloutStarted, up.status.Phase)
+	}
+	// Nor does a group whose StatefulSet controllers have not observed the change.
+	unsettled := outdated
+	unsettled.Settled = false
+	if up := computeStatus(group(nil), unsettled, actionResult{}, statusNow); up.rolloutStarted {
+		t.Error("a rollout started before every StatefulSet controller observed its spec")
+	}
+}
+
+// TestComputeStatusDeadlineClock: as for a Deployment, the progress clock
+// restarts on resume, unblock and spec change, and waiting out batchInterval
+// counts as progress.
+func TestComputeStatusDeadlineClock(t *testing.T) {
+	waiting := rollout.Plan{Current: "a", Settled: true, Reason: v1alpha1.ReasonWaitingForPods,
+		Members: []rollout.MemberState{member("a", 5, 4, 5, v1alpha1.MemberWaiting)}}
+	tests := []struct {
+		name   string
+		mutate func(*v1alpha1.RolloutGroup)
+		plan   rollout.Plan
+	}{
+		{"resumed after a pause", func(rg *v1alpha1.RolloutGroup) { rg.Status.Phase = v1alpha1.PhasePaused }, waiting},
+		{"unblocked", func(rg *v1alpha1.RolloutGroup) { rg.Status.Phase = v1alpha1.PhaseBlocked }, waiting},
+		{"spec changed", func(rg *v1alpha1.RolloutGroup) { rg.Generation = 4 }, waiting},
+		{"waiting out batchInterval", nil, rollout.Plan{Current: "a", Settled: true, ToRoll: 1, Reason: v1alpha1.ReasonWaitingForBatchInterval,
+			Members: []rollout.MemberState{member("a", 5, 4, 5, v1alpha1.MemberRolling)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rg := group(openRollout(20 * time.Minute))
+			if tt.mutate != nil {
+				tt.mutate(rg)
+			}
+			up := computeStatus(rg, tt.plan, actionResult{}, statusNow)
+			if up.status.Phase == v1alpha1.PhaseStalled || !up.status.LastProgressTime.Time.Equal(statusNow) {
+				t.Errorf("phase %s lastProgress %v: want the clock restarted now", up.status.Phase, up.status.LastProgressTime)
+			}
+		})
 	}
 }

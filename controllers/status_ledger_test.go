@@ -43,7 +43,7 @@ func TestStatusLedgerServesItsOwnRecordOverTheCache(t *testing.T) {
 func TestUrgentStatusChange(t *testing.T) {
 	base := v1alpha1.RolloutGroupStatus{
 		Phase: v1alpha1.PhaseProgressing, CurrentStatefulSet: "a", Updated: "3/30", UpdatedReplicas: 3, Message: "a: 3/10 updated",
-		Conditions:   []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRollingMember, Message: "x"}},
+		Conditions:   []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDeletingPods, Message: "x"}},
 		StatefulSets: []v1alpha1.MemberStatus{{Name: "a", Phase: v1alpha1.MemberRolling, UpdatedReplicas: 3}},
 	}
 	interval := v1alpha1.RolloutGroupSpec{BatchInterval: &metav1.Duration{Duration: time.Minute}}

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -36,7 +37,7 @@ var _ = Describe("RolloutGroup rollouts", func() {
 			Expect(rg.Status.RolloutStartTime).NotTo(BeNil())
 			Expect(rg.Status.RolloutCompletionTime).NotTo(BeNil())
 			Eventually(func() map[string]int { return g.eventReasons(ctx) }).Should(And(
-				HaveKeyWithValue("PodRolled", 30), HaveKey("RolloutStarted"), HaveKey("RolloutComplete"), HaveKeyWithValue("MemberComplete", 3)))
+				HaveKey("PodsRolled"), HaveKey("RolloutStarted"), HaveKey("RolloutComplete"), HaveKeyWithValue("MemberComplete", 3)))
 
 			_, metrics, err := op.Get("/metrics")
 			Expect(err).NotTo(HaveOccurred())
@@ -46,7 +47,7 @@ var _ = Describe("RolloutGroup rollouts", func() {
 			}
 			Expect(metrics).To(ContainSubstring(fmt.Sprintf(`echelon_rolloutgroup_phase{namespace=%q,phase="Complete",rolloutgroup="ingester"} 1`, g.ns)))
 			Expect(metrics).To(ContainSubstring(fmt.Sprintf(`echelon_rolloutgroup_rollout_duration_seconds_count{namespace=%q,rolloutgroup="ingester"} 1`, g.ns)))
-			Expect(metrics).To(ContainSubstring(fmt.Sprintf(`echelon_rolloutgroup_seconds_since_last_progress{namespace=%q,rolloutgroup="ingester"} 0`, g.ns)))
+			Expect(metrics).To(ContainSubstring(fmt.Sprintf(`echelon_rolloutgroup_last_progress_timestamp_seconds{namespace=%q,rolloutgroup="ingester"} `, g.ns)))
 		},
 		Entry("maxUnavailable 1", intstr.FromInt32(1), 1),
 		Entry("maxUnavailable 3", intstr.FromInt32(3), 3),
@@ -63,13 +64,16 @@ var _ = Describe("RolloutGroup rollouts", func() {
 		Eventually(func() int { return len(mon.Deletions()) }).Should(BeNumerically(">=", 4))
 		g.patchSpec(ctx, `{"paused":true}`)
 		g.waitPhase(ctx, v1alpha1.PhasePaused, 30*time.Second)
-		// A deletion decided just before the pause was seen may still be landing.
-		time.Sleep(500 * time.Millisecond)
-		rolled := func() int { return len(mon.DeletionsWhere(versionAnnotation, "v1")) }
-		paused := rolled()
-		Consistently(rolled).WithTimeout(4*time.Second).Should(Equal(paused),
+		// A group is never reconciled twice at once and deletes before it writes
+		// status, so every deletion decided before the pause has reached the API
+		// server by now: the pods live now are the ones the pause must keep.
+		live := livePodUIDs(ctx, g.ns)
+		// Unpaused, the operator deletes the next batch as soon as the last is
+		// Ready, well under a second on kwok; 3s waits out several batches.
+		Consistently(func() []string { return deletedOf(mon, live) }).WithTimeout(3*time.Second).Should(BeEmpty(),
 			"no pod may be deleted while the group is paused")
-		Expect(paused).To(BeNumerically("<", 30))
+		rolled := func() int { return len(mon.DeletionsWhere(versionAnnotation, "v1")) }
+		Expect(rolled()).To(BeNumerically("<", 30))
 
 		g.patchSpec(ctx, `{"paused":false}`)
 		g.waitComplete(ctx, 3*time.Minute)
@@ -107,6 +111,8 @@ var _ = Describe("RolloutGroup rollouts", func() {
 		g.setVersion(ctx, "v2")
 		rg := g.waitPhase(ctx, v1alpha1.PhaseBlocked, 30*time.Second)
 		Expect(rg.Status.Message).To(And(ContainSubstring("ingester-zone-b"), ContainSubstring("OnDelete")))
+		// Were the block ignored, the first batch would go within a reconcile of
+		// the template change, well under a second; 3s waits out several.
 		Consistently(func() int { return len(mon.Deletions()) }).WithTimeout(3 * time.Second).Should(BeZero())
 		Expect(g.eventReasons(ctx)).To(HaveKey("Blocked"))
 
@@ -131,12 +137,37 @@ var _ = Describe("RolloutGroup rollouts", func() {
 		Expect(rg.Status.Message).To(And(ContainSubstring("ingester-zone-b"), ContainSubstring("second")))
 		Expect(meta.FindStatusCondition(rg.Status.Conditions, v1alpha1.ConditionReady).Reason).To(Equal(v1alpha1.ReasonMemberClaimedByOtherGroup))
 		g.setVersion(ctx, "v2")
+		// Were the claim ignored, the first batch would go within a reconcile of
+		// the template change, well under a second; 3s waits out several.
 		Consistently(func() int { return len(mon.Deletions()) }).WithTimeout(3 * time.Second).Should(BeZero())
 
 		Expect(k8s.Delete(ctx, second)).To(Succeed())
 		g.waitComplete(ctx, 3*time.Minute)
 		g.waitPodsOn(ctx, "v2")
 		expectNoBreaches(mon)
+	})
+
+	It("rolls a member whose pods are managed OrderedReady", func(ctx SpecContext) {
+		g := newZones(ctx, 10)
+		// The StatefulSet controller recreates an OrderedReady member's pods one
+		// at a time, in ordinal order, each once the one before is Ready.
+		g.createStatefulSets(ctx, func(sts *appsv1.StatefulSet) {
+			if sts.Name == "ingester-zone-b" {
+				sts.Spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
+			}
+		})
+		g.waitPodsOn(ctx, "v1")
+		g.createGroup(ctx, func(s *v1alpha1.RolloutGroupSpec) { s.MaxUnavailable = ptrIntOrString(intstr.FromInt32(3)) })
+		startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
+		g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
+		mon := g.monitor(ctx)
+
+		g.setVersion(ctx, "v2")
+		g.waitComplete(ctx, 3*time.Minute)
+		g.waitPodsOn(ctx, "v2")
+		expectNoBreaches(mon)
+		Expect(mon.MemberOrder()).To(Equal(g.zones))
+		Expect(mon.DeletionsWhere(versionAnnotation, "v1")).To(HaveLen(30), "every pod is replaced exactly once")
 	})
 
 	It("rolls pods back when the template is reverted mid-rollout", func(ctx SpecContext) {

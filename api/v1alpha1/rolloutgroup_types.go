@@ -33,8 +33,10 @@ type RolloutGroupSpec struct {
 
 	// selector selects the member StatefulSets by label, in the namespace of the
 	// group. Members selected this way roll in order of their names.
-	// Mutually exclusive with statefulSets.
+	// Mutually exclusive with statefulSets. An empty selector is refused: it
+	// would claim every StatefulSet of the namespace.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="spec.selector must not be empty: set matchLabels or matchExpressions (an empty selector would claim every StatefulSet in the namespace)"
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 
 	// maxUnavailable is the largest number of not-Ready pods a member may have while
@@ -42,6 +44,7 @@ type RolloutGroupSpec struct {
 	// down, never below 1). Applies to every member without its own value.
 	// Defaults to 1.
 	// +optional
+	// +kubebuilder:default=1
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",message="spec.maxUnavailable must be an integer >= 1 or a percentage from 1% to 100%"
@@ -54,6 +57,7 @@ type RolloutGroupSpec struct {
 	// minReadySeconds is how long a recreated pod must have been Ready before it
 	// counts as available. Defaults to 0.
 	// +optional
+	// +kubebuilder:default=0
 	// +kubebuilder:validation:Minimum=0
 	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
 
@@ -73,8 +77,12 @@ type RolloutGroupSpec struct {
 
 	// progressDeadline is how long a rollout may go without progress before the
 	// group is reported Stalled (condition, Warning Event and metric). The rollout
-	// goes on. Defaults to 15m.
+	// goes on. As for a Deployment, the clock restarts when the rollout resumes
+	// after a pause, when the group is unblocked and when the spec changes; time
+	// spent waiting out batchInterval counts as progress. "0s" disables the
+	// deadline. Defaults to 15m.
 	// +optional
+	// +kubebuilder:default="15m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	ProgressDeadline *metav1.Duration `json:"progressDeadline,omitempty"`
@@ -97,21 +105,32 @@ type RolloutMember struct {
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
 
-// RolloutPhase summarises what a RolloutGroup is doing.
-// +kubebuilder:validation:Enum=Complete;Progressing;Paused;Blocked;Stalled
+// RolloutPhase summarises what a RolloutGroup is doing. One table in the
+// controller decides the phase and the conditions together, so they agree.
+// +kubebuilder:validation:Enum=Complete;Progressing;Waiting;Paused;Blocked;Stalled
 type RolloutPhase string
 
 const (
 	// PhaseComplete: every pod of every member runs the update revision and is available.
 	PhaseComplete RolloutPhase = "Complete"
-	// PhaseProgressing: pods are being replaced, or the group waits for replaced pods.
+	// PhaseProgressing: a rollout is under way: pods are being replaced, or the
+	// group waits for replaced pods, another member, the StatefulSet controller
+	// or batchInterval.
 	PhaseProgressing RolloutPhase = "Progressing"
-	// PhasePaused: spec.paused is set; no pod is deleted.
+	// PhaseWaiting: no pod needs a new revision, but some are not available: a
+	// scale-up, a pod lost to a node failure, or a group just created. Nothing is
+	// deleted; the group is Complete again once they are available.
+	PhaseWaiting RolloutPhase = "Waiting"
+	// PhasePaused: spec.paused is set and pods wait for a new revision; no pod is
+	// deleted. A paused group with nothing to roll shows Complete or Waiting, with
+	// the Paused condition True.
 	PhasePaused RolloutPhase = "Paused"
-	// PhaseBlocked: a member is missing, not OnDelete, or claimed by another group;
-	// no pod of the group is touched until that is fixed.
+	// PhaseBlocked: a member is missing, being deleted, not OnDelete, or claimed
+	// by another group, or the group itself is being deleted; no pod of the group
+	// is touched until that changes.
 	PhaseBlocked RolloutPhase = "Blocked"
 	// PhaseStalled: the rollout made no progress within spec.progressDeadline.
+	// It goes on; the phase says someone should look.
 	PhaseStalled RolloutPhase = "Stalled"
 )
 
@@ -126,7 +145,9 @@ const (
 	MemberRolling MemberPhase = "Rolling"
 	// MemberPending: this member has outdated pods and waits for its turn.
 	MemberPending MemberPhase = "Pending"
-	// MemberWaiting: pods are up to date but not all are available yet.
+	// MemberWaiting: this member holds the group up: pods are not all available,
+	// pods are leaving after a scale-down, or its StatefulSet controller has not
+	// caught up yet (see the message).
 	MemberWaiting MemberPhase = "Waiting"
 	// MemberBlocked: this member blocks the group (see the message).
 	MemberBlocked MemberPhase = "Blocked"
@@ -138,20 +159,34 @@ const (
 	// revision and is available.
 	ConditionReady = "Ready"
 	// ConditionProgressing is True while a rollout is under way and moving; False
-	// with reason ProgressDeadlineExceeded when stalled, or with a blocking reason.
+	// when there is no rollout, or it is paused, blocked or stalled.
 	ConditionProgressing = "Progressing"
 	// ConditionPaused is True when spec.paused is set.
 	ConditionPaused = "Paused"
 )
 
-// Condition reasons of a RolloutGroup.
+// Condition reasons of a RolloutGroup. Each says what is happening now.
 const (
-	// ReasonRolloutComplete: all members are updated and available.
-	ReasonRolloutComplete = "RolloutComplete"
-	// ReasonRollingMember: pods of a member are being replaced.
-	ReasonRollingMember = "RollingMember"
-	// ReasonWaitingForPods: the group waits for pods to become available.
+	// ReasonUpToDate: every pod runs its member's update revision and is available.
+	ReasonUpToDate = "UpToDate"
+	// ReasonPodsUnavailable: no pod needs a new revision, but some are not
+	// available (outside a rollout: a scale-up, a lost pod, a new group).
+	ReasonPodsUnavailable = "PodsUnavailable"
+	// ReasonDeletingPods: a batch of outdated pods was just deleted or evicted.
+	ReasonDeletingPods = "DeletingPods"
+	// ReasonWaitingForPods: the rollout waits for the member's replaced pods to
+	// become available before deleting more.
 	ReasonWaitingForPods = "WaitingForPods"
+	// ReasonWaitingForMembers: the rollout waits because another member has pods
+	// that are not available, or is scaling down.
+	ReasonWaitingForMembers = "WaitingForMembers"
+	// ReasonWaitingForStatefulSet: a member's StatefulSet controller has not yet
+	// observed its latest spec, so its revisions cannot be trusted.
+	ReasonWaitingForStatefulSet = "WaitingForStatefulSet"
+	// ReasonWaitingForBatchInterval: the next batch waits for spec.batchInterval.
+	ReasonWaitingForBatchInterval = "WaitingForBatchInterval"
+	// ReasonEvictionRefused: a PodDisruptionBudget refused an eviction; it is retried.
+	ReasonEvictionRefused = "EvictionRefused"
 	// ReasonPaused: spec.paused is set.
 	ReasonPaused = "Paused"
 	// ReasonNotPaused: spec.paused is not set.
@@ -161,10 +196,15 @@ const (
 	// ReasonMemberNotFound: a listed member StatefulSet does not exist, or the
 	// selector selects none.
 	ReasonMemberNotFound = "MemberNotFound"
+	// ReasonMemberDeleting: a member StatefulSet has a deletionTimestamp.
+	ReasonMemberDeleting = "MemberDeleting"
 	// ReasonMemberNotOnDelete: a member does not use the OnDelete update strategy.
 	ReasonMemberNotOnDelete = "MemberNotOnDelete"
 	// ReasonMemberClaimedByOtherGroup: a member belongs to more than one RolloutGroup.
 	ReasonMemberClaimedByOtherGroup = "MemberClaimedByOtherGroup"
+	// ReasonGroupDeleting: the RolloutGroup has a deletionTimestamp (foreground
+	// deletion, a finalizer); it deletes no more pods.
+	ReasonGroupDeleting = "GroupDeleting"
 	// ReasonInvalidSpec: the spec cannot be applied (for example a bad selector).
 	ReasonInvalidSpec = "InvalidSpec"
 )

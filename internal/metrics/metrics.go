@@ -3,27 +3,26 @@
 package metrics
 
 import (
-	"sync"
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 )
 
+// Label names: the same name for the same thing in every metric. Reconcile
+// errors are controller-runtime's controller_runtime_reconcile_errors_total
+// (label controller="rolloutgroup"); Echelon does not count them twice.
 const (
 	labelNamespace    = "namespace"
 	labelGroup        = "rolloutgroup"
 	labelStatefulSet  = "statefulset"
 	labelPhase        = "phase"
-	labelController   = "controller"
 	labelReplicaState = "state"
 )
 
 // AllPhases lists every RolloutGroup phase, so the phase gauge has one series each.
 var AllPhases = []v1alpha1.RolloutPhase{
-	v1alpha1.PhaseComplete, v1alpha1.PhaseProgressing, v1alpha1.PhasePaused,
+	v1alpha1.PhaseComplete, v1alpha1.PhaseProgressing, v1alpha1.PhaseWaiting, v1alpha1.PhasePaused,
 	v1alpha1.PhaseBlocked, v1alpha1.PhaseStalled,
 }
 
@@ -59,18 +58,25 @@ var (
 		Help: "Times a RolloutGroup's rollout made no progress within spec.progressDeadline.",
 	}, []string{labelNamespace, labelGroup})
 
-	// ReconcileErrors counts failed reconciles by controller and object.
-	ReconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "echelon_reconcile_errors_total",
-		Help: "Reconciles that returned an error, by controller and object.",
-	}, []string{labelController, labelNamespace, "name"})
+	// LastProgress is when a group's rollout last made progress, as a Unix time:
+	// alert on time() minus it while the phase is Progressing. Absent until the
+	// group's first rollout.
+	LastProgress = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "echelon_rolloutgroup_last_progress_timestamp_seconds",
+		Help: "Unix time of the last progress (a pod deleted, updated or becoming available, a resume or unblock) of a RolloutGroup's current or last rollout.",
+	}, []string{labelNamespace, labelGroup})
 
-	// Progress exports the time since each group's last progress.
-	Progress = newProgressCollector()
+	// PlansRevised counts batches whose live read of the member's pods changed
+	// what the cache-based plan would have deleted: evidence of a stale cache
+	// (a new leader, pods deleted by someone else, a slow watch).
+	PlansRevised = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "echelon_rolloutgroup_plans_revised_total",
+		Help: "Deletion batches changed by the live read of the member's pods, because the cache was behind the API server.",
+	}, []string{labelNamespace, labelGroup})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(GroupPhase, GroupReplicas, PodsRolled, RolloutDuration, Stalls, ReconcileErrors, Progress)
+	crmetrics.Registry.MustRegister(GroupPhase, GroupReplicas, PodsRolled, RolloutDuration, Stalls, LastProgress, PlansRevised)
 }
 
 // SetGroupPhase sets the phase gauge of one group.
@@ -99,55 +105,6 @@ func ForgetGroup(namespace, name string) {
 	PodsRolled.DeletePartialMatch(labels)
 	RolloutDuration.DeletePartialMatch(labels)
 	Stalls.DeletePartialMatch(labels)
-	ReconcileErrors.DeletePartialMatch(prometheus.Labels{labelNamespace: namespace, "name": name})
-	Progress.Forget(namespace, name)
-}
-
-// progressCollector reports, at scrape time, how long ago each rolling group last
-// made progress; a gauge set at reconcile time would freeze exactly when a
-// rollout stalls, which is when the number matters.
-type progressCollector struct {
-	desc *prometheus.Desc
-	mu   sync.Mutex
-	last map[[2]string]time.Time
-	now  func() time.Time
-}
-
-func newProgressCollector() *progressCollector {
-	return &progressCollector{
-		desc: prometheus.NewDesc("echelon_rolloutgroup_seconds_since_last_progress",
-			"Seconds since a rolling RolloutGroup last made progress (a pod deleted, updated or becoming available); 0 when no rollout is under way.",
-			[]string{labelNamespace, labelGroup}, nil),
-		last: map[[2]string]time.Time{},
-		now:  time.Now,
-	}
-}
-
-// Set records the last progress of a group; a zero time means no rollout is under way.
-func (c *progressCollector) Set(namespace, name string, lastProgress time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.last[[2]string{namespace, name}] = lastProgress
-}
-
-// Forget drops a group.
-func (c *progressCollector) Forget(namespace, name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.last, [2]string{namespace, name})
-}
-
-func (c *progressCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *progressCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.now()
-	for key, t := range c.last {
-		v := 0.0
-		if !t.IsZero() {
-			v = max(0, now.Sub(t).Seconds())
-		}
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, key[0], key[1])
-	}
+	LastProgress.DeletePartialMatch(labels)
+	PlansRevised.DeletePartialMatch(labels)
 }

@@ -12,18 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -81,6 +75,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
+	if err := warmCaches(ctx, mgr.GetCache()); err != nil {
+		return err
+	}
 	if err := mgr.Add(&cacheSyncWatcher{cache: mgr.GetCache(), ready: ready}); err != nil {
 		return fmt.Errorf("add cache sync watcher: %w", err)
 	}
@@ -107,28 +104,10 @@ func checkAPIServer(cfg *rest.Config) error {
 	return nil
 }
 
-// cacheOptions scopes the caches to the watched namespaces and keeps only the pods
-// that belong to a StatefulSet (they carry controller-revision-hash), which keeps
-// memory proportional to what Echelon manages rather than to the cluster.
-func cacheOptions(opts options.Options) cache.Options {
-	hasRevision, _ := labels.NewRequirement(appsv1.ControllerRevisionHashLabelKey, selection.Exists, nil)
-	co := cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: labels.NewSelector().Add(*hasRevision)},
-		},
-	}
-	if len(opts.Namespaces) > 0 {
-		co.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range opts.Namespaces {
-			co.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	return co
-}
-
 // cacheSyncWatcher marks the process ready once the informers have synced. It
-// runs on every replica, leader or not, so standbys report ready too.
+// runs on every replica, leader or not, and warmCaches has registered every
+// informer the controllers use before the manager starts, so a standby that
+// reports ready holds a warm cache and can lead at once.
 type cacheSyncWatcher struct {
 	cache interface {
 		WaitForCacheSync(ctx context.Context) bool

@@ -102,6 +102,21 @@ func (b *stsBuilder) NotObserved() *stsBuilder {
 	return b
 }
 
+// StatusReplicas sets the StatefulSet controller's counts: status.replicas
+// (pods that exist, terminating ones included) and status.readyReplicas.
+func (b *stsBuilder) StatusReplicas(replicas, ready int32) *stsBuilder {
+	b.sts.Status.Replicas = replicas
+	b.sts.Status.ReadyReplicas = ready
+	return b
+}
+
+// Deleting sets a deletionTimestamp, as the API server does on delete while a
+// finalizer (orphan, foreground) holds the object.
+func (b *stsBuilder) Deleting() *stsBuilder {
+	b.sts.DeletionTimestamp = ptr.To(metav1.NewTime(testNow.Add(-time.Second)))
+	return b
+}
+
 func (b *stsBuilder) Obj() *appsv1.StatefulSet {
 	return b.sts.DeepCopy()
 }
@@ -133,6 +148,13 @@ func makePod(sts string, ordinal int) *podBuilder {
 // Revision sets the controller-revision-hash label.
 func (b *podBuilder) Revision(rev string) *podBuilder {
 	b.pod.Labels[appsv1.ControllerRevisionHashLabelKey] = rev
+	return b
+}
+
+// NoRevision removes the controller-revision-hash label, as on a pod made by
+// hand (or by another tool) that a StatefulSet adopted.
+func (b *podBuilder) NoRevision() *podBuilder {
+	delete(b.pod.Labels, appsv1.ControllerRevisionHashLabelKey)
 	return b
 }
 

@@ -41,13 +41,18 @@ type Input struct {
 	// NoMembersReason explains an empty Members list (e.g. a selector matching nothing).
 	NoMembersReason string
 	// InvalidSpec, when set, says why the spec cannot be applied; nothing is touched.
-	InvalidSpec     string
+	InvalidSpec string
+	// GroupDeleting is true when the RolloutGroup has a deletionTimestamp
+	// (foreground deletion, a finalizer): it deletes nothing more.
+	GroupDeleting   bool
 	Paused          bool
 	MinReadySeconds int32
 	BatchInterval   time.Duration
 	// LastBatchTime is when the previous batch of pods was deleted (zero if never).
 	LastBatchTime time.Time
-	// Deleting holds pods Echelon deleted that the cache may still show as running.
+	// Deleting holds the UIDs of pods this process deleted whose deletion the
+	// cache has not shown yet (its deletion expectations); they count as
+	// terminating.
 	Deleting sets.Set[types.UID]
 	Now      time.Time
 }
@@ -64,10 +69,35 @@ type MemberState struct {
 	UpdateRevision  string
 	// Unavailable counts wanted ordinals without an available, non-terminating pod.
 	Unavailable int32
+	// Leaving counts pods above (or below) the wanted ordinals that still exist,
+	// terminating or not: a scale-down in progress. They use availability too.
+	Leaving int32
+	// StatusReplicas and StatusReady are the StatefulSet controller's own counts
+	// (status.replicas and status.readyReplicas). They include pods the cache may
+	// not show, such as terminating pods of a scale-down.
+	StatusReplicas int32
+	StatusReady    int32
 	// Outdated are the live pods (not terminating) that need the update revision.
 	Outdated []*corev1.Pod
-	Phase    v1alpha1.MemberPhase
-	Message  string
+	// ToRoll counts the wanted pods, terminating or not, not on the update revision.
+	ToRoll  int32
+	Phase   v1alpha1.MemberPhase
+	Message string
+}
+
+// disruption says why a member uses availability now, or "" when it does not:
+// pods that are missing, terminating or not available, pods leaving after a
+// scale-down, or a StatefulSet status showing fewer Ready pods than it has.
+func (ms *MemberState) disruption() string {
+	switch {
+	case ms.Leaving > 0:
+		return fmt.Sprintf("%s above the wanted ordinals still leaving (scale-down)", pods(ms.Leaving))
+	case ms.Unavailable > 0:
+		return fmt.Sprintf("%d/%d pods not available", ms.Unavailable, ms.Replicas)
+	case ms.StatusReplicas > ms.StatusReady:
+		return fmt.Sprintf("StatefulSet status shows %d of %d pods Ready", ms.StatusReady, ms.StatusReplicas)
+	}
+	return ""
 }
 
 // Blocker says why nothing of the group may be touched.
@@ -90,6 +120,18 @@ type Plan struct {
 	Delete []*corev1.Pod
 	// Message explains the decision in one line.
 	Message string
+	// Reason is the condition reason (a v1alpha1.Reason* constant) that names
+	// what the group is doing or waiting for.
+	Reason string
+	// Settled is true when every member's StatefulSet controller has observed its
+	// spec, so revisions and ToRoll can be trusted.
+	Settled bool
+	// ToRoll counts the wanted pods of every member not on their update revision.
+	ToRoll int32
+	// AdvanceRevision lists members whose pods all run the update revision and
+	// are available but whose status.currentRevision still names an older one:
+	// the controller sets it, as Kubernetes does itself for RollingUpdate.
+	AdvanceRevision []string
 	// RequeueAfter is non-zero when the decision changes with time alone
 	// (minReadySeconds or batchInterval), so the controller must look again.
 	RequeueAfter time.Duration
@@ -109,22 +151,27 @@ func ResolveMaxUnavailable(v *intstr.IntOrString, replicas int32) int32 {
 }
 
 // Decide decides what to do next. It keeps these guarantees:
-//  1. pods of at most one member are deleted, and only when no other member has
-//     a not-available pod (a missing or terminating pod counts as not available);
-//  2. nothing is deleted when any member is missing, not OnDelete, or shared with
-//     another group;
-//  3. deleting never takes the current member's not-available pods above its
-//     maxUnavailable (pods already not available may be replaced: that does not
-//     lower availability);
+//  1. pods of at most one member are deleted, and only when no other member
+//     uses availability: no pod missing, terminating or not available, no pod
+//     leaving after a scale-down, and a StatefulSet status whose replicas are
+//     all Ready;
+//  2. nothing is deleted when any member is missing, being deleted, not
+//     OnDelete, or shared with another group, or the group is being deleted;
+//  3. deleting never takes the current member's not-available and leaving pods
+//     above its maxUnavailable (pods already not available may be replaced: that
+//     does not lower availability);
 //  4. nothing is deleted while paused or before batchInterval has passed.
 func Decide(in Input) Plan {
 	var p Plan
 	for _, m := range in.Members {
-		p.Members = append(p.Members, observeMember(m, in))
+		ms := observeMember(m, in)
+		p.Members = append(p.Members, ms)
+		p.ToRoll += ms.ToRoll
 	}
 	if b := findBlocker(in); b != nil {
 		p.Blocked = b
 		p.Message = b.Message
+		p.Reason = b.Reason
 		for i, m := range in.Members {
 			if mb := blocks(m); mb != nil {
 				p.Members[i].Phase = v1alpha1.MemberBlocked
@@ -141,57 +188,77 @@ func Decide(in Input) Plan {
 			p.Members[i].Phase = v1alpha1.MemberWaiting
 			p.Members[i].Message = msg
 			p.Message = m.Name + ": " + msg
+			p.Reason = v1alpha1.ReasonWaitingForStatefulSet
 			return p
 		}
 	}
-
-	var notAvailable []string
+	p.Settled = true
+	decideSettled(in, &p)
 	for _, ms := range p.Members {
-		if ms.Unavailable > 0 {
-			notAvailable = append(notAvailable, ms.Name)
+		if ms.Phase == v1alpha1.MemberComplete && ms.CurrentRevision != ms.UpdateRevision {
+			p.AdvanceRevision = append(p.AdvanceRevision, ms.Name)
 		}
 	}
-	if len(notAvailable) > 1 {
-		p.Message = fmt.Sprintf("waiting: members %s all have pods that are not available; rolling resumes when at most one has", strings.Join(notAvailable, ", "))
-		return p
+	return p
+}
+
+// decideSettled is Decide for a group with no blocker whose StatefulSets have
+// all been observed by their controller.
+func decideSettled(in Input, p *Plan) {
+	var disrupted []string
+	for i := range p.Members {
+		ms := &p.Members[i]
+		if d := ms.disruption(); d != "" {
+			disrupted = append(disrupted, ms.Name+" ("+d+")")
+			if len(ms.Outdated) == 0 {
+				ms.Phase = v1alpha1.MemberWaiting
+				ms.Message = d
+			}
+		}
+	}
+	if len(disrupted) > 1 {
+		p.Message = fmt.Sprintf("waiting: members %s all use availability; rolling resumes when at most one does", strings.Join(disrupted, ", "))
+		p.Reason = v1alpha1.ReasonWaitingForMembers
+		return
 	}
 
-	order := rollOrder(p.Members)
-
-	for _, i := range order {
+	for _, i := range rollOrder(p.Members) {
 		ms := &p.Members[i]
 		if len(ms.Outdated) == 0 {
-			if ms.Unavailable > 0 {
+			if d := ms.disruption(); d != "" {
 				p.Current = ms.Name
-				ms.Phase = v1alpha1.MemberWaiting
-				p.Message = fmt.Sprintf("%s: %d/%d updated, waiting for %s to become available", ms.Name, ms.Updated, ms.Replicas, pods(ms.Unavailable))
-				return p
+				p.Message = fmt.Sprintf("%s: %d/%d updated, waiting: %s", ms.Name, ms.Updated, ms.Replicas, d)
+				p.Reason = v1alpha1.ReasonWaitingForPods
+				if ms.Unavailable == 0 {
+					p.Reason = v1alpha1.ReasonWaitingForMembers // a scale-down, not pods of the rollout
+				}
+				return
 			}
 			continue
 		}
 		p.Current = ms.Name
 		ms.Phase = v1alpha1.MemberRolling
-		p.Delete, p.Message = planDeletions(in, ms)
+		p.Delete, p.Message, p.Reason = planDeletions(in, ms)
 		if wait := in.LastBatchTime.Add(in.BatchInterval).Sub(in.Now); len(p.Delete) == 0 && !in.Paused && in.BatchInterval > 0 && wait > 0 {
 			p.RequeueAfter = MinPositive(p.RequeueAfter, wait)
 		}
-		return p
+		return
 	}
 
 	p.Complete = true
 	p.Message = "all members updated and available"
-	return p
+	p.Reason = v1alpha1.ReasonUpToDate
 }
 
-// rollOrder is the order in which members are considered: a member with pods that
-// are not available comes first, then a member already partly rolled (some pods
+// rollOrder is the order in which members are considered: a member that uses
+// availability comes first, then a member already partly rolled (some pods
 // updated, some not), then the rest in list order. The second rule makes a member
 // that was started, for example because it had a not-Ready pod, finish before the
 // next one starts.
 func rollOrder(members []MemberState) []int {
 	rank := func(ms MemberState) int {
 		switch {
-		case ms.Unavailable > 0:
+		case ms.disruption() != "":
 			return 0
 		case ms.Updated > 0 && len(ms.Outdated) > 0:
 			return 1
@@ -207,14 +274,16 @@ func rollOrder(members []MemberState) []int {
 	return order
 }
 
-// planDeletions picks the pods of the current member to delete now.
-func planDeletions(in Input, ms *MemberState) ([]*corev1.Pod, string) {
+// planDeletions picks the pods of the current member to delete now, and says
+// why in a message and a condition reason.
+func planDeletions(in Input, ms *MemberState) ([]*corev1.Pod, string, string) {
 	progress := fmt.Sprintf("%s: %d/%d updated", ms.Name, ms.Updated, ms.Replicas)
 	if in.Paused {
-		return nil, progress + ", paused"
+		return nil, progress + ", paused", v1alpha1.ReasonPaused
 	}
 	if in.BatchInterval > 0 && !in.LastBatchTime.IsZero() && in.Now.Before(in.LastBatchTime.Add(in.BatchInterval)) {
-		return nil, fmt.Sprintf("%s, next batch after batchInterval at %s", progress, in.LastBatchTime.Add(in.BatchInterval).UTC().Format(time.RFC3339))
+		return nil, fmt.Sprintf("%s, next batch after batchInterval at %s", progress, in.LastBatchTime.Add(in.BatchInterval).UTC().Format(time.RFC3339)),
+			v1alpha1.ReasonWaitingForBatchInterval
 	}
 	var notReady, ready []*corev1.Pod
 	for _, pod := range ms.Outdated {
@@ -224,7 +293,10 @@ func planDeletions(in Input, ms *MemberState) ([]*corev1.Pod, string) {
 			notReady = append(notReady, pod)
 		}
 	}
-	budget := max(0, int(ms.MaxUnavailable-ms.Unavailable))
+	// Pods leaving after a scale-down use the member's budget as much as pods
+	// that are not available.
+	used := ms.Unavailable + ms.Leaving
+	budget := max(0, int(ms.MaxUnavailable-used))
 	// Outdated pods that are not available can be replaced at no cost: they are
 	// already counted as unavailable. Then the highest ordinals go first, as the
 	// StatefulSet controller does for RollingUpdate.
@@ -237,9 +309,10 @@ func planDeletions(in Input, ms *MemberState) ([]*corev1.Pod, string) {
 	slices.SortFunc(ready, byOrdinalDesc)
 	del := append(notReady, ready[:min(budget, len(ready))]...)
 	if len(del) == 0 {
-		return nil, fmt.Sprintf("%s, %d/%d pods unavailable, waiting before deleting more", progress, ms.Unavailable, ms.MaxUnavailable)
+		return nil, fmt.Sprintf("%s, %d/%d pods unavailable, waiting before deleting more", progress, used, ms.MaxUnavailable),
+			v1alpha1.ReasonWaitingForPods
 	}
-	return del, fmt.Sprintf("%s, deleting %s", progress, pods(int32(len(del))))
+	return del, fmt.Sprintf("%s, deleting %s", progress, pods(int32(len(del)))), v1alpha1.ReasonDeletingPods
 }
 
 // pods says "1 pod" or "n pods".
@@ -261,16 +334,24 @@ func observeMember(m Member, in Input) MemberState {
 	ms.MaxUnavailable = ResolveMaxUnavailable(m.MaxUnavailable, ms.Replicas)
 	ms.CurrentRevision = sts.Status.CurrentRevision
 	ms.UpdateRevision = sts.Status.UpdateRevision
+	ms.StatusReplicas = sts.Status.Replicas
+	ms.StatusReady = sts.Status.ReadyReplicas
 
 	start, end := ordinalRange(sts)
 	live := map[int]*corev1.Pod{}
 	for _, pod := range m.Pods {
 		ord, ok := podOrdinal(m.Name, pod.Name)
-		if !ok || ord < start || ord >= end {
-			continue // not one of the wanted pods (e.g. being scaled away)
+		if !ok {
+			continue // not named as a pod of this StatefulSet
+		}
+		if ord < start || ord >= end {
+			ms.Leaving++ // being scaled away, or left by a move of ordinals.start
+			continue
 		}
 		if podRevision(pod) == ms.UpdateRevision {
 			ms.Updated++
+		} else {
+			ms.ToRoll++
 		}
 		if isTerminating(pod, in.Deleting) {
 			continue
@@ -339,6 +420,10 @@ func MinPositive(a, b time.Duration) time.Duration {
 
 // findBlocker returns the first reason, in member order, not to touch the group.
 func findBlocker(in Input) *Blocker {
+	if in.GroupDeleting {
+		return &Blocker{Reason: v1alpha1.ReasonGroupDeleting,
+			Message: "the RolloutGroup is being deleted (deletionTimestamp set); no pod is deleted"}
+	}
 	if in.InvalidSpec != "" {
 		return &Blocker{Reason: v1alpha1.ReasonInvalidSpec, Message: in.InvalidSpec}
 	}
@@ -362,6 +447,9 @@ func blocks(m Member) *Blocker {
 	case m.StatefulSet == nil:
 		return &Blocker{Reason: v1alpha1.ReasonMemberNotFound, Member: m.Name,
 			Message: fmt.Sprintf("blocked: StatefulSet %s does not exist; no pod of the group is touched", m.Name)}
+	case m.StatefulSet.DeletionTimestamp != nil:
+		return &Blocker{Reason: v1alpha1.ReasonMemberDeleting, Member: m.Name,
+			Message: fmt.Sprintf("blocked: StatefulSet %s is being deleted (deletionTimestamp %s); no pod of the group is touched", m.Name, m.StatefulSet.DeletionTimestamp.UTC().Format(time.RFC3339))}
 	case m.StatefulSet.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType:
 		strategy := m.StatefulSet.Spec.UpdateStrategy.Type
 		if strategy == "" {

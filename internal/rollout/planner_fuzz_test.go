@@ -150,6 +150,7 @@ func generateGroup(b *fuzzBytes) fuzzGroup {
 	if b.rare(64) {
 		g.in.InvalidSpec = "spec.selector: invalid"
 	}
+	g.in.GroupDeleting = b.rare(64)
 
 	for i := range n {
 		name := fmt.Sprintf("zone-%c", 'a'+i)
@@ -195,8 +196,8 @@ func generateGroup(b *fuzzBytes) fuzzGroup {
 			sts.NilReplicas()
 			replicas = 1
 		}
-		if exists {
-			m.StatefulSet = sts.Obj()
+		if b.rare(32) {
+			sts.Deleting()
 		}
 		fm.wanted = ords(start, start+replicas)
 
@@ -206,6 +207,9 @@ func generateGroup(b *fuzzBytes) fuzzGroup {
 		for ord := from; ord < to; ord++ {
 			rev := fuzzRevisions[2*b.intn(4):][:2]
 			pb := makePod(name, ord).Revision(rev)
+			if b.rare(16) {
+				pb.NoRevision()
+			}
 			var deleting bool
 			switch b.intn(16) {
 			case 6:
@@ -229,6 +233,16 @@ func generateGroup(b *fuzzBytes) fuzzGroup {
 			}
 			m.Pods = append(m.Pods, pod)
 		}
+		// The StatefulSet controller's counts: usually every pod it has is Ready,
+		// now and then (a scale-down, a lagging status) some are not.
+		statusReady := len(m.Pods)
+		if b.rare(8) {
+			statusReady = max(0, statusReady-1-b.intn(2))
+		}
+		sts.StatusReplicas(int32(len(m.Pods)), int32(statusReady))
+		if exists {
+			m.StatefulSet = sts.Obj()
+		}
 		// The cache returns pods in any order.
 		if k := b.intn(8); k > 0 && len(m.Pods) > 1 {
 			rand.New(rand.NewPCG(uint64(k), uint64(len(m.Pods)))).Shuffle(len(m.Pods), func(i, j int) {
@@ -243,15 +257,16 @@ func generateGroup(b *fuzzBytes) fuzzGroup {
 
 func (g fuzzGroup) describe() string {
 	var s strings.Builder
-	fmt.Fprintf(&s, "group: invalidSpec=%q paused=%v minReadySeconds=%d batchInterval=%v lastBatch=%v deleting=%v\n",
-		g.in.InvalidSpec, g.in.Paused, g.in.MinReadySeconds, g.in.BatchInterval, g.in.LastBatchTime, sets.List(g.in.Deleting))
+	fmt.Fprintf(&s, "group: deleting=%v invalidSpec=%q paused=%v minReadySeconds=%d batchInterval=%v lastBatch=%v deleting=%v\n",
+		g.in.GroupDeleting, g.in.InvalidSpec, g.in.Paused, g.in.MinReadySeconds, g.in.BatchInterval, g.in.LastBatchTime, sets.List(g.in.Deleting))
 	for i, m := range g.in.Members {
 		fmt.Fprintf(&s, "member %s maxUnavailable=%v claimedBy=%v", m.Name, g.members[i].maxUnavailable, m.ClaimedBy)
 		if sts := m.StatefulSet; sts == nil {
 			s.WriteString(" statefulset=missing")
 		} else {
-			fmt.Fprintf(&s, " strategy=%q wanted=%v gen=%d/%d updateRevision=%q", sts.Spec.UpdateStrategy.Type,
-				g.members[i].wanted, sts.Status.ObservedGeneration, sts.Generation, sts.Status.UpdateRevision)
+			fmt.Fprintf(&s, " strategy=%q wanted=%v gen=%d/%d updateRevision=%q status.replicas=%d status.ready=%d deleting=%v", sts.Spec.UpdateStrategy.Type,
+				g.members[i].wanted, sts.Status.ObservedGeneration, sts.Generation, sts.Status.UpdateRevision,
+				sts.Status.Replicas, sts.Status.ReadyReplicas, sts.DeletionTimestamp != nil)
 		}
 		s.WriteString("\n")
 		for _, p := range m.Pods {
@@ -282,6 +297,11 @@ type memberView struct {
 	// live is the non-terminating pod at each wanted ordinal.
 	live map[int]*corev1.Pod
 	pods sets.Set[*corev1.Pod]
+	// leaving counts the member's pods, terminating or not, at ordinals it does
+	// not want (a scale-down in progress).
+	leaving int
+	// statusBehind: the StatefulSet's own status counts more pods than Ready ones.
+	statusBehind bool
 }
 
 func (g fuzzGroup) view(i int) memberView {
@@ -290,8 +310,14 @@ func (g fuzzGroup) view(i int) memberView {
 		live: map[int]*corev1.Pod{}, pods: sets.New(m.Pods...)}
 	if m.StatefulSet != nil {
 		v.updateRev = m.StatefulSet.Status.UpdateRevision
+		v.statusBehind = m.StatefulSet.Status.Replicas > m.StatefulSet.Status.ReadyReplicas
 	}
 	for _, p := range m.Pods {
+		wanted := slices.ContainsFunc(fm.wanted, func(o int) bool { return p.Name == fmt.Sprintf("%s-%d", m.Name, o) })
+		if !wanted {
+			v.leaving++
+			continue
+		}
 		if g.terminating(p) {
 			continue
 		}
@@ -302,6 +328,12 @@ func (g fuzzGroup) view(i int) memberView {
 		}
 	}
 	return v
+}
+
+// disrupted reports whether the member uses availability: a wanted pod missing,
+// terminating or not available, a pod leaving, or its status short of Ready pods.
+func (g fuzzGroup) disrupted(v memberView) bool {
+	return g.unavailable(v, nil) > 0 || v.leaving > 0 || v.statusBehind
 }
 
 func (g fuzzGroup) terminating(p *corev1.Pod) bool {
@@ -354,6 +386,9 @@ func (g fuzzGroup) updated(v memberView) int {
 
 // firstBlocker is the first member, in order, that must stop the group.
 func (g fuzzGroup) firstBlocker() (member, reason string) {
+	if g.in.GroupDeleting {
+		return "", v1alpha1.ReasonGroupDeleting
+	}
 	if g.in.InvalidSpec != "" {
 		return "", v1alpha1.ReasonInvalidSpec
 	}
@@ -361,6 +396,8 @@ func (g fuzzGroup) firstBlocker() (member, reason string) {
 		switch {
 		case m.StatefulSet == nil:
 			return m.Name, v1alpha1.ReasonMemberNotFound
+		case m.StatefulSet.DeletionTimestamp != nil:
+			return m.Name, v1alpha1.ReasonMemberDeleting
 		case m.StatefulSet.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType:
 			return m.Name, v1alpha1.ReasonMemberNotOnDelete
 		case len(m.ClaimedBy) > 0:
@@ -404,8 +441,8 @@ func (g fuzzGroup) check(plan Plan) error {
 		return fmt.Errorf("Blocked = %+v, want %s on %q", *plan.Blocked, reason, blocker)
 	case reason == "" && plan.Blocked != nil:
 		return fmt.Errorf("not blocked, got Blocked %+v", *plan.Blocked)
-	case reason != "" && (len(plan.Delete) > 0 || plan.Complete):
-		return fmt.Errorf("blocked group: Delete = %v, Complete = %v", podNames(plan.Delete), plan.Complete)
+	case reason != "" && (len(plan.Delete) > 0 || plan.Complete || len(plan.AdvanceRevision) > 0):
+		return fmt.Errorf("blocked group: Delete = %v, Complete = %v, AdvanceRevision = %v", podNames(plan.Delete), plan.Complete, plan.AdvanceRevision)
 	case reason != "":
 		return nil
 	}
@@ -417,10 +454,22 @@ func (g fuzzGroup) check(plan Plan) error {
 	if err := g.checkMinReadyRequeue(plan, views); err != nil {
 		return err
 	}
+	// currentRevision is advanced only on a member whose every wanted pod runs
+	// the update revision and is available, with nothing leaving.
+	for _, name := range plan.AdvanceRevision {
+		i := slices.IndexFunc(views, func(v memberView) bool { return v.name == name })
+		if i < 0 || !g.settled() || g.disrupted(views[i]) || g.updated(views[i]) != len(views[i].wanted) {
+			return fmt.Errorf("advances the currentRevision of %s, which is not complete", name)
+		}
+	}
 
-	// (f) Complete exactly when every wanted pod is live, updated and available.
+	// (f) Complete exactly when every wanted pod is live, updated and available,
+	// and no member is still scaling down.
 	allDone := g.settled()
 	for _, v := range views {
+		if v.leaving > 0 || v.statusBehind {
+			allDone = false
+		}
 		for _, o := range v.wanted {
 			if p := v.live[o]; p == nil || podRevision(p) != v.updateRev || !g.available(p) {
 				allDone = false
@@ -472,12 +521,13 @@ func (g fuzzGroup) check(plan Plan) error {
 				return fmt.Errorf("deletes %s, which is not a wanted ordinal", p.Name)
 			}
 		}
-		// (b) every other member is whole.
+		// (b) every other member is whole: no wanted pod missing, terminating or
+		// not available, no pod leaving after a scale-down, a status with every
+		// pod Ready.
 		for _, v := range views {
-			if v.name != cur.name {
-				if n := g.unavailable(v, nil); n > 0 {
-					return fmt.Errorf("deletes pods of %s while %s has %d wanted pods not available", cur.name, v.name, n)
-				}
+			if v.name != cur.name && g.disrupted(v) {
+				return fmt.Errorf("deletes pods of %s while %s uses availability: %d wanted pods not available, %d leaving, status behind %v",
+					cur.name, v.name, g.unavailable(v, nil), v.leaving, v.statusBehind)
 			}
 		}
 		// Available pods go highest ordinal first, after every not-available one.
@@ -503,10 +553,11 @@ func (g fuzzGroup) check(plan Plan) error {
 				}
 			}
 		}
-		// (c) deleting available pods never exceeds maxUnavailable.
-		before, after := g.unavailable(*cur, nil), g.unavailable(*cur, deleted)
+		// (c) deleting available pods never takes the member's not-available and
+		// leaving pods above maxUnavailable.
+		before, after := g.unavailable(*cur, nil)+cur.leaving, g.unavailable(*cur, deleted)+cur.leaving
 		if after > max(cur.maxUnav, before) {
-			return fmt.Errorf("%s: %d unavailable after deleting (%d before), maxUnavailable %d", cur.name, after, before, cur.maxUnav)
+			return fmt.Errorf("%s: %d unavailable or leaving after deleting (%d before), maxUnavailable %d", cur.name, after, before, cur.maxUnav)
 		}
 	}
 
@@ -517,7 +568,7 @@ func (g fuzzGroup) check(plan Plan) error {
 	}
 	var notAvailable []int
 	for i, v := range views {
-		if g.unavailable(v, nil) > 0 {
+		if g.disrupted(v) {
 			notAvailable = append(notAvailable, i)
 		}
 	}
@@ -550,7 +601,7 @@ func (g fuzzGroup) check(plan Plan) error {
 	avail, notAvail := g.outdated(v)
 	want := 0
 	if avail+notAvail > 0 {
-		want = notAvail + min(avail, max(0, v.maxUnav-g.unavailable(v, nil)))
+		want = notAvail + min(avail, max(0, v.maxUnav-g.unavailable(v, nil)-v.leaving))
 	}
 	if wait := g.batchWait(); wait > 0 {
 		if avail+notAvail > 0 && (plan.RequeueAfter == 0 || plan.RequeueAfter > wait) {

@@ -343,7 +343,7 @@ func TestDecideUnavailablePods(t *testing.T) {
 			makeMember(onDeleteSTS("zone-b", 3).Obj()).
 				Pods(readyPods("zone-b", newRev, 0, 2), makePod("zone-b", 1).Revision(newRev).NotReady().Obj())),
 		want: wantPlan{current: "zone-b", phases: phases{"zone-a": pending, "zone-b": waiting},
-			message: []string{"zone-b", "waiting for 1 pod"}},
+			message: []string{"zone-b", "waiting: 1/3 pods not available"}},
 	}, {
 		name: "two members with not-available pods: nothing deleted",
 		in: group(
@@ -541,18 +541,43 @@ func TestDecideOrdinals(t *testing.T) {
 		in   Input
 		want wantPlan
 	}{{
-		name: "outdated pods being scaled away are not rolled",
+		name: "outdated pods being scaled away are not rolled, and are waited for",
 		in: group(makeMember(onDeleteSTS("zone-a", 3).Obj()).
 			Pods(readyPods("zone-a", newRev, 0, 1, 2), readyPods("zone-a", oldRev, 3, 4))),
-		want: wantPlan{complete: true, phases: phases{"zone-a": complete}},
+		want: wantPlan{current: "zone-a", phases: phases{"zone-a": waiting},
+			message: []string{"zone-a", "2 pods above the wanted ordinals still leaving"}},
 	}, {
-		name: "rolling skips the ordinals being scaled away",
-		in:   group(makeMember(onDeleteSTS("zone-a", 3).Obj()).Pods(readyPods("zone-a", oldRev, 0, 1, 2, 3, 4))),
+		name: "the scale-down's leaving pods use the member's budget",
+		in: group(makeMember(onDeleteSTS("zone-a", 3).Obj()).MaxUnavailable(3).
+			Pods(readyPods("zone-a", oldRev, 0, 1, 2, 3, 4))),
 		want: wantPlan{delete: []string{"zone-a-2"}, current: "zone-a"},
 	}, {
-		name: "not-Ready pod being scaled away does not stop the rollout",
+		name: "rolling waits while the scale-down's leaving pods fill the budget",
+		in:   group(makeMember(onDeleteSTS("zone-a", 3).Obj()).Pods(readyPods("zone-a", oldRev, 0, 1, 2, 3, 4))),
+		want: wantPlan{current: "zone-a", message: []string{"zone-a: 0/3 updated, 2/1 pods unavailable"}},
+	}, {
+		name: "another member's pod being scaled away stops the rollout, even Ready",
 		in: group(makeMember(onDeleteSTS("zone-a", 3).Obj()).
-			Pods(readyPods("zone-a", newRev, 0, 1, 2), makePod("zone-a", 3).Revision(newRev).NotReady().Obj()),
+			Pods(readyPods("zone-a", newRev, 0, 1, 2, 3)),
+			outdated("zone-b", 2)),
+		want: wantPlan{current: "zone-a", phases: phases{"zone-a": waiting, "zone-b": pending}},
+	}, {
+		name: "another member's terminating pod above its replicas stops the rollout",
+		in: group(makeMember(onDeleteSTS("zone-a", 3).Obj()).
+			Pods(readyPods("zone-a", newRev, 0, 1, 2), makePod("zone-a", 3).Revision(newRev).Terminating().NotReady().Obj()),
+			outdated("zone-b", 2)),
+		want: wantPlan{current: "zone-a", phases: phases{"zone-a": waiting, "zone-b": pending}},
+	}, {
+		name: "another member whose status has fewer Ready pods than pods stops the rollout",
+		in: group(makeMember(onDeleteSTS("zone-a", 3).StatusReplicas(4, 3).Obj()).
+			Pods(readyPods("zone-a", newRev, 0, 1, 2)),
+			outdated("zone-b", 2)),
+		want: wantPlan{current: "zone-a", phases: phases{"zone-a": waiting, "zone-b": pending},
+			message: []string{"StatefulSet status shows 3 of 4 pods Ready"}},
+	}, {
+		name: "a member whose status agrees with its pods does not hold the group",
+		in: group(makeMember(onDeleteSTS("zone-a", 3).StatusReplicas(3, 3).Obj()).
+			Pods(readyPods("zone-a", newRev, 0, 1, 2)),
 			outdated("zone-b", 2)),
 		want: wantPlan{delete: []string{"zone-b-1"}, current: "zone-b", phases: phases{"zone-a": complete}},
 	}, {
@@ -561,7 +586,7 @@ func TestDecideOrdinals(t *testing.T) {
 			Pods(readyPods("zone-a", oldRev, 5, 6, 7))),
 		want: wantPlan{delete: []string{"zone-a-7", "zone-a-6"}, current: "zone-a"},
 	}, {
-		name: "spec.ordinals.start: pods below start are ignored and the missing start ordinal is unavailable",
+		name: "spec.ordinals.start: pods below start are leaving and the missing start ordinal is unavailable",
 		in: group(makeMember(onDeleteSTS("zone-a", 3).OrdinalsStart(5).Obj()).
 			Pods(readyPods("zone-a", newRev, 0, 6, 7)),
 			outdated("zone-b", 3)),
@@ -596,11 +621,12 @@ func TestDecideMemberStates(t *testing.T) {
 	want := []MemberState{
 		{Name: "zone-a", Replicas: 2, Ready: 2, Available: 2, Updated: 2, MaxUnavailable: 1, Unavailable: 0,
 			CurrentRevision: oldRev, UpdateRevision: newRev, Phase: complete},
-		// Updated counts the terminating pod: it was created from newRev.
-		{Name: "zone-b", Replicas: 6, Ready: 3, Available: 2, Updated: 2, MaxUnavailable: 3, Unavailable: 4,
-			CurrentRevision: oldRev, UpdateRevision: newRev, Phase: rolling},
+		// Updated counts the terminating pod: it was created from newRev. The pod
+		// being scaled away is Leaving.
+		{Name: "zone-b", Replicas: 6, Ready: 3, Available: 2, Updated: 2, MaxUnavailable: 3, Unavailable: 4, Leaving: 1,
+			ToRoll: 3, CurrentRevision: oldRev, UpdateRevision: newRev, Phase: rolling},
 		{Name: "zone-c", Replicas: 1, Ready: 1, Available: 1, Updated: 0, MaxUnavailable: 1, Unavailable: 0,
-			CurrentRevision: oldRev, UpdateRevision: newRev, Phase: pending},
+			ToRoll: 1, CurrentRevision: oldRev, UpdateRevision: newRev, Phase: pending},
 	}
 	if len(got.Members) != len(want) {
 		t.Fatalf("got %d members, want %d", len(got.Members), len(want))
@@ -621,4 +647,97 @@ func TestDecideMemberStates(t *testing.T) {
 	// zone-b has 4 of 6 not available (budget 3 used up): only its not-Ready
 	// outdated pod goes; zone-b-2 becomes available in 9s.
 	checkPlan(t, got, wantPlan{delete: []string{"zone-b-4"}, current: "zone-b", requeueAfter: 9 * time.Second})
+}
+
+func TestDecideBlocksObjectsBeingDeleted(t *testing.T) {
+	tests := []struct {
+		name string
+		in   Input
+		want wantPlan
+	}{{
+		name: "a member StatefulSet being deleted blocks the group",
+		in:   group(outdated("zone-a", 3), makeMember(onDeleteSTS("zone-b", 3).Deleting().Obj()).Pods(readyPods("zone-b", oldRev, 0, 1, 2))),
+		want: wantPlan{blocked: &Blocker{Reason: v1alpha1.ReasonMemberDeleting, Member: "zone-b"}, phases: phases{"zone-b": v1alpha1.MemberBlocked}},
+	}, {
+		name: "a RolloutGroup being deleted deletes nothing more",
+		in:   with(group(outdated("zone-a", 3)), func(in *Input) { in.GroupDeleting = true }),
+		want: wantPlan{blocked: &Blocker{Reason: v1alpha1.ReasonGroupDeleting}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { runDecide(t, tt.in, tt.want) })
+	}
+}
+
+// TestDecideReasonsAndCounts covers what the status is built from: the reason
+// naming what the group does, whether the StatefulSets are settled, how many
+// pods a rollout has to roll, and which members get their currentRevision set.
+func TestDecideReasonsAndCounts(t *testing.T) {
+	tests := []struct {
+		name        string
+		in          Input
+		wantReason  string
+		wantSettled bool
+		wantToRoll  int32
+		wantAdvance []string
+	}{{
+		name:        "deleting a batch",
+		in:          group(outdated("zone-a", 3), outdated("zone-b", 3)),
+		wantReason:  v1alpha1.ReasonDeletingPods,
+		wantSettled: true, wantToRoll: 6,
+	}, {
+		name: "waiting for the member's replaced pods",
+		in: group(makeMember(onDeleteSTS("zone-a", 3).Obj()).
+			Pods(readyPods("zone-a", oldRev, 0, 1), makePod("zone-a", 2).Revision(newRev).NotReady().Obj())),
+		wantReason:  v1alpha1.ReasonWaitingForPods,
+		wantSettled: true, wantToRoll: 2,
+	}, {
+		name: "waiting for two members that both use availability",
+		in: group(makeMember(onDeleteSTS("zone-a", 2).Obj()).Pods(readyPods("zone-a", oldRev, 0)),
+			makeMember(onDeleteSTS("zone-b", 2).Obj()).Pods(readyPods("zone-b", oldRev, 0))),
+		wantReason:  v1alpha1.ReasonWaitingForMembers,
+		wantSettled: true, wantToRoll: 2,
+	}, {
+		name:        "waiting for another member's scale-down",
+		in:          group(makeMember(onDeleteSTS("zone-a", 2).Obj()).Pods(readyPods("zone-a", newRev, 0, 1, 2)), outdated("zone-b", 2)),
+		wantReason:  v1alpha1.ReasonWaitingForMembers,
+		wantSettled: true, wantToRoll: 2, wantAdvance: nil,
+	}, {
+		name:        "waiting out batchInterval",
+		in:          with(group(outdated("zone-a", 2)), func(in *Input) { in.BatchInterval, in.LastBatchTime = time.Minute, testNow.Add(-time.Second) }),
+		wantReason:  v1alpha1.ReasonWaitingForBatchInterval,
+		wantSettled: true, wantToRoll: 2,
+	}, {
+		name:        "paused",
+		in:          with(group(outdated("zone-a", 2)), func(in *Input) { in.Paused = true }),
+		wantReason:  v1alpha1.ReasonPaused,
+		wantSettled: true, wantToRoll: 2,
+	}, {
+		name:       "a StatefulSet controller that has not observed the new template: not settled, nothing to roll yet",
+		in:         group(updated("zone-a", 2), makeMember(onDeleteSTS("zone-b", 2).Generation(4).NotObserved().Obj()).Pods(readyPods("zone-b", newRev, 0, 1))),
+		wantReason: v1alpha1.ReasonWaitingForStatefulSet,
+	}, {
+		name:        "up to date: complete members with an old currentRevision get it advanced",
+		in:          group(updated("zone-a", 2), makeMember(onDeleteSTS("zone-b", 2).CurrentRevision(newRev).Obj()).Pods(readyPods("zone-b", newRev, 0, 1))),
+		wantReason:  v1alpha1.ReasonUpToDate,
+		wantSettled: true, wantAdvance: []string{"zone-a"},
+	}, {
+		name:        "mid-rollout, the member already complete gets its currentRevision advanced",
+		in:          group(updated("zone-a", 2), outdated("zone-b", 2)),
+		wantReason:  v1alpha1.ReasonDeletingPods,
+		wantSettled: true, wantToRoll: 2, wantAdvance: []string{"zone-a"},
+	}, {
+		name:        "pods without a revision label count as pods to roll",
+		in:          group(makeMember(onDeleteSTS("zone-a", 2).Obj()).Pods(makePod("zone-a", 0).NoRevision().Obj(), readyPods("zone-a", newRev, 1))),
+		wantReason:  v1alpha1.ReasonDeletingPods,
+		wantSettled: true, wantToRoll: 1,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Decide(tt.in)
+			if p.Reason != tt.wantReason || p.Settled != tt.wantSettled || p.ToRoll != tt.wantToRoll || !slices.Equal(p.AdvanceRevision, tt.wantAdvance) {
+				t.Errorf("Reason=%q Settled=%v ToRoll=%d AdvanceRevision=%v, want %q %v %d %v (message %q)",
+					p.Reason, p.Settled, p.ToRoll, p.AdvanceRevision, tt.wantReason, tt.wantSettled, tt.wantToRoll, tt.wantAdvance, p.Message)
+			}
+		})
+	}
 }

@@ -313,3 +313,34 @@ func TestOperatorUserIsBoundToTheGeneratedRBACOnly(t *testing.T) {
 	g.Expect(allowed(ctx, g, c, user.Name, authorizationv1.ResourceAttributes{Verb: "delete", Resource: "nodes"})).To(BeFalse())
 	g.Expect(allowed(ctx, g, c, user.Name, authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "kube-system"})).To(BeFalse())
 }
+
+// The operator holds Lease rights only in its leader-election namespace, and
+// there reads and renews only its own Lease.
+func TestOperatorUserHoldsLeaseRightsOnlyForItsLease(t *testing.T) {
+	cp := controlPlane(t)
+	g := NewWithT(t)
+	ctx := t.Context()
+	c := cp.Client()
+
+	user, err := cp.NewOperatorUser(ctx, "echelon-operator-lease-test")
+	g.Expect(err).NotTo(HaveOccurred())
+	ns, err := cp.CreateNamespace(ctx, "lease")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cp.GrantLeaderElection(ctx, user.Name, ns)).To(Succeed())
+
+	lease := func(verb, namespace, name string) authorizationv1.ResourceAttributes {
+		return authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: verb, Namespace: namespace, Name: name}
+	}
+	for _, attrs := range []authorizationv1.ResourceAttributes{
+		lease("create", ns, ""), lease("get", ns, "echelon-leader"), lease("update", ns, "echelon-leader"),
+	} {
+		g.Eventually(func(g Gomega) bool { return allowed(ctx, g, c, user.Name, attrs) }).
+			WithTimeout(10*time.Second).Should(BeTrue(), "%s may %s Lease %s/%s", user.Name, attrs.Verb, attrs.Namespace, attrs.Name)
+	}
+	for _, attrs := range []authorizationv1.ResourceAttributes{
+		lease("update", ns, "someone-elses-lease"), lease("create", "kube-system", ""), lease("update", "kube-system", "echelon-leader"),
+		lease("list", ns, ""),
+	} {
+		g.Expect(allowed(ctx, g, c, user.Name, attrs)).To(BeFalse(), "%s must not %s Lease %s/%s", user.Name, attrs.Verb, attrs.Namespace, attrs.Name)
+	}
+}

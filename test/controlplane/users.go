@@ -32,6 +32,10 @@ const (
 	// the operator bound to it and nothing else, so a missing marker fails there.
 	OperatorRBACFile = "config/rbac/role.yaml"
 
+	// LeaderElectionRBACFile is the operator's leader-election Role (its Lease
+	// and Events), relative to the repository root; see GrantLeaderElection.
+	LeaderElectionRBACFile = "config/rbac/leader_election_role.yaml"
+
 	// fieldOwner names this package in managedFields of what it applies.
 	fieldOwner = "echelon-test-controlplane"
 )
@@ -85,6 +89,23 @@ func (cp *ControlPlane) NewOperatorUser(ctx context.Context, name string) (*User
 		return nil, err
 	}
 	return user, nil
+}
+
+// GrantLeaderElection binds the user to the operator's leader-election Role
+// (LeaderElectionRBACFile) in namespace, where the operator keeps its Lease
+// (--leader-election-namespace). The operator holds no Lease rights elsewhere.
+func (cp *ControlPlane) GrantLeaderElection(ctx context.Context, user, namespace string) error {
+	objs, err := cp.readObjects(LeaderElectionRBACFile)
+	if err != nil {
+		return err
+	}
+	for _, role := range objs {
+		role.SetNamespace(namespace)
+		if err := cp.bindRole(ctx, user, LeaderElectionRBACFile, role); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // BindRBAC applies the ClusterRoles and Roles in the YAML files (relative paths

@@ -9,7 +9,6 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - pods
   verbs:
   - delete
-  - get
   - list
   - watch
 - apiGroups:
@@ -19,35 +18,23 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   verbs:
   - create
 - apiGroups:
-  - ""
-  - events.k8s.io
-  resources:
-  - events
-  verbs:
-  - create
-  - patch
-- apiGroups:
   - apps
   resources:
   - statefulsets
   verbs:
-  - get
   - list
   - watch
 - apiGroups:
-  - coordination.k8s.io
+  - apps
   resources:
-  - leases
+  - statefulsets/status
   verbs:
-  - create
-  - get
-  - update
+  - patch
 - apiGroups:
   - echelon.dev
   resources:
   - rolloutgroups
   verbs:
-  - get
   - list
   - watch
 - apiGroups:
@@ -55,9 +42,14 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   resources:
   - rolloutgroups/status
   verbs:
-  - get
   - patch
-  - update
+- apiGroups:
+  - events.k8s.io
+  resources:
+  - events
+  verbs:
+  - create
+  - patch
 {{- end }}
 
 {{- /* The rules a Role in each watched namespace grants. */}}
@@ -68,7 +60,6 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - pods
   verbs:
   - delete
-  - get
   - list
   - watch
 - apiGroups:
@@ -78,11 +69,30 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   verbs:
   - create
 - apiGroups:
-  - ""
+  - apps
   resources:
-  - events
+  - statefulsets
   verbs:
-  - create
+  - list
+  - watch
+- apiGroups:
+  - apps
+  resources:
+  - statefulsets/status
+  verbs:
+  - patch
+- apiGroups:
+  - echelon.dev
+  resources:
+  - rolloutgroups
+  verbs:
+  - list
+  - watch
+- apiGroups:
+  - echelon.dev
+  resources:
+  - rolloutgroups/status
+  verbs:
   - patch
 - apiGroups:
   - events.k8s.io
@@ -91,38 +101,6 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   verbs:
   - create
   - patch
-- apiGroups:
-  - apps
-  resources:
-  - statefulsets
-  verbs:
-  - get
-  - list
-  - watch
-- apiGroups:
-  - coordination.k8s.io
-  resources:
-  - leases
-  verbs:
-  - create
-  - get
-  - update
-- apiGroups:
-  - echelon.dev
-  resources:
-  - rolloutgroups
-  verbs:
-  - get
-  - list
-  - watch
-- apiGroups:
-  - echelon.dev
-  resources:
-  - rolloutgroups/status
-  verbs:
-  - get
-  - patch
-  - update
 {{- end }}
 
 {{- /* The rules on cluster-scoped resources, which only a ClusterRole can grant. */}}

@@ -18,14 +18,14 @@ func trackedPod(name, uid string, terminating bool) *corev1.Pod {
 	return p
 }
 
-func TestDeletionTrackerHidesDeletedPodsUntilTheCacheCatchesUp(t *testing.T) {
+func TestDeletionExpectationsHidesDeletedPodsUntilTheCacheCatchesUp(t *testing.T) {
 	group := types.NamespacedName{Namespace: "ns", Name: "g"}
 	other := types.NamespacedName{Namespace: "ns", Name: "other"}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	tr := newDeletionTracker()
+	tr := newDeletionExpectations()
 	a, b := trackedPod("a-0", "uid-a", false), trackedPod("a-1", "uid-b", false)
-	tr.Record(group, a, now)
-	tr.Record(group, b, now)
+	tr.Expect(group, a, now)
+	tr.Expect(group, b, now)
 
 	// The cache still shows both pods live: both are pending.
 	if got := tr.Pending(group, []*corev1.Pod{a, b}, now.Add(time.Second)); got.Len() != 2 {
@@ -47,12 +47,12 @@ func TestDeletionTrackerHidesDeletedPodsUntilTheCacheCatchesUp(t *testing.T) {
 	}
 }
 
-func TestDeletionTrackerTrustsTheCacheAfterTTL(t *testing.T) {
+func TestDeletionExpectationsTrustsTheCacheAfterTTL(t *testing.T) {
 	group := types.NamespacedName{Namespace: "ns", Name: "g"}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	tr := newDeletionTracker()
+	tr := newDeletionExpectations()
 	a := trackedPod("a-0", "uid-a", false)
-	tr.Record(group, a, now)
+	tr.Expect(group, a, now)
 	if got := tr.Pending(group, []*corev1.Pod{a}, now.Add(deletionTTL+time.Second)); got.Len() != 0 {
 		t.Fatalf("pending = %v, want none after the TTL", got.UnsortedList())
 	}

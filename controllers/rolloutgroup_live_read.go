@@ -1,0 +1,70 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/rollout"
+)
+
+// confirmWithLiveRead checks a plan that deletes pods against a live read of the
+// member it deletes from, and plans again with what the API server returns.
+//
+// The informer cache can be older than the last deletions: a new leader's cache
+// after a handover, pods deleted by someone else, or a slow watch. Expectations
+// (deletionExpectations) only cover this process's own deletions. One List of the
+// member's pods per batch, served by the API server rather than the cache, shows
+// every terminating pod, so the batch never counts on availability that is gone.
+//
+// Other members are read from the cache. The cache is a consistent snapshot of
+// some past moment, and Echelon only ever deletes pods of one member at a time,
+// finishing it before starting the next; so when the fresh plan turns to another
+// member (the one read was done in the meantime), that member is read live too
+// before any of its pods is deleted. At most one read per member, usually one.
+func (r *RolloutGroupReconciler) confirmWithLiveRead(ctx context.Context, rg *v1alpha1.RolloutGroup, in rollout.Input, plan rollout.Plan) (rollout.Plan, error) {
+	read := map[string]bool{}
+	for len(plan.Delete) > 0 && !read[plan.Current] {
+		i := slices.IndexFunc(in.Members, func(m rollout.Member) bool { return m.Name == plan.Current })
+		if i < 0 || in.Members[i].StatefulSet == nil {
+			return rollout.Plan{}, fmt.Errorf("plan deletes pods of %q, which is not a member with a StatefulSet", plan.Current)
+		}
+		live, err := r.livePodsOf(ctx, in.Members[i])
+		if err != nil {
+			return rollout.Plan{}, err
+		}
+		in.Members[i].Pods = live
+		read[plan.Current] = true
+		fresh := rollout.Decide(in)
+		if !samePods(plan.Delete, fresh.Delete) {
+			metrics.PlansRevised.WithLabelValues(rg.Namespace, rg.Name).Inc()
+		}
+		plan = fresh
+	}
+	return plan, nil
+}
+
+// livePodsOf lists the member's pods from the API server, not the cache: the
+// pods matching its selector that it controls.
+func (r *RolloutGroupReconciler) livePodsOf(ctx context.Context, m rollout.Member) ([]*corev1.Pod, error) {
+	sts := m.StatefulSet
+	sel, err := metav1.LabelSelectorAsSelector(sts.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("selector of StatefulSet %s: %w", sts.Name, err)
+	}
+	var list corev1.PodList
+	if err := r.apiReader.List(ctx, &list, client.InNamespace(sts.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, fmt.Errorf("live read of the pods of StatefulSet %s: %w", sts.Name, err)
+	}
+	return controlledBy(list.Items, sts), nil
+}
+
+func samePods(a, b []*corev1.Pod) bool {
+	return slices.EqualFunc(a, b, func(x, y *corev1.Pod) bool { return x.UID == y.UID })
+}
