@@ -166,6 +166,10 @@ func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
 	if err != nil {
 		return nil, err
 	}
+	// Lease rights only where the Lease lives, as the chart grants them.
+	if err := cp.GrantLeaderElection(ctx, user.Name, ns); err != nil {
+		return nil, err
+	}
 	began = time.Now()
 	ops, err := startOperators(ctx, cfg, user, ns)
 	defer func() { retErr = errors.Join(retErr, ops.stop()) }()
