@@ -21,6 +21,26 @@ all: build
 build: ## Build the echelon binary into bin/echelon.
 	go build -o $(BIN)/echelon .
 
+##@ Image and release
+
+# The operator image, built without a container engine by hack/image (a pinned
+# go-containerregistry): static, non-root, linux/amd64 and linux/arm64, from an
+# empty base, reproducible. VERSION defaults to the chart's appVersion so the
+# chart's default image and the built one agree; SOURCE_DATE_EPOCH to the last
+# commit's time. IMAGE_PLATFORMS=linux/amd64 builds one architecture.
+VERSION ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' charts/echelon/Chart.yaml)
+IMAGE_REPOSITORY ?= ghcr.io/echelon-operator/echelon
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_LAYOUT := $(BIN)/image
+IMAGE_ARCHIVE := $(BIN)/echelon-image-$(VERSION).oci.tar
+IMAGE_BUILDER := $(BIN)/echelon-image-builder
+
+.PHONY: image
+image: ## Build the multi-arch OCI image into bin/image (layout) and bin/echelon-image-<version>.oci.tar.
+	go -C hack/image build -o $(IMAGE_BUILDER) .
+	$(IMAGE_BUILDER) --source=$(ROOT) --layout=$(IMAGE_LAYOUT) --archive=$(IMAGE_ARCHIVE) \
+		--version=$(VERSION) --repository=$(IMAGE_REPOSITORY) --platforms=$(IMAGE_PLATFORMS)
+
 ##@ Generation
 
 $(CONTROLLER_GEN):

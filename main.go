@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -19,16 +20,29 @@ import (
 	"github.com/echelon-operator/echelon/internal/options"
 )
 
+// version and revision are set at link time by the image build (hack/image and
+// the Dockerfile: -X main.version=... -X main.revision=...), so that a running
+// operator can say which release it is.
+var (
+	version  = "dev"
+	revision = "unknown"
+)
+
 func main() {
 	opts := options.Default()
 	fs := flag.CommandLine
 	fs.Init(os.Args[0], flag.ContinueOnError)
 	opts.BindFlags(fs) // --kubeconfig is registered by controller-runtime
+	printVersion := fs.Bool("version", false, "Print the version of echelon and exit.")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if err == flag.ErrHelp {
 			os.Exit(0)
 		}
 		os.Exit(2) // flag already printed the error and the usage
+	}
+	if *printVersion {
+		fmt.Printf("echelon %s (revision %s, %s, %s/%s)\n", version, revision, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		os.Exit(0)
 	}
 	if fs.NArg() > 0 {
 		fail(2, fmt.Errorf("unexpected arguments: %v", fs.Args()))
