@@ -8,6 +8,7 @@ package controlplane
 
 import (
 	"bytes"
+	"fmt"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -144,5 +145,29 @@ func TestEmbeddedStagesMatchKwokModule(t *testing.T) {
 		if !bytes.Equal(ours, theirs) {
 			t.Errorf("%s differs from sigs.k8s.io/kwok@%s; copy it again", file, version)
 		}
+	}
+}
+
+func TestKwokPodDeleteStageSkipsPodsAlreadyGivenGracePeriodZero(t *testing.T) {
+	for name, delays := range map[string][2]time.Duration{"fast": {0, 0}, "general": {time.Second, time.Second}} {
+		t.Run(name, func(t *testing.T) {
+			data, err := kwokStages(delays[0], delays[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			selector := decodeStages(t, data)["pod-delete"]["selector"].(map[string]any)
+			var keys []string
+			for _, e := range selector["matchExpressions"].([]any) {
+				e := e.(map[string]any)
+				keys = append(keys, fmt.Sprintf("%s %s %v", e["key"], e["operator"], e["values"]))
+			}
+			want := []string{
+				".metadata.deletionTimestamp Exists <nil>",
+				".metadata.deletionGracePeriodSeconds == 0 NotIn [true]",
+			}
+			if strings.Join(keys, "\n") != strings.Join(want, "\n") {
+				t.Errorf("pod-delete selects\n%s\nwant\n%s", strings.Join(keys, "\n"), strings.Join(want, "\n"))
+			}
+		})
 	}
 }
