@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -10,7 +11,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
@@ -25,25 +28,55 @@ var fastLeaderElection = []string{
 	"--leader-elect-retry-period=500ms",
 }
 
-// zoneGroup is a namespace with one OnDelete StatefulSet per zone, all Ready, and
-// a RolloutGroup over them.
+// zoneGroup is a namespace with one OnDelete StatefulSet per zone and a
+// RolloutGroup over them.
 type zoneGroup struct {
 	ns       string
 	name     string
 	zones    []string
 	replicas int32
+	// scaled holds the replicas of zones scaled since creation.
+	scaled map[string]int32
+	// mon is the group's monitor, once started, told of every scale.
+	mon *framework.Monitor
+}
+
+// newZones is a fresh namespace for a group of three zones of replicas pods
+// each; nothing is created in it yet.
+func newZones(ctx context.Context, replicas int32) *zoneGroup {
+	GinkgoHelper()
+	return &zoneGroup{ns: newNamespace(ctx), name: "ingester", replicas: replicas, scaled: map[string]int32{},
+		zones: []string{"ingester-zone-a", "ingester-zone-b", "ingester-zone-c"}}
 }
 
 // newZoneGroup creates the StatefulSets (version v1), waits until every pod is
 // Ready, then creates the RolloutGroup with spec edited by mutate.
 func newZoneGroup(ctx context.Context, replicas int32, mutate func(*v1alpha1.RolloutGroupSpec)) *zoneGroup {
 	GinkgoHelper()
-	g := &zoneGroup{ns: newNamespace(ctx), name: "ingester", replicas: replicas,
-		zones: []string{"ingester-zone-a", "ingester-zone-b", "ingester-zone-c"}}
-	for _, z := range g.zones {
-		Expect(k8s.Create(ctx, newStatefulSet(g.ns, z, replicas, "v1"))).To(Succeed())
-	}
+	g := newZones(ctx, replicas)
+	g.createStatefulSets(ctx, nil)
 	g.waitPodsOn(ctx, "v1")
+	g.createGroup(ctx, mutate)
+	return g
+}
+
+// createStatefulSets creates one StatefulSet per zone on version v1, edited by
+// mutate when given.
+func (g *zoneGroup) createStatefulSets(ctx context.Context, mutate func(*appsv1.StatefulSet)) {
+	GinkgoHelper()
+	for _, z := range g.zones {
+		sts := newStatefulSet(g.ns, z, g.replicas, "v1")
+		if mutate != nil {
+			mutate(sts)
+		}
+		Expect(k8s.Create(ctx, sts)).To(Succeed())
+	}
+}
+
+// createGroup creates the RolloutGroup over the zones, in list order, with spec
+// edited by mutate when given.
+func (g *zoneGroup) createGroup(ctx context.Context, mutate func(*v1alpha1.RolloutGroupSpec)) {
+	GinkgoHelper()
 	spec := v1alpha1.RolloutGroupSpec{}
 	for _, z := range g.zones {
 		spec.StatefulSets = append(spec.StatefulSets, v1alpha1.RolloutMember{Name: z})
@@ -55,10 +88,28 @@ func newZoneGroup(ctx context.Context, replicas int32, mutate func(*v1alpha1.Rol
 		ObjectMeta: metav1.ObjectMeta{Name: g.name, Namespace: g.ns},
 		Spec:       spec,
 	})).To(Succeed())
-	return g
 }
 
-// monitor starts a pod monitor for the group and waits until it checks.
+// replicasOf is the number of pods zone wants now.
+func (g *zoneGroup) replicasOf(zone string) int32 {
+	if n, ok := g.scaled[zone]; ok {
+		return n
+	}
+	return g.replicas
+}
+
+// scale sets the replicas of zone, telling the monitor first so that it never
+// takes a pod the scale-down removes for a rolled one.
+func (g *zoneGroup) scale(ctx context.Context, zone string, replicas int32) {
+	GinkgoHelper()
+	g.scaled[zone] = replicas
+	if g.mon != nil {
+		g.mon.SetReplicas(zone, int(replicas))
+	}
+	patchStatefulSet(ctx, g.ns, zone, fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas))
+}
+
+// monitor starts a pod monitor for the group and waits until it judges rolls.
 func (g *zoneGroup) monitor(ctx context.Context) *framework.Monitor {
 	GinkgoHelper()
 	rg := g.get(ctx)
@@ -71,14 +122,13 @@ func (g *zoneGroup) monitor(ctx context.Context) *framework.Monitor {
 		if m.MaxUnavailable != nil {
 			limit = *m.MaxUnavailable
 		}
-		members = append(members, framework.WatchedMember{
-			Name: m.Name, Replicas: int(g.replicas), MaxUnavailable: framework.MaxUnavailableOf(limit, int(g.replicas)),
-		})
+		members = append(members, framework.WatchedMember{Name: m.Name, Replicas: int(g.replicasOf(m.Name)), MaxUnavailable: limit})
 	}
 	mon, err := framework.StartMonitor(ctx, clientset, g.ns, members)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(mon.Stop)
 	Eventually(mon.Armed).Should(BeTrue(), "every pod of every member must be Ready before the rollout")
+	g.mon = mon
 	return mon
 }
 
@@ -90,15 +140,25 @@ func (g *zoneGroup) get(ctx context.Context) *v1alpha1.RolloutGroup {
 }
 
 // setVersion changes the pod template of the named zones (all when none given).
+// The patches go out together, so that the change of several zones reaches the
+// API server as nearly at once as a `kubectl apply` of them would.
 func (g *zoneGroup) setVersion(ctx context.Context, version string, zones ...string) {
 	GinkgoHelper()
 	if len(zones) == 0 {
 		zones = g.zones
 	}
-	for _, z := range zones {
-		patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, versionAnnotation, version)
-		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: z}}
-		Expect(k8s.Patch(ctx, sts, client.RawPatch("application/merge-patch+json", []byte(patch)))).To(Succeed())
+	errs := make([]error, len(zones))
+	var wg sync.WaitGroup
+	for i, z := range zones {
+		wg.Go(func() {
+			patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, versionAnnotation, version)
+			sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: z}}
+			errs[i] = k8s.Patch(ctx, sts, client.RawPatch(types.MergePatchType, []byte(patch)))
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		Expect(err).NotTo(HaveOccurred(), "set version of %s", zones[i])
 	}
 }
 
@@ -106,7 +166,7 @@ func (g *zoneGroup) setVersion(ctx context.Context, version string, zones ...str
 func (g *zoneGroup) patchSpec(ctx context.Context, spec string) {
 	GinkgoHelper()
 	rg := &v1alpha1.RolloutGroup{ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: g.name}}
-	Expect(k8s.Patch(ctx, rg, client.RawPatch("application/merge-patch+json", []byte(`{"spec":`+spec+`}`)))).To(Succeed())
+	Expect(k8s.Patch(ctx, rg, client.RawPatch(types.MergePatchType, []byte(`{"spec":`+spec+`}`)))).To(Succeed())
 }
 
 // waitPhase waits until the group reports phase for its current generation.
@@ -145,7 +205,7 @@ func (g *zoneGroup) waitComplete(ctx context.Context, timeout time.Duration) *v1
 }
 
 // waitPodsOn waits until every pod of every zone runs version, is Ready, and is
-// on its StatefulSet's update revision.
+// on its StatefulSet's update revision, and no other pod is left.
 func (g *zoneGroup) waitPodsOn(ctx context.Context, version string) {
 	GinkgoHelper()
 	Eventually(func(gm Gomega) {
@@ -162,7 +222,8 @@ func (g *zoneGroup) waitPodsOn(ctx context.Context, version string) {
 					ready++
 				}
 			}
-			gm.Expect(ready).To(Equal(int(g.replicas)), "ready pods of %s", z)
+			gm.Expect(pods.Items).To(HaveLen(int(g.replicasOf(z))), "pods of %s", z)
+			gm.Expect(ready).To(Equal(int(g.replicasOf(z))), "ready pods of %s", z)
 		}
 	}).WithContext(ctx).WithTimeout(3 * time.Minute).Should(Succeed())
 }
@@ -195,34 +256,56 @@ func isReady(p *corev1.Pod) bool {
 	return false
 }
 
-// expectNoBreaches fails with every breach the monitor recorded.
+// expectNoBreaches fails with every breach the monitor recorded, and when a pod
+// vanished without terminating: someone other than Echelon then disrupted the
+// group, so the rolls around it were judged on a group the spec did not set up.
 func expectNoBreaches(mon *framework.Monitor) {
 	GinkgoHelper()
-	if forced := mon.ForcedDeletions(); len(forced) > 0 {
-		fmt.Fprintf(GinkgoWriter, "pods force-deleted by someone else, left out of the checks: %v\n", forced)
-	}
 	Expect(mon.Breaches()).To(BeEmpty(), "the guarantees were breached during the rollout")
+	Expect(mon.ForcedDeletions()).To(BeEmpty(),
+		"pods vanished without terminating first: force-deleted by someone other than Echelon, which deletes gracefully")
 }
 
-// eventReasons lists the reasons of the Events recorded on the group.
-func (g *zoneGroup) eventReasons(ctx context.Context) map[string]int {
+// events lists the Events recorded on the group.
+func (g *zoneGroup) events(ctx context.Context) []corev1.Event {
 	GinkgoHelper()
 	var events corev1.EventList
 	Expect(k8s.List(ctx, &events, client.InNamespace(g.ns))).To(Succeed())
-	reasons := map[string]int{}
+	var out []corev1.Event
 	for _, e := range events.Items {
 		if e.InvolvedObject.Kind == "RolloutGroup" && e.InvolvedObject.Name == g.name {
-			reasons[e.Reason]++
+			out = append(out, e)
 		}
 	}
+	return out
+}
+
+// eventReasons counts the Events recorded on the group by reason. An Event
+// that repeated is one object with a series, so it counts as often as the
+// series says.
+func (g *zoneGroup) eventReasons(ctx context.Context) map[string]int {
+	GinkgoHelper()
+	reasons := map[string]int{}
+	for _, e := range g.events(ctx) {
+		reasons[e.Reason] += occurrences(e)
+	}
 	return reasons
+}
+
+// occurrences is how many times an Event was emitted. The events API records
+// a repeat within the same process as a series on the first Event object.
+func occurrences(e corev1.Event) int {
+	if e.Series != nil && e.Series.Count > 1 {
+		return int(e.Series.Count)
+	}
+	return 1
 }
 
 // patchStatefulSet merge-patches a StatefulSet.
 func patchStatefulSet(ctx context.Context, ns, name, patch string) {
 	GinkgoHelper()
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	Expect(k8s.Patch(ctx, sts, client.RawPatch("application/merge-patch+json", []byte(patch)))).To(Succeed())
+	Expect(k8s.Patch(ctx, sts, client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
 }
 
 // parseDuration turns "-5s" into a metav1.Duration, which serializes back to the
@@ -233,4 +316,40 @@ func parseDuration(s string) (*metav1.Duration, error) {
 		return nil, err
 	}
 	return &metav1.Duration{Duration: d}, nil
+}
+
+// waitForBatchDone waits until the monitor has seen at least rolled pods rolled
+// and member available again: the start of the pause before Echelon's next
+// batch, which minReadySeconds stretches. A spec that acts there knows no
+// deletion of Echelon's is in flight.
+func waitForBatchDone(mon *framework.Monitor, member string, rolled int) {
+	GinkgoHelper()
+	Eventually(func() int { return len(mon.Rolls()) }).Should(BeNumerically(">=", rolled))
+	Eventually(func() bool { return mon.Available(member) }).WithPolling(10*time.Millisecond).Should(BeTrue(),
+		"the pods %s rolled become available again", member)
+}
+
+// livePodUIDs reads the pods of ns that are not terminating from the API server.
+func livePodUIDs(ctx context.Context, ns string) sets.Set[types.UID] {
+	GinkgoHelper()
+	var pods corev1.PodList
+	Expect(k8s.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
+	live := sets.New[types.UID]()
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			live.Insert(p.UID)
+		}
+	}
+	return live
+}
+
+// deletedOf returns the pods among uids that the monitor has seen deleted.
+func deletedOf(mon *framework.Monitor, uids sets.Set[types.UID]) []string {
+	var out []string
+	for _, d := range mon.Deletions() {
+		if uids.Has(d.UID) {
+			out = append(out, d.Pod)
+		}
+	}
+	return out
 }

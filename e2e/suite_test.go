@@ -2,10 +2,16 @@
 // generated RBAC, against a real control plane (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kwok), and watches every pod while
 // rollouts run.
+//
+// `go test ./e2e/` runs the specs one after the other. Every spec has its own
+// namespace and its own operator scoped to it, so they can also run at the same
+// time against the one control plane: the Ginkgo CLI's -p (as `make test-e2e`
+// does) starts it in process 1 and shares it with the others.
 package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"testing"
@@ -34,10 +40,20 @@ func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
 	SetDefaultEventuallyTimeout(2 * time.Minute)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	SetDefaultConsistentlyPollingInterval(100 * time.Millisecond)
 	RunSpecs(t, "Echelon end-to-end")
 }
 
-var _ = BeforeSuite(func(ctx SpecContext) {
+// suiteState is what process 1 hands the other parallel processes.
+type suiteState struct {
+	ControlPlane       controlplane.Handle `json:"controlPlane"`
+	OperatorBin        string              `json:"operatorBin"`
+	OperatorUser       string              `json:"operatorUser"`
+	OperatorKubeconfig string              `json:"operatorKubeconfig"`
+	LogDir             string              `json:"logDir"`
+}
+
+var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
 	var err error
 	cp, err = controlplane.Start(ctx, controlplane.Options{
 		Nodes:   6,
@@ -45,23 +61,38 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Scheme:  operator.NewScheme(),
 	})
 	Expect(err).NotTo(HaveOccurred())
+	// Registered here, it runs once every parallel process has finished.
 	DeferCleanup(func() {
 		if err := cp.Stop(); err != nil {
 			fmt.Fprintf(GinkgoWriter, "stop control plane: %v\n", err)
 		}
 	})
-	k8s = cp.Client()
-	clientset, err = kubernetes.NewForConfig(cp.Config())
-	Expect(err).NotTo(HaveOccurred())
-
 	root, err := controlplane.RepoRoot()
 	Expect(err).NotTo(HaveOccurred())
-	logDir, err = os.MkdirTemp("", "echelon-e2e-operators-")
+	dir, err := os.MkdirTemp("", "echelon-e2e-operators-")
 	Expect(err).NotTo(HaveOccurred())
-	operatorBin, err = framework.BuildOperator(root, logDir)
+	bin, err := framework.BuildOperator(root, dir)
 	Expect(err).NotTo(HaveOccurred())
-	operatorUser, err = cp.NewOperatorUser(ctx, "echelon-operator")
+	user, err := cp.NewOperatorUser(ctx, "echelon-operator")
 	Expect(err).NotTo(HaveOccurred())
+	state, err := json.Marshal(suiteState{ControlPlane: cp.Share(), OperatorBin: bin,
+		OperatorUser: user.Name, OperatorKubeconfig: user.Kubeconfig, LogDir: dir})
+	Expect(err).NotTo(HaveOccurred())
+	return state
+}, func(data []byte) {
+	var state suiteState
+	Expect(json.Unmarshal(data, &state)).To(Succeed())
+	if cp == nil {
+		var err error
+		cp, err = controlplane.Attach(state.ControlPlane, operator.NewScheme())
+		Expect(err).NotTo(HaveOccurred())
+	}
+	k8s = cp.Client()
+	var err error
+	clientset, err = kubernetes.NewForConfig(cp.Config())
+	Expect(err).NotTo(HaveOccurred())
+	operatorBin, logDir = state.OperatorBin, state.LogDir
+	operatorUser = &controlplane.User{Name: state.OperatorUser, Kubeconfig: state.OperatorKubeconfig}
 }, NodeTimeout(10*time.Minute))
 
 // On failure, show the control plane's logs next to the operators'.
@@ -76,6 +107,9 @@ var _ = ReportAfterEach(func(report SpecReport) {
 func startOperator(ctx context.Context, name, namespace string, flags ...string) *framework.Operator {
 	GinkgoHelper()
 	args := append([]string{"--namespaces=" + namespace, "--leader-election-namespace=" + namespace}, flags...)
+	// The operator holds Lease rights only in its leader-election namespace, as
+	// the chart grants them.
+	Expect(cp.GrantLeaderElection(ctx, operatorUser.Name, namespace)).To(Succeed())
 	op, err := framework.StartOperator(operatorBin, operatorUser.Kubeconfig, logDir, name+"-"+namespace, args...)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {

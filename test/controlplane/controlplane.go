@@ -66,6 +66,11 @@ type Options struct {
 	// Scheme is the scheme of Client() and of CRD installation; nil means
 	// client-go's scheme. Add the operator's API types to use them with Client().
 	Scheme *runtime.Scheme
+	// APIServerOnly starts etcd and kube-apiserver and nothing else: no
+	// controllers, scheduler, kwok or nodes. It starts in a few seconds, for
+	// controller tests that play the StatefulSet controller and kubelet
+	// themselves, so that they decide exactly what each pod does.
+	APIServerOnly bool
 }
 
 // ControlPlane is a running control plane. Its methods may be used from several
@@ -87,6 +92,10 @@ type ControlPlane struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	// attached is set on a ControlPlane that Attach made: another process owns
+	// the components and stops them.
+	attached bool
 }
 
 // Start starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
@@ -161,6 +170,9 @@ func (cp *ControlPlane) start(ctx context.Context) error {
 	}
 	if cp.client, err = client.New(cp.admin.Config, client.Options{Scheme: cp.opts.Scheme}); err != nil {
 		return fmt.Errorf("admin client: %w", err)
+	}
+	if cp.opts.APIServerOnly {
+		return nil
 	}
 	if err := cp.startControllerManager(); err != nil {
 		return err
@@ -257,6 +269,9 @@ func podReady(pod *corev1.Pod) bool {
 // ECHELON_CONTROLPLANE_KEEP=1. It is safe to call more than once.
 func (cp *ControlPlane) Stop() error {
 	cp.stopOnce.Do(func() {
+		if cp.attached {
+			return
+		}
 		var errs []error
 		// The API server's clients first, so that they do not log its shutdown as
 		// errors; then etcd and the API server.
