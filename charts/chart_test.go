@@ -113,11 +113,22 @@ func TestDefaults(t *testing.T) {
 
 	// Watching all namespaces: exactly the generated ClusterRole, bound to the
 	// operator's ServiceAccount, and no per-namespace Roles besides leader election.
-	cr := one[rbacv1.ClusterRole](m, "ClusterRole")
+	crs := operatorClusterRoles(m)
+	if len(crs) != 1 {
+		t.Fatalf("%d ClusterRoles for the operator, want 1", len(crs))
+	}
+	cr := crs[0]
 	if want := generatedRules(t); !reflect.DeepEqual(cr.Rules, want) {
 		t.Errorf("ClusterRole rules differ from config/rbac/role.yaml (run `make manifests`)\n got: %+v\nwant: %+v", cr.Rules, want)
 	}
 	crb := one[rbacv1.ClusterRoleBinding](m, "ClusterRoleBinding")
+	// Two replicas never share a node by default: a spread over hostnames that
+	// cannot be skipped, among this release's pods.
+	tsc := pod.TopologySpreadConstraints
+	if len(tsc) != 1 || tsc[0].TopologyKey != corev1.LabelHostname || tsc[0].WhenUnsatisfiable != corev1.DoNotSchedule || tsc[0].MaxSkew != 1 ||
+		tsc[0].LabelSelector == nil || !selects(tsc[0].LabelSelector.MatchLabels, deploy.Spec.Template.Labels) {
+		t.Errorf("topologySpreadConstraints = %+v, want maxSkew 1 over %s, DoNotSchedule, selecting the operator pods", tsc, corev1.LabelHostname)
+	}
 	assertBinding(t, crb.RoleRef, crb.Subjects, "ClusterRole", cr.Name, sa)
 	assertLeaderElectionRBAC(t, m, sa, opts.LeaderElectionID)
 
@@ -199,7 +210,7 @@ func TestWatchNamespaces(t *testing.T) {
 
 	// Nothing lost and nothing added: the Roles plus the ClusterRole (only for
 	// cluster-scoped resources, if any) grant exactly what the code declares.
-	clusterRoles := all[rbacv1.ClusterRole](m, "ClusterRole")
+	clusterRoles := operatorClusterRoles(m)
 	for _, cr := range clusterRoles {
 		granted = append(granted, cr.Rules...)
 		for _, p := range permissions(cr.Rules) {
@@ -237,7 +248,6 @@ func TestSchemaRejects(t *testing.T) {
 		{"replicas is a number", "replicas=two", "at '/replicas'"},
 		{"unknown top-level key", "replica=3", "'replica' not allowed"},
 		{"unknown nested key", "leaderElection.enable=true", "'enable' not allowed"},
-		{"closed set of pod address modes", "podAddress=dns", "at '/podAddress'"},
 		{"closed set of log levels", "logging.level=verbose", "at '/logging/level'"},
 		{"namespace names", "watchNamespaces={Team_A}", "at '/watchNamespaces/0'"},
 		{"durations", "leaderElection.leaseDuration=15sec", "at '/leaderElection/leaseDuration'"},

@@ -158,6 +158,7 @@ var typedKinds = map[string]func() any{
 	"Role":                     func() any { return &rbacv1.Role{} },
 	"RoleBinding":              func() any { return &rbacv1.RoleBinding{} },
 	"PodDisruptionBudget":      func() any { return &policyv1.PodDisruptionBudget{} },
+	"ConfigMap":                func() any { return &corev1.ConfigMap{} },
 	"CustomResourceDefinition": func() any { return &apiextensionsv1.CustomResourceDefinition{} },
 }
 
@@ -274,5 +275,25 @@ func permissions(rules []rbacv1.PolicyRule) []string {
 		out = append(out, p)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// aggregateLabelPrefix marks the ClusterRoles that extend Kubernetes' built-in
+// user roles (view, edit, admin) rather than grant the operator anything.
+const aggregateLabelPrefix = "rbac.authorization.k8s.io/aggregate-to-"
+
+// operatorClusterRoles returns the ClusterRoles that grant the operator its own
+// permissions, leaving out those aggregated into the built-in user roles.
+func operatorClusterRoles(m manifest) []*rbacv1.ClusterRole {
+	var out []*rbacv1.ClusterRole
+	for _, cr := range all[rbacv1.ClusterRole](m, "ClusterRole") {
+		aggregated := false
+		for k := range cr.Labels {
+			aggregated = aggregated || strings.HasPrefix(k, aggregateLabelPrefix)
+		}
+		if !aggregated {
+			out = append(out, cr)
+		}
+	}
 	return out
 }

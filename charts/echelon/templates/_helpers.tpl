@@ -71,7 +71,9 @@ echelon.image prefers the digest, which pins the exact image, over the tag.
 {{/*
 echelon.args is the operator's command line. Every setting is passed even when it
 equals the binary's default, so that `kubectl describe` shows the whole
-configuration and a new binary default cannot change a running install.
+configuration and a new binary default cannot change a running install. The
+flags for calling pods over HTTP (--pod-address, --cluster-domain) are left out
+until a feature uses them.
 */}}
 {{- define "echelon.args" -}}
 - --http-port={{ .Values.http.port }}
@@ -85,8 +87,6 @@ configuration and a new binary default cannot change a running install.
 {{- with .Values.watchNamespaces }}
 - --namespaces={{ join "," . }}
 {{- end }}
-- --cluster-domain={{ .Values.clusterDomain }}
-- --pod-address={{ .Values.podAddress }}
 - --kube-api-qps={{ .Values.kubeAPI.qps }}
 - --kube-api-burst={{ .Values.kubeAPI.burst }}
 - --log-format={{ .Values.logging.format }}
@@ -104,4 +104,15 @@ cannot express clearly. Its output is empty.
 {{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) }}
 {{- fail (printf "replicas=%d needs leaderElection.enabled=true: without a leader, every replica would roll pods at once" (int .Values.replicas)) }}
 {{- end }}
+{{- end }}
+
+{{/*
+echelon.metricsSelector holds the PromQL label matchers that select this
+release's operator series in alerts: the job a ServiceMonitor of this chart
+gives them (the metrics Service's name), unless prometheusRule.selector says
+otherwise. Not the namespace: Echelon's own series carry the RolloutGroup's
+namespace in that label.
+*/}}
+{{- define "echelon.metricsSelector" -}}
+{{- default (printf "job=%q" (printf "%s-metrics" (include "echelon.fullname" .))) .Values.prometheusRule.selector }}
 {{- end }}
