@@ -17,7 +17,8 @@ import (
 type handoverResult struct {
 	Signal string `json:"signal"`
 	// AfterPodsDeleted is how many pods the first leader had deleted when the
-	// bench signalled it: the end of the middle batch.
+	// bench signalled it: half the rollout's, the end of its middle batch at
+	// the floor.
 	AfterPodsDeleted int `json:"afterPodsDeleted"`
 	// TakeoverSeconds runs from the signal to the answer to the new leader's
 	// first successful write of the Lease.

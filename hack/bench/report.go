@@ -67,7 +67,11 @@ func printTable(out io.Writer, s scenario, results []*result) {
 		row("  "+method+" per pod", func(r *result) string { return fmt.Sprintf("%.2f", r.RequestsByMethod[method]/float64(r.Pods)) })
 	}
 	row("pod deletions the API server refused", func(r *result) string { return fmt.Sprint(r.FailedPodDeletions) })
-	row("LISTs after start (target 0)", func(r *result) string { return verdict(fmt.Sprint(r.ListsAfterStart), r.ListsAfterStart == 0) })
+	// The caches list once, at start; what lists after is the live read of a
+	// member's pods before a deletion batch, which the issue bounds to one a batch.
+	row(fmt.Sprintf("LISTs after start (target <= %d, one live read a batch)", s.batches()), func(r *result) string {
+		return verdict(fmt.Sprint(r.ListsAfterStart), r.ListsAfterStart <= r.Batches)
+	})
 	row(fmt.Sprintf("operator CPU during the rollout (target <= %.1fs)", targetCPUSeconds), func(r *result) string {
 		return verdict(fmt.Sprintf("%.2fs", r.CPUSeconds), r.CPUSeconds <= targetCPUSeconds)
 	})
