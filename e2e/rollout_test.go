@@ -80,7 +80,7 @@ var _ = Describe("RolloutGroup rollouts", func() {
 		g.waitPodsOn(ctx, "v2")
 		expectNoBreaches(mon)
 		Expect(rolled()).To(Equal(30), "every pod is replaced exactly once")
-		Expect(g.eventReasons(ctx)).To(HaveKey("PhasePaused"))
+		Expect(g.eventReasons(ctx)).To(HaveKey("Paused"))
 	})
 
 	It("finishes a zone that has a not-Ready pod before any other, replacing that pod first", func(ctx SpecContext) {
