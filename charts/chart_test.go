@@ -253,6 +253,27 @@ func TestSchemaRejects(t *testing.T) {
 		{"durations", "leaderElection.leaseDuration=15sec", "at '/leaderElection/leaseDuration'"},
 		{"port range", "http.port=70000", "at '/http/port'"},
 		{"flags only in extraArgs", "extraArgs={verbose}", "at '/extraArgs/0'"},
+		{"container security context keys", "securityContext.runAsUsr=1", "at '/securityContext': additional properties 'runAsUsr' not allowed"},
+		{"pod security context, nested", "podSecurityContext.seccompProfile.typ=x", "at '/podSecurityContext/seccompProfile': additional properties 'typ'"},
+		{"security context types", "securityContext.privileged=yes", "at '/securityContext/privileged'"},
+		{"toleration operators", "tolerations[0].operator=Maybe", "at '/tolerations/0/operator'"},
+		{"affinity keys", "affinity.podAntiAffinity.required=x", "at '/affinity/podAntiAffinity': additional properties 'required'"},
+		{"topology spread", "topologySpreadConstraints[0].whenUnsatisfiable=Never", "at '/topologySpreadConstraints/0'"},
+		{"volumes need a name", "extraVolumes[0].emptyDir.medium=Memory", "at '/extraVolumes/0': missing property 'name'"},
+		{"volume sources", "extraVolumes[0].name=x,extraVolumes[0].emptydir.medium=Memory", "additional properties 'emptydir' not allowed"},
+		{"volume mounts need a path", "extraVolumeMounts[0].name=x", "at '/extraVolumeMounts/0': missing property 'mountPath'"},
+		{"envFrom sources", "envFrom[0].configMapref.name=x", "at '/envFrom/0': additional properties 'configMapref'"},
+		{"env var keys", "extraEnv[0].name=A,extraEnv[0].valu=b", "at '/extraEnv/0': additional properties 'valu'"},
+		{"probe keys", "livenessProbe.periodSecond=5", "at '/livenessProbe': additional properties 'periodSecond'"},
+		{"probe values", "readinessProbe.periodSeconds=0", "at '/readinessProbe/periodSeconds'"},
+		{"alert severities", "prometheusRule.alerts.rolloutGroupStalled.severity=page", "at '/prometheusRule/alerts/rolloutGroupStalled/severity'"},
+		{"alert durations", "prometheusRule.alerts.noLeader.for=5min", "at '/prometheusRule/alerts/noLeader/for'"},
+		{"unknown alerts", "prometheusRule.alerts.podsDown.enabled=true", "additional properties 'podsDown' not allowed"},
+		{"alert selector", "prometheusRule.selector=job", "at '/prometheusRule/selector'"},
+		{"runbook URL", "prometheusRule.runbookBaseURL=docs/runbooks.md", "at '/prometheusRule/runbookBaseURL'"},
+		{"dashboard namespace", "dashboard.namespace=Monitoring", "at '/dashboard/namespace'"},
+		{"aggregated roles switch", "rbac.aggregateToDefaultRoles=maybe", "at '/rbac/aggregateToDefaultRoles'"},
+		{"no pod address value yet", "podAddress=ip", "additional properties 'podAddress' not allowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -367,4 +388,50 @@ func parseArgs(t testing.TB, args []string) options.Options {
 		t.Fatalf("the operator refuses the chart's args %v: %v", args, err)
 	}
 	return opts
+}
+
+// TestValuesMatrix renders the chart with each CI values file (namespaced,
+// monitoring on, production: CRDs off, pinned digest, zone spread) and checks
+// what must hold for every combination: the operator accepts its arguments, the
+// pod stays locked down, every object is labelled as the release's and lives in
+// the release namespace unless it is cluster-scoped or a Role in a watched
+// namespace.
+func TestValuesMatrix(t *testing.T) {
+	t.Parallel()
+	valueFiles, err := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
+	if err != nil || len(valueFiles) < 3 {
+		t.Fatalf("ci/*-values.yaml: %v (%d files, want at least namespaced, monitoring and production)", err, len(valueFiles))
+	}
+	clusterScoped := []string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+	for _, values := range valueFiles {
+		t.Run(strings.TrimSuffix(filepath.Base(values), "-values.yaml"), func(t *testing.T) {
+			t.Parallel()
+			m := render(t, "--values", values)
+			deploy := one[appsv1.Deployment](m, "Deployment")
+			pod := deploy.Spec.Template.Spec
+			opts := parseArgs(t, pod.Containers[0].Args)
+			assertSecure(t, pod.SecurityContext, pod.Containers[0].SecurityContext)
+			for _, obj := range m.objs {
+				kind, _ := obj["kind"].(string)
+				meta, _ := obj["metadata"].(map[string]any)
+				labels, _ := meta["labels"].(map[string]any)
+				if labels["app.kubernetes.io/instance"] != releaseName || labels["app.kubernetes.io/part-of"] != "echelon" {
+					t.Errorf("%s %s: labels %v do not name the release", kind, name(obj), labels)
+				}
+				ns, _ := meta["namespace"].(string)
+				switch {
+				case slices.Contains(clusterScoped, kind):
+					if ns != "" {
+						t.Errorf("cluster-scoped %s %s has namespace %q", kind, name(obj), ns)
+					}
+				case (kind == "Role" || kind == "RoleBinding") && slices.Contains(opts.Namespaces, ns):
+				case ns != releaseNamespace:
+					t.Errorf("%s %s is in namespace %q, want the release namespace %s", kind, name(obj), ns, releaseNamespace)
+				}
+			}
+			if deploy.Spec.Replicas != nil && *deploy.Spec.Replicas > 1 && len(pod.TopologySpreadConstraints) == 0 && pod.Affinity == nil {
+				t.Errorf("%d replicas with no spread or affinity: they may share a node", *deploy.Spec.Replicas)
+			}
+		})
+	}
 }

@@ -1,0 +1,266 @@
+/*
+Copyright 2026 The Echelon Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package installed
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/echelon-operator/echelon/test/controlplane"
+)
+
+// containerName is the operator's container in the chart's Deployment.
+const containerName = "operator"
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// Binary builds the echelon binary once per test process and returns its
+// path: the same source the image is built from.
+func Binary() (string, error) {
+	buildOnce.Do(func() {
+		root, err := controlplane.RepoRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "echelon-installed-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildPath = filepath.Join(dir, "echelon")
+		cmd := exec.Command("go", "build", "-o", buildPath, ".")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build echelon: %w\n%s", err, out)
+		}
+	})
+	return buildPath, buildErr
+}
+
+// Operator is an echelon process started from an installation's Deployment.
+type Operator struct {
+	// Namespace and Deployment name where it is installed.
+	Namespace, Deployment string
+	// Args are the command line it runs with: the Deployment's, then
+	// --kubeconfig and the local HTTP address.
+	Args []string
+	// ServiceAccount it authenticates as.
+	ServiceAccount string
+	// HTTPPort serves /metrics, /healthz and /ready on 127.0.0.1.
+	HTTPPort int
+
+	proc *process
+}
+
+// StartFromDeployment reads the Deployment namespace/name with admin and starts
+// the binary as one of its pods would run: the operator container's arguments
+// and environment (downward-API fields resolved), authenticated by a token of
+// the pod's ServiceAccount. Only the HTTP address differs, since the process
+// shares this machine with others: it listens on a free port of 127.0.0.1. The
+// process is stopped when the test ends, and its log printed if the test failed.
+func StartFromDeployment(t controlplane.TB, admin *rest.Config, binary, namespace, name string) (*Operator, error) {
+	t.Helper()
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	deploy, err := cs.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read the installed Deployment %s/%s: %w", namespace, name, err)
+	}
+	container, err := operatorContainer(deploy)
+	if err != nil {
+		return nil, err
+	}
+	env, err := containerEnv(container, deploy)
+	if err != nil {
+		return nil, err
+	}
+	sa := deploy.Spec.Template.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	dir, err := os.MkdirTemp("", "echelon-operator-")
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := writeServiceAccountKubeconfig(ctx, cs, admin, namespace, sa, kubeconfig); err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := append(append([]string(nil), container.Args...),
+		"--kubeconfig="+kubeconfig,
+		"--http-port="+strconv.Itoa(port),
+		"--http-bind-host=127.0.0.1",
+	)
+	proc, err := startProcess("echelon-"+namespace, dir, binary, args, env)
+	if err != nil {
+		return nil, err
+	}
+	op := &Operator{Namespace: namespace, Deployment: name, Args: args, ServiceAccount: sa, HTTPPort: port, proc: proc}
+	t.Cleanup(func() {
+		op.proc.stop()
+		if t.Failed() {
+			t.Logf("%s", op.proc.logTail(60))
+		}
+	})
+	return op, nil
+}
+
+func operatorContainer(deploy *appsv1.Deployment) (*corev1.Container, error) {
+	for i := range deploy.Spec.Template.Spec.Containers {
+		c := &deploy.Spec.Template.Spec.Containers[i]
+		if c.Name == containerName {
+			if len(c.Command) > 0 {
+				return nil, fmt.Errorf("container %s sets command %v: this package runs the image's entrypoint (echelon) with the container's args", c.Name, c.Command)
+			}
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("Deployment %s/%s has no container %q", deploy.Namespace, deploy.Name, containerName)
+}
+
+// containerEnv is the process environment: PATH and HOME of the test, then the
+// container's variables. The downward API fields the operator uses are
+// resolved as the kubelet would; anything else fails, so that an addition to
+// the chart is noticed here instead of silently missing.
+func containerEnv(c *corev1.Container, deploy *appsv1.Deployment) ([]string, error) {
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	if len(c.EnvFrom) > 0 {
+		return nil, fmt.Errorf("container %s uses envFrom, which this package does not resolve", c.Name)
+	}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env = append(env, e.Name+"="+e.Value)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+			env = append(env, e.Name+"="+deploy.Namespace)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
+			env = append(env, e.Name+"="+deploy.Name+"-local")
+		default:
+			return nil, fmt.Errorf("container %s: env %s comes from %+v, which this package does not resolve", c.Name, e.Name, e.ValueFrom)
+		}
+	}
+	return env, nil
+}
+
+// writeServiceAccountKubeconfig asks the API server for a token of the
+// ServiceAccount, as the kubelet does for a pod, and writes a kubeconfig with it.
+func writeServiceAccountKubeconfig(ctx context.Context, cs kubernetes.Interface, admin *rest.Config, namespace, sa, path string) error {
+	expiry := int64(time.Hour / time.Second)
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("token for ServiceAccount %s/%s: %w", namespace, sa, err)
+	}
+	caData := admin.CAData
+	if len(caData) == 0 && admin.CAFile != "" {
+		if caData, err = os.ReadFile(admin.CAFile); err != nil {
+			return err
+		}
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["cluster"] = &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthorityData: caData}
+	cfg.AuthInfos["operator"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["operator"] = &clientcmdapi.Context{Cluster: "cluster", AuthInfo: "operator", Namespace: namespace}
+	cfg.CurrentContext = "operator"
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// Get fetches a path of the operator's HTTP server.
+func (o *Operator) Get(path string) (int, string, error) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", o.HTTPPort, path))
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// WaitReady waits until /ready answers 200, failing early if the process exits.
+func (o *Operator) WaitReady(ctx context.Context) error {
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		if err := o.proc.exited(); err != nil {
+			return false, err
+		}
+		code, _, err := o.Get("/ready")
+		return err == nil && code == http.StatusOK, nil
+	})
+	if err != nil && !strings.Contains(err.Error(), "exited") {
+		err = fmt.Errorf("operator from %s/%s not ready: %w\n%s", o.Namespace, o.Deployment, err, o.proc.logTail(40))
+	}
+	return err
+}
+
+// WaitLeader waits until the process holds its leader Lease, as its
+// leader_election_master_status metric says.
+func (o *Operator) WaitLeader(ctx context.Context) error {
+	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		if err := o.proc.exited(); err != nil {
+			return false, err
+		}
+		_, body, err := o.Get("/metrics")
+		if err != nil {
+			return false, nil
+		}
+		for line := range strings.Lines(body) {
+			if strings.HasPrefix(line, "leader_election_master_status{") && strings.HasSuffix(strings.TrimSpace(line), " 1") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// Metrics returns the text of /metrics.
+func (o *Operator) Metrics() (string, error) {
+	code, body, err := o.Get("/metrics")
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("/metrics answered %d", code)
+	}
+	return body, err
+}
+
+// Exited returns an error once the process has ended.
+func (o *Operator) Exited() error { return o.proc.exited() }
+
+// LogTail returns the end of the operator's log.
+func (o *Operator) LogTail(lines int) string { return o.proc.logTail(lines) }
+
+// Stop stops the process (SIGTERM, then SIGKILL).
+func (o *Operator) Stop() { o.proc.stop() }

@@ -1,0 +1,227 @@
+/*
+Copyright 2026 The Echelon Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package installed
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The workloads are built with unstructured RolloutGroups, so that these tests
+// exercise the CRD the install put in the cluster rather than the Go types.
+
+// rolloutTimeout bounds each wait of a rollout of a few pods; one takes seconds.
+const rolloutTimeout = 3 * time.Minute
+
+// StatefulSet is an OnDelete StatefulSet of replicas pods labelled app=<app>.
+func StatefulSet(namespace, name, app string, replicas int32, image string) *appsv1.StatefulSet {
+	labels := map[string]string{"app": app, "statefulset": name}
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"app": app}},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:       ptr.To(replicas),
+			ServiceName:    app,
+			Selector:       &metav1.LabelSelector{MatchLabels: labels},
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: app, Image: image}},
+				},
+			},
+		},
+	}
+}
+
+// RolloutGroup returns a RolloutGroup of the members, in order, with spec
+// fields merged in.
+func RolloutGroup(namespace, name string, members []string, spec map[string]any) *unstructured.Unstructured {
+	list := make([]any, 0, len(members))
+	for _, m := range members {
+		list = append(list, map[string]any{"name": m})
+	}
+	s := map[string]any{"statefulSets": list}
+	for k, v := range spec {
+		s[k] = v
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "echelon.dev/v1alpha1",
+		"kind":       "RolloutGroup",
+		"metadata":   map[string]any{"namespace": namespace, "name": name},
+		"spec":       s,
+	}}
+}
+
+// Zones are the member names RollOut creates: <app>-zone-a, -b, -c.
+func Zones(app string) []string {
+	return []string{app + "-zone-a", app + "-zone-b", app + "-zone-c"}
+}
+
+// RollOut creates three zone StatefulSets of two pods and a RolloutGroup over
+// them, waits for the group to be Complete, changes the image of every member
+// and waits until the operator has rolled every pod to the new revision and the
+// group is Complete again. With OnDelete nothing but the operator replaces the
+// pods, so a finished rollout proves the operator worked.
+func RollOut(ctx context.Context, c client.Client, namespace, app string) error {
+	zones := Zones(app)
+	for _, z := range zones {
+		if err := c.Create(ctx, StatefulSet(namespace, z, app, 2, "example.com/"+app+":1.0")); err != nil {
+			return err
+		}
+	}
+	if err := c.Create(ctx, RolloutGroup(namespace, app, zones, map[string]any{"maxUnavailable": int64(1)})); err != nil {
+		return fmt.Errorf("create RolloutGroup: %w", err)
+	}
+	if err := WaitPhase(ctx, c, namespace, app, "Complete"); err != nil {
+		return err
+	}
+	if err := SetImage(ctx, c, namespace, zones, "example.com/"+app+":1.1"); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rolloutTimeout)
+	defer cancel()
+	var state string
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		for _, z := range zones {
+			done, why, err := rolledOut(ctx, c, namespace, z)
+			if err != nil || !done {
+				state = why
+				return false, err
+			}
+		}
+		phase, err := Phase(ctx, c, namespace, app)
+		state = "group phase " + phase
+		return phase == "Complete", err
+	})
+	if err != nil {
+		return fmt.Errorf("rollout of %s/%s: %s: %w", namespace, app, state, err)
+	}
+	return nil
+}
+
+// SetImage changes the pod template of the StatefulSets: a new revision.
+func SetImage(ctx context.Context, c client.Client, namespace string, names []string, image string) error {
+	for _, n := range names {
+		var sts appsv1.StatefulSet
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: n}, &sts); err != nil {
+			return err
+		}
+		patch := client.MergeFrom(sts.DeepCopy())
+		sts.Spec.Template.Spec.Containers[0].Image = image
+		if err := c.Patch(ctx, &sts, patch); err != nil {
+			return fmt.Errorf("set image of %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// rolledOut reports whether every pod of the StatefulSet is Ready on its update
+// revision, and if not, why.
+func rolledOut(ctx context.Context, c client.Client, namespace, name string) (bool, string, error) {
+	var sts appsv1.StatefulSet
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &sts); err != nil {
+		return false, "", err
+	}
+	if sts.Status.ObservedGeneration < sts.Generation || sts.Status.UpdateRevision == "" {
+		return false, name + ": StatefulSet controller has not observed the new template", nil
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{"statefulset": name}); err != nil {
+		return false, "", err
+	}
+	updated := 0
+	for _, p := range pods.Items {
+		if p.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision && p.DeletionTimestamp == nil && podReady(&p) {
+			updated++
+		}
+	}
+	want := int(ptr.Deref(sts.Spec.Replicas, 1))
+	return updated == want, fmt.Sprintf("%s: %d/%d pods Ready on %s", name, updated, want, sts.Status.UpdateRevision), nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Phase returns status.phase of a RolloutGroup once the operator has observed
+// its current generation, and "" before.
+func Phase(ctx context.Context, c client.Client, namespace, name string) (string, error) {
+	rg := RolloutGroup(namespace, name, nil, nil)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, rg); err != nil {
+		return "", err
+	}
+	observed, _, _ := unstructured.NestedInt64(rg.Object, "status", "observedGeneration")
+	if observed < rg.GetGeneration() {
+		return "", nil
+	}
+	phase, _, _ := unstructured.NestedString(rg.Object, "status", "phase")
+	return phase, nil
+}
+
+// WaitPhase waits until the RolloutGroup reports phase for its current generation.
+func WaitPhase(ctx context.Context, c client.Client, namespace, name, phase string) error {
+	ctx, cancel := context.WithTimeout(ctx, rolloutTimeout)
+	defer cancel()
+	var last string
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var err error
+		last, err = Phase(ctx, c, namespace, name)
+		return last == phase, err
+	})
+	if err != nil {
+		return fmt.Errorf("RolloutGroup %s/%s: phase %q, want %s: %w", namespace, name, last, phase, err)
+	}
+	return nil
+}
+
+// Stall makes a group that cannot progress: one StatefulSet whose pods a
+// PodDisruptionBudget protects, rolled by eviction with a one-second progress
+// deadline, then given a new revision. It returns once the group is Stalled,
+// so the operator has counted a stall (echelon_rolloutgroup_stalls_total).
+func Stall(ctx context.Context, c client.Client, namespace, app string) error {
+	name := app + "-zone-a"
+	if err := c.Create(ctx, StatefulSet(namespace, name, app, 1, "example.com/"+app+":1.0")); err != nil {
+		return err
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: app},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+		},
+	}
+	if err := c.Create(ctx, pdb); err != nil {
+		return err
+	}
+	rg := RolloutGroup(namespace, app, []string{name}, map[string]any{"podDeletion": "Evict", "progressDeadline": "1s"})
+	if err := c.Create(ctx, rg); err != nil {
+		return fmt.Errorf("create RolloutGroup: %w", err)
+	}
+	if err := WaitPhase(ctx, c, namespace, app, "Complete"); err != nil {
+		return err
+	}
+	if err := SetImage(ctx, c, namespace, []string{name}, "example.com/"+app+":1.1"); err != nil {
+		return err
+	}
+	return WaitPhase(ctx, c, namespace, app, "Stalled")
+}
