@@ -10,6 +10,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -20,10 +21,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/test/controlplane"
+	"github.com/echelon-operator/echelon/test/installed"
 )
 
 // TestInstall installs the chart into a real API server (the test control plane,
@@ -52,6 +55,15 @@ func TestInstall(t *testing.T) {
 		if stdout, stderr, err := runHelm(t, args...); err != nil {
 			t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, stdout, stderr)
 		}
+	}
+	// Kubernetes' role aggregation fills the built-in edit role with the
+	// chart's aggregated ClusterRoles; the test control plane leaves it out.
+	if err := installed.StartRoleAggregation(t, cp); err != nil {
+		t.Fatal(err)
+	}
+	binary, err := installed.Binary()
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, ns := range []string{"apps", "team-a", "team-b"} {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -87,6 +99,38 @@ func TestInstall(t *testing.T) {
 		}
 	}
 	assertMayHoldLease(t, c, operator, "echelon-system", "echelon")
+	assertNamespaceUsersManageRolloutGroups(t, cp)
+
+	// The operator as the install runs it (its flags, environment and
+	// ServiceAccount) rolls out a group, and reports a stalled one; its metrics
+	// then hold every series the chart's alerts and dashboard query.
+	op, err := installed.StartFromDeployment(t, cp.Config(), binary, "echelon-system", "echelon")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := op.WaitReady(waitCtx); err != nil {
+		t.Fatal(err)
+	}
+	if err := op.WaitLeader(waitCtx); err != nil {
+		t.Fatalf("operator from the chart never became leader (its Lease RBAC?): %v\n%s", err, op.LogTail(40))
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "rollout"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := installed.RollOut(ctx, c, "rollout", "web"); err != nil {
+		t.Fatalf("%v\n%s", err, op.LogTail(40))
+	}
+	if err := installed.Stall(ctx, c, "rollout", "stuck"); err != nil {
+		t.Fatalf("%v\n%s", err, op.LogTail(40))
+	}
+	scrape, err := op.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertQueriesUseExportedMetrics(t, scrape)
+	op.Stop()
 
 	// helm uninstall must not take the users' RolloutGroups with the CRD.
 	helm("uninstall", "echelon", "--namespace", "echelon-system", "--wait")
@@ -217,6 +261,50 @@ func assertMayHoldLease(t *testing.T, c client.Client, u user, namespace, lease 
 		}
 		if !allowed(t, c, u, a) {
 			t.Errorf("operator may not %s: leader election would fail", describe(a))
+		}
+	}
+}
+
+// assertNamespaceUsersManageRolloutGroups checks the aggregated ClusterRoles as
+// a namespace user meets them: bound to the built-in edit role in one
+// namespace, a user may create RolloutGroups there and nowhere else; bound to
+// view, only read them. Aggregation is asynchronous, so the check polls.
+func assertNamespaceUsersManageRolloutGroups(t *testing.T, cp *controlplane.ControlPlane) {
+	t.Helper()
+	ctx := context.Background()
+	c := cp.Client()
+	for userName, role := range map[string]string{"alice": "edit", "bob": "view"} {
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: userName + "-" + role},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: userName}},
+		}
+		if err := c.Create(ctx, rb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alice := user{name: "alice", groups: []string{"system:authenticated"}}
+	bob := user{name: "bob", groups: []string{"system:authenticated"}}
+	rg := func(ns, verb string) authorizationv1.ResourceAttributes {
+		return authorizationv1.ResourceAttributes{Namespace: ns, Group: "echelon.dev", Resource: "rolloutgroups", Verb: verb}
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return allowed(t, c, alice, rg("apps", "create")) && allowed(t, c, bob, rg("apps", "list")), nil
+	})
+	if err != nil {
+		t.Fatalf("a user bound to edit may not create RolloutGroups, or one bound to view may not list them, in its namespace: %v", err)
+	}
+	for _, denied := range []struct {
+		u   user
+		a   authorizationv1.ResourceAttributes
+		why string
+	}{
+		{alice, rg("team-a", "create"), "outside the namespace of its binding"},
+		{bob, rg("apps", "create"), "with view only"},
+		{alice, authorizationv1.ResourceAttributes{Namespace: "apps", Group: "echelon.dev", Resource: "rolloutgroups", Subresource: "status", Verb: "update"}, "status is the operator's"},
+	} {
+		if allowed(t, c, denied.u, denied.a) {
+			t.Errorf("%s may %s: %s", denied.u.name, describe(denied.a), denied.why)
 		}
 	}
 }

@@ -9,6 +9,7 @@ package charts
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -283,13 +284,16 @@ var syntheticMetrics = []string{"up"}
 func assertQueriesUseExportedMetrics(t *testing.T, scrape string) {
 	t.Helper()
 	exported := exportedSeries(scrape)
+	checked := map[string]bool{}
 	for where, q := range monitoringQueries(t) {
 		for _, name := range metricNames(q) {
+			checked[name] = true
 			if !exported[name] && !slices.Contains(syntheticMetrics, name) {
 				t.Errorf("%s names %s, which the operator does not export: %s", where, name, q)
 			}
 		}
 	}
+	t.Logf("the alerts and the dashboard name %d metrics, all exported: %v", len(checked), slices.Sorted(maps.Keys(checked)))
 }
 
 // exportedSeries returns the sample names of a Prometheus text exposition:
