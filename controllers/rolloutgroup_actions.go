@@ -62,7 +62,11 @@ batch:
 	res.deleted = int32(len(removed))
 	if len(removed) > 0 {
 		metrics.PodsRolled.WithLabelValues(rg.Namespace, rg.Name, plan.Current).Add(float64(len(removed)))
-		r.events.Eventf(rg, nil, corev1.EventTypeNormal, "PodsRolled", removalAction(evict), "%s",
+		// The first pod of the batch is the Event's related object. Besides
+		// linking it, that keeps batches apart: the Events API folds Events that
+		// agree on reason, action, regarding and related into one series, which
+		// would hide all but one batch's pods.
+		r.events.Eventf(rg, removed[0], corev1.EventTypeNormal, "PodsRolled", removalAction(evict), "%s",
 			describeBatch(plan, removed, evict))
 	}
 	return res, stopErr

@@ -221,10 +221,20 @@ func (r *RolloutGroupReconciler) forget(key types.NamespacedName) {
 // SetupRolloutGroupController registers the RolloutGroup controller and its
 // cache indexes with the manager.
 func SetupRolloutGroupController(mgr ctrl.Manager) error {
-	if err := setupIndexes(context.Background(), mgr); err != nil {
+	r, err := newRolloutGroupReconciler(mgr)
+	if err != nil {
 		return err
 	}
-	r := &RolloutGroupReconciler{
+	return r.setupWithManager(mgr)
+}
+
+// newRolloutGroupReconciler registers the cache indexes the reconciler reads
+// through and returns it, reading through the manager's cache and API reader.
+func newRolloutGroupReconciler(mgr ctrl.Manager) (*RolloutGroupReconciler, error) {
+	if err := setupIndexes(context.Background(), mgr); err != nil {
+		return nil, err
+	}
+	return &RolloutGroupReconciler{
 		Client:    mgr.GetClient(),
 		events:    mgr.GetEventRecorder("echelon"),
 		apiReader: mgr.GetAPIReader(),
@@ -232,7 +242,12 @@ func SetupRolloutGroupController(mgr ctrl.Manager) error {
 		revisions: newRevisionMemo(),
 		status:    newStatusLedger(),
 		now:       time.Now,
-	}
+	}, nil
+}
+
+// setupWithManager registers the controller: its watches, their mappings to
+// groups and the predicates that drop events the planner does not read.
+func (r *RolloutGroupReconciler) setupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.RolloutGroup{}, builder.WithPredicates(groupChanged)).
 		// A group that starts or stops claiming a StatefulSet changes whether the

@@ -13,7 +13,6 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/echelon-operator/echelon/test/controlplane"
@@ -63,26 +62,9 @@ func (k *kubectl) show(ctx context.Context, w io.Writer, args ...string) {
 	}
 }
 
-// podRolledReason is the reason of the Event the operator records for every pod
-// it deletes: one line per pod would drown the others.
-const podRolledReason = "PodRolled"
-
-// showEvents prints the Events of an object, leaving out one per rolled pod.
+// showEvents prints the Events of an object. A rollout's Events are one
+// sequence: RolloutStarted, one PodsRolled per batch naming its pods, a
+// MemberComplete per StatefulSet, RolloutComplete.
 func (k *kubectl) showEvents(ctx context.Context, w io.Writer, ns, object string) {
-	args := []string{"events", "-n", ns, "--for", object}
-	fmt.Fprintf(w, "%s$ kubectl %s | grep -v %s\n", indent, strings.Join(args, " "), podRolledReason)
-	out, err := k.run(ctx, args...)
-	if err != nil {
-		fmt.Fprintf(w, "%s(%v)\n", indent, err)
-		return
-	}
-	rolled := 0
-	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
-		if slices.Contains(strings.Fields(l), podRolledReason) {
-			rolled++
-			continue
-		}
-		fmt.Fprintf(w, "%s%s\n", indent, l)
-	}
-	fmt.Fprintf(w, "%s(and %d %s Events, one per deleted pod)\n", indent, rolled, podRolledReason)
+	k.show(ctx, w, "events", "-n", ns, "--for", object)
 }

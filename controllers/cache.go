@@ -1,4 +1,4 @@
-package operator
+package controllers
 
 import (
 	"context"
@@ -10,28 +10,28 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	echelonv1alpha1 "github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/internal/options"
+	"github.com/echelon-operator/echelon/api/v1alpha1"
 )
 
-// cacheOptions scopes the caches to the watched namespaces and keeps only what
-// the controllers read of each pod.
+// CacheOptions scopes the manager's caches to the watched namespaces (all of
+// them when namespaces is empty) and keeps only what the controllers read of
+// each pod.
 //
 // Every pod of the watched namespaces is cached, not only those carrying a
 // controller-revision-hash label: a pod a StatefulSet adopted without that label
 // (made by hand, or by another tool) is one of its pods, and Echelon must see it
 // to roll it instead of waiting forever for its ordinal. Memory stays small
 // because stripPod keeps a few hundred bytes of each pod.
-func cacheOptions(opts options.Options) cache.Options {
+func CacheOptions(namespaces []string) cache.Options {
 	co := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}: {Transform: stripPod},
 		},
 	}
-	if len(opts.Namespaces) > 0 {
+	if len(namespaces) > 0 {
 		co.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range opts.Namespaces {
+		for _, ns := range namespaces {
 			co.DefaultNamespaces[ns] = cache.Config{}
 		}
 	}
@@ -75,13 +75,13 @@ func stripPod(obj any) (any, error) {
 	return stripped, nil
 }
 
-// warmCaches registers the informer of every type the controllers read before
+// WarmCaches registers the informer of every type the controllers read before
 // the manager starts. The manager starts caches on every replica, but creates an
 // informer only on first use, and controllers (which use them) start only on the
 // leader; without this a standby would start its StatefulSet informer only after
 // winning the election, and act later than it could.
-func warmCaches(ctx context.Context, c cache.Cache) error {
-	for _, obj := range []client.Object{&echelonv1alpha1.RolloutGroup{}, &appsv1.StatefulSet{}, &corev1.Pod{}} {
+func WarmCaches(ctx context.Context, c cache.Cache) error {
+	for _, obj := range []client.Object{&v1alpha1.RolloutGroup{}, &appsv1.StatefulSet{}, &corev1.Pod{}} {
 		if _, err := c.GetInformer(ctx, obj); err != nil {
 			return fmt.Errorf("register informer for %T: %w", obj, err)
 		}

@@ -1,0 +1,397 @@
+package controllers
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/e2e/framework"
+)
+
+// startMonitor watches every pod of the namespace and records each breach of
+// the guarantees at the moment a pod is rolled.
+func (e *env) startMonitor(maxUnavailable int32, replicas int, members ...string) *framework.Monitor {
+	e.t.Helper()
+	cs, err := kubernetes.NewForConfig(apiServer(e.t).Config())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var watched []framework.WatchedMember
+	for _, m := range members {
+		watched = append(watched, framework.WatchedMember{Name: m, Replicas: replicas, MaxUnavailable: intstr.FromInt32(maxUnavailable)})
+	}
+	mon, err := framework.StartMonitor(e.ctx, cs, e.ns, watched)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(mon.Stop)
+	return mon
+}
+
+func (e *env) waitPhase(group string, phase v1alpha1.RolloutPhase, timeout time.Duration) *v1alpha1.RolloutGroup {
+	e.t.Helper()
+	var rg *v1alpha1.RolloutGroup
+	e.eventually(timeout, "group "+group+" phase "+string(phase), func() (bool, error) {
+		rg = e.getGroup(group)
+		return rg.Status.Phase == phase && rg.Status.ObservedGeneration == rg.Generation, nil
+	})
+	return rg
+}
+
+// waitRolledTo waits until the group is Complete with every member on rev.
+func (e *env) waitRolledTo(group, rev string, timeout time.Duration) *v1alpha1.RolloutGroup {
+	e.t.Helper()
+	var rg *v1alpha1.RolloutGroup
+	e.eventually(timeout, "group "+group+" complete on "+rev, func() (bool, error) {
+		rg = e.getGroup(group)
+		if rg.Status.Phase != v1alpha1.PhaseComplete {
+			return false, nil
+		}
+		for _, m := range rg.Status.StatefulSets {
+			if m.UpdateRevision != rev || m.UpdatedReplicas != m.Replicas {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return rg
+}
+
+func expectNoBreaches(t *testing.T, mon *framework.Monitor) {
+	t.Helper()
+	for _, b := range mon.Breaches() {
+		t.Errorf("breach at %s: %s", b.At.Format(time.StampMilli), b.Detail)
+	}
+}
+
+// The controller is driven by its watches alone: a new update revision on the
+// StatefulSets (a status change), pods becoming Ready, and nothing else, take
+// the group from Complete through a rollout to Complete, and each member's
+// status.currentRevision is set once its pods all run the new revision.
+func TestControllerRollsOutOnWatchEventsAlone(t *testing.T) {
+	e := newEnv(t, envOptions{eventDriven: true})
+	a, b := e.statefulSet("zone-a", 4, "r1"), e.statefulSet("zone-b", 4, "r1")
+	e.pods(a, 4, "r1", podSpec{})
+	e.pods(b, 4, "r1", podSpec{})
+	e.group("ingester", 2, "zone-a", "zone-b")
+	e.waitPhase("ingester", v1alpha1.PhaseComplete, 20*time.Second)
+
+	e.playStatefulSetController(kubeletTiming{readyAfter: 100 * time.Millisecond}, "zone-a", "zone-b")
+	mon := e.startMonitor(2, 4, "zone-a", "zone-b")
+	e.setRevisions("zone-a", "r1", "r2")
+	e.setRevisions("zone-b", "r1", "r2")
+
+	rg := e.waitRolledTo("ingester", "r2", 60*time.Second)
+	expectNoBreaches(t, mon)
+	if rg.Status.Updated != "8/8" || rg.Status.PodsRolled != 8 {
+		t.Errorf("updated %s, podsRolled %d: want 8/8 and 8", rg.Status.Updated, rg.Status.PodsRolled)
+	}
+	if order := mon.MemberOrder(); strings.Join(order, ",") != "zone-a,zone-b" {
+		t.Errorf("members rolled in order %v, want zone-a then zone-b", order)
+	}
+	for _, name := range []string{"zone-a", "zone-b"} {
+		e.eventually(10*time.Second, name+" status.currentRevision r2", func() (bool, error) {
+			return e.getSTS(name).Status.CurrentRevision == "r2", nil
+		})
+	}
+}
+
+// A new process (a leader after a handover) whose cache has not seen deletions
+// made by someone else plans on pods that are gone; the live read of the member
+// before the batch stops it from taking the member past maxUnavailable.
+func TestControllerStaleViewAfterSomeoneElsesDeletions(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	a := e.statefulSet("zone-a", 6, "r1")
+	e.pods(a, 6, "r1", podSpec{bound: true})
+	e.group("ingester", 2, "zone-a")
+	e.eventually(10*time.Second, "the cache to hold the pods", func() (bool, error) {
+		var list corev1.PodList
+		err := e.view.List(e.ctx, &list, client.InNamespace(e.ns))
+		return len(list.Items) == 6, err
+	})
+	e.setRevisions("zone-a", "r1", "r2")
+
+	// The view freezes with every pod Ready; then two pods are deleted behind
+	// its back (the old leader's last batch, or a person). Being bound to a
+	// node, they stay terminating.
+	if err := e.view.freeze(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"zone-a-0", "zone-a-1"} {
+		if err := e.admin.Delete(e.ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.eventually(10*time.Second, "the StatefulSet to be observed with r2", func() (bool, error) {
+		return e.r.Get(e.ctx, client.ObjectKeyFromObject(a), a) == nil && a.Status.UpdateRevision == "r2", nil
+	})
+
+	e.reconcile("ingester")
+	if n := e.terminating("zone-a"); n != 2 {
+		t.Errorf("%d pods of zone-a terminating after the reconcile, want the 2 deleted before it (maxUnavailable 2)", n)
+	}
+	if e.liveReads.count() != 1 {
+		t.Errorf("%d live reads, want exactly 1 for the one batch planned", e.liveReads.count())
+	}
+	rg := e.getGroup("ingester")
+	if c := meta.FindStatusCondition(rg.Status.Conditions, v1alpha1.ConditionProgressing); c == nil || c.Reason != v1alpha1.ReasonWaitingForPods {
+		t.Errorf("Progressing = %+v, want reason %s", c, v1alpha1.ReasonWaitingForPods)
+	}
+}
+
+// Within one process, the expectations (deleted pod UIDs) cover the cache lag
+// after the process's own batch: a second pass on a view that has not seen the
+// deletions deletes nothing and needs no live read.
+func TestControllerExpectationsCoverTheProcessOwnDeletions(t *testing.T) {
+	deletes := 0
+	e := newEnv(t, envOptions{wrapClient: func(c client.Client) client.Client {
+		return &deleteHook{Client: c, before: func(context.Context, client.Object) { deletes++ }}
+	}})
+	a := e.statefulSet("zone-a", 6, "r1")
+	e.pods(a, 6, "r1", podSpec{bound: true})
+	e.group("ingester", 2, "zone-a")
+	e.setRevisions("zone-a", "r1", "r2")
+	e.eventually(10*time.Second, "the cache to hold the pods and the revision", func() (bool, error) {
+		var list corev1.PodList
+		if err := e.view.List(e.ctx, &list, client.InNamespace(e.ns)); err != nil {
+			return false, err
+		}
+		return len(list.Items) == 6 && e.r.Get(e.ctx, client.ObjectKeyFromObject(a), a) == nil && a.Status.UpdateRevision == "r2", nil
+	})
+	if err := e.view.freeze(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	e.reconcile("ingester")
+	if n := e.terminating("zone-a"); n != 2 {
+		t.Fatalf("first batch: %d pods terminating, want 2", n)
+	}
+	reads, attempts := e.liveReads.count(), deletes
+	e.reconcile("ingester") // the frozen view still shows both pods Ready
+	if n := e.terminating("zone-a"); n != 2 {
+		t.Errorf("second pass on a stale view: %d pods terminating, want still 2", n)
+	}
+	if deletes != attempts {
+		t.Errorf("second pass tried %d deletions, want none", deletes-attempts)
+	}
+	if e.liveReads.count() != reads {
+		t.Errorf("second pass made %d live reads; the expectations alone should have held it back", e.liveReads.count()-reads)
+	}
+}
+
+// With every pod event reaching the cache 300ms late, while StatefulSet status
+// updates (which trigger reconciles) arrive on time, the controller rolls a
+// group faster than the lag: no pod is rolled past the guarantees, and none
+// twice (a terminating pod the stale cache still shows Ready is not deleted
+// again, nor counted).
+func TestControllerLaggingCacheNeverExceedsMaxUnavailable(t *testing.T) {
+	e := newEnv(t, envOptions{eventDriven: true, podLag: 300 * time.Millisecond})
+	for _, name := range []string{"zone-a", "zone-b", "zone-c"} {
+		e.pods(e.statefulSet(name, 5, "r1"), 5, "r1", podSpec{bound: true})
+	}
+	e.group("ingester", 2, "zone-a", "zone-b", "zone-c")
+	e.waitPhase("ingester", v1alpha1.PhaseComplete, 20*time.Second)
+
+	e.playStatefulSetController(kubeletTiming{readyAfter: 50 * time.Millisecond, terminateAfter: 200 * time.Millisecond}, "zone-a", "zone-b", "zone-c")
+	mon := e.startMonitor(2, 5, "zone-a", "zone-b", "zone-c")
+	for _, name := range []string{"zone-a", "zone-b", "zone-c"} {
+		e.setRevisions(name, "r1", "r2")
+	}
+	rg := e.waitRolledTo("ingester", "r2", 90*time.Second)
+	expectNoBreaches(t, mon)
+	if rg.Status.Updated != "15/15" || rg.Status.PodsRolled != 15 {
+		t.Errorf("updated %s, podsRolled %d: want 15/15 and 15", rg.Status.Updated, rg.Status.PodsRolled)
+	}
+	if n := len(mon.Rolls()); n != 15 {
+		t.Errorf("%d pods rolled, want each of the 15 once", n)
+	}
+}
+
+// deleteHook runs before every pod deletion the reconciler makes.
+type deleteHook struct {
+	client.Client
+	before func(ctx context.Context, pod client.Object)
+}
+
+func (d *deleteHook) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	d.before(ctx, obj)
+	return d.Client.Delete(ctx, obj, opts...)
+}
+
+// A NotFound or a Conflict on a deletion is evidence the plan was made on a
+// stale view: the batch ends there, the rest of it is not deleted, and the group
+// is planned again soon, without an error.
+func TestControllerStaleViewOnDeletionEndsTheBatch(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// interfere changes the pod just before the reconciler deletes it.
+		interfere func(e *env, pod client.Object)
+	}{
+		{"NotFound: the pod is already gone", func(e *env, pod client.Object) {
+			if err := e.admin.Delete(e.ctx, pod.DeepCopyObject().(client.Object), client.GracePeriodSeconds(0)); err != nil {
+				e.t.Fatal(err)
+			}
+		}},
+		{"Conflict: the pod was replaced by one with a new UID", func(e *env, pod client.Object) {
+			if err := e.admin.Delete(e.ctx, pod.DeepCopyObject().(client.Object), client.GracePeriodSeconds(0)); err != nil {
+				e.t.Fatal(err)
+			}
+			e.pod(e.getSTS("zone-a"), 3, "r1", podSpec{})
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var e *env
+			interfered := 0
+			e = newEnv(t, envOptions{wrapClient: func(c client.Client) client.Client {
+				return &deleteHook{Client: c, before: func(_ context.Context, pod client.Object) {
+					if interfered++; interfered == 1 {
+						tt.interfere(e, pod)
+					}
+				}}
+			}})
+			a := e.statefulSet("zone-a", 4, "r1")
+			e.pods(a, 4, "r1", podSpec{bound: true})
+			e.group("ingester", 2, "zone-a")
+			e.setRevisions("zone-a", "r1", "r2")
+			e.eventually(10*time.Second, "the cache to see the revision", func() (bool, error) {
+				return e.r.Get(e.ctx, client.ObjectKeyFromObject(a), a) == nil && a.Status.UpdateRevision == "r2", nil
+			})
+
+			res, err := e.r.Reconcile(e.ctx, reconcileRequest(e, "ingester"))
+			if err != nil {
+				t.Fatalf("Reconcile returned %v; a stale view is not an error", err)
+			}
+			if res.RequeueAfter <= 0 || res.RequeueAfter > staleViewRetryInterval {
+				t.Errorf("RequeueAfter = %s, want (0, %s]", res.RequeueAfter, staleViewRetryInterval)
+			}
+			if interfered != 1 {
+				t.Errorf("%d deletions attempted, want the batch to end at the first", interfered)
+			}
+			if n := e.terminating("zone-a"); n != 0 {
+				t.Errorf("%d pods terminating, want none: the second pod of the batch must not be deleted", n)
+			}
+		})
+	}
+}
+
+// An eviction a PodDisruptionBudget refuses (429) ends the batch; the group
+// says so and retries later.
+func TestControllerEvictionRefusedByABudget(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	a := e.statefulSet("zone-a", 3, "r1")
+	e.pods(a, 3, "r1", podSpec{bound: true})
+	rg := &v1alpha1.RolloutGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "ingester", Namespace: e.ns},
+		Spec: v1alpha1.RolloutGroupSpec{StatefulSets: []v1alpha1.RolloutMember{{Name: "zone-a"}},
+			MaxUnavailable: ptr.To(intstr.FromInt32(2)), PodDeletion: v1alpha1.PodDeletionEvict},
+	}
+	if err := e.admin.Create(e.ctx, rg); err != nil {
+		t.Fatal(err)
+	}
+	// No disruption controller runs here: the test writes the budget's status,
+	// allowing no disruption, as that controller would.
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "zone-a", Namespace: e.ns},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(3)), Selector: a.Spec.Selector},
+	}
+	if err := e.admin.Create(e.ctx, pdb); err != nil {
+		t.Fatal(err)
+	}
+	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, DisruptionsAllowed: 0,
+		CurrentHealthy: 3, DesiredHealthy: 3, ExpectedPods: 3}
+	if err := e.admin.Status().Update(e.ctx, pdb); err != nil {
+		t.Fatal(err)
+	}
+	e.setRevisions("zone-a", "r1", "r2")
+	e.eventually(10*time.Second, "the cache to see the revision", func() (bool, error) {
+		return e.r.Get(e.ctx, client.ObjectKeyFromObject(a), a) == nil && a.Status.UpdateRevision == "r2", nil
+	})
+
+	res := e.reconcile("ingester")
+	if res.RequeueAfter <= 0 || res.RequeueAfter > evictionRetryInterval {
+		t.Errorf("RequeueAfter = %s, want (0, %s]", res.RequeueAfter, evictionRetryInterval)
+	}
+	if n := e.terminating("zone-a"); n != 0 {
+		t.Errorf("%d pods terminating, want none", n)
+	}
+	got := e.getGroup("ingester")
+	c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionProgressing)
+	if c == nil || c.Reason != v1alpha1.ReasonEvictionRefused || !strings.Contains(got.Status.Message, "PodDisruptionBudget") {
+		t.Errorf("Progressing %+v, message %q: want reason %s and the budget named", c, got.Status.Message, v1alpha1.ReasonEvictionRefused)
+	}
+}
+
+// A group with a deletionTimestamp (a finalizer holds it) deletes nothing more,
+// and says why.
+func TestControllerGroupBeingDeletedDeletesNothing(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	a := e.statefulSet("zone-a", 3, "r1")
+	e.pods(a, 3, "r1", podSpec{bound: true})
+	rg := e.group("ingester", 2, "zone-a")
+	rg.Finalizers = []string{"example.com/gitops"}
+	if err := e.admin.Update(e.ctx, rg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background() // the test's context is done by now
+		err := e.admin.Get(ctx, client.ObjectKeyFromObject(rg), rg)
+		if err == nil {
+			rg.Finalizers = nil
+			err = e.admin.Update(ctx, rg)
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("remove finalizer: %v", err)
+		}
+	})
+	e.setRevisions("zone-a", "r1", "r2")
+	if err := e.admin.Delete(e.ctx, rg); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(10*time.Second, "the cache to see the deletion and the revision", func() (bool, error) {
+		cached := &v1alpha1.RolloutGroup{}
+		if err := e.r.Get(e.ctx, client.ObjectKeyFromObject(rg), cached); err != nil {
+			return false, err
+		}
+		return cached.DeletionTimestamp != nil && e.r.Get(e.ctx, client.ObjectKeyFromObject(a), a) == nil && a.Status.UpdateRevision == "r2", nil
+	})
+
+	e.reconcile("ingester")
+	if n := e.terminating("zone-a"); n != 0 {
+		t.Errorf("%d pods terminating, want none", n)
+	}
+	got := e.getGroup("ingester")
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady); got.Status.Phase != v1alpha1.PhaseBlocked || c == nil || c.Reason != v1alpha1.ReasonGroupDeleting {
+		t.Errorf("phase %s, Ready %+v: want Blocked with reason %s", got.Status.Phase, c, v1alpha1.ReasonGroupDeleting)
+	}
+}
+
+// Two groups claiming one StatefulSet both block; deleting one wakes the other
+// through the mapping from a group to the groups sharing its members.
+func TestControllerSharedMemberUnblocksWhenTheOtherGroupGoes(t *testing.T) {
+	e := newEnv(t, envOptions{eventDriven: true})
+	e.pods(e.statefulSet("zone-a", 2, "r1"), 2, "r1", podSpec{})
+	first := e.group("first", 1, "zone-a")
+	e.group("second", 1, "zone-a")
+	for _, g := range []string{"first", "second"} {
+		rg := e.waitPhase(g, v1alpha1.PhaseBlocked, 20*time.Second)
+		if c := meta.FindStatusCondition(rg.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != v1alpha1.ReasonMemberClaimedByOtherGroup {
+			t.Errorf("group %s Ready %+v, want reason %s", g, c, v1alpha1.ReasonMemberClaimedByOtherGroup)
+		}
+	}
+	if err := e.admin.Delete(e.ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPhase("second", v1alpha1.PhaseComplete, 20*time.Second)
+}
