@@ -72,12 +72,26 @@ func Zones(app string) []string {
 	return []string{app + "-zone-a", app + "-zone-b", app + "-zone-c"}
 }
 
-// RollOut creates three zone StatefulSets of two pods and a RolloutGroup over
-// them, waits for the group to be Complete, changes the image of every member
-// and waits until the operator has rolled every pod to the new revision and the
-// group is Complete again. With OnDelete nothing but the operator replaces the
-// pods, so a finished rollout proves the operator worked.
+// RollOut creates a group (CreateGroup), waits for it to be Complete, starts a
+// rollout (NewRevision) and waits until the operator has finished it
+// (WaitRolledOut). With OnDelete nothing but the operator replaces the pods, so
+// a finished rollout proves the operator worked.
 func RollOut(ctx context.Context, c client.Client, namespace, app string) error {
+	if err := CreateGroup(ctx, c, namespace, app); err != nil {
+		return err
+	}
+	if err := WaitPhase(ctx, c, namespace, app, "Complete"); err != nil {
+		return err
+	}
+	if err := NewRevision(ctx, c, namespace, app); err != nil {
+		return err
+	}
+	return WaitRolledOut(ctx, c, namespace, app)
+}
+
+// CreateGroup creates three zone StatefulSets of two pods (Zones) and a
+// RolloutGroup named app over them, with maxUnavailable 1.
+func CreateGroup(ctx context.Context, c client.Client, namespace, app string) error {
 	zones := Zones(app)
 	for _, z := range zones {
 		if err := c.Create(ctx, StatefulSet(namespace, z, app, 2, "example.com/"+app+":1.0")); err != nil {
@@ -87,12 +101,18 @@ func RollOut(ctx context.Context, c client.Client, namespace, app string) error 
 	if err := c.Create(ctx, RolloutGroup(namespace, app, zones, map[string]any{"maxUnavailable": int64(1)})); err != nil {
 		return fmt.Errorf("create RolloutGroup: %w", err)
 	}
-	if err := WaitPhase(ctx, c, namespace, app, "Complete"); err != nil {
-		return err
-	}
-	if err := SetImage(ctx, c, namespace, zones, "example.com/"+app+":1.1"); err != nil {
-		return err
-	}
+	return nil
+}
+
+// NewRevision changes the image of the group's StatefulSets: a rollout to do.
+func NewRevision(ctx context.Context, c client.Client, namespace, app string) error {
+	return SetImage(ctx, c, namespace, Zones(app), "example.com/"+app+":1.1")
+}
+
+// WaitRolledOut waits until every pod of the group's StatefulSets is Ready on
+// its update revision and the group is Complete.
+func WaitRolledOut(ctx context.Context, c client.Client, namespace, app string) error {
+	zones := Zones(app)
 	ctx, cancel := context.WithTimeout(ctx, rolloutTimeout)
 	defer cancel()
 	var state string
