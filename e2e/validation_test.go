@@ -57,13 +57,17 @@ var _ = Describe("RolloutGroup admission", func() {
 			"spec.podDeletion", "Unsupported value"),
 		Entry("empty member name", v1alpha1.RolloutGroupSpec{StatefulSets: members("")},
 			"spec.statefulSets[0].name", "at least 1 chars long"),
+		Entry("empty selector", v1alpha1.RolloutGroupSpec{Selector: &metav1.LabelSelector{}},
+			"spec.selector", "spec.selector must not be empty"),
 	)
 
-	It("accepts a valid spec and defaults podDeletion to Delete", func(ctx SpecContext) {
+	It("accepts a valid spec and shows the defaults in effect", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		rg := &v1alpha1.RolloutGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "good"},
-			Spec: v1alpha1.RolloutGroupSpec{StatefulSets: members("a", "b"), MaxUnavailable: intOrStr(intstr.FromString("25%")), BatchInterval: dur("1m30s")}}
+			Spec: v1alpha1.RolloutGroupSpec{StatefulSets: members("a", "b"), BatchInterval: dur("1m30s")}}
 		Expect(k8s.Create(ctx, rg)).To(Succeed())
 		Expect(rg.Spec.PodDeletion).To(Equal(v1alpha1.PodDeletionDelete))
+		Expect(rg.Spec.MaxUnavailable).To(Equal(intOrStr(intstr.FromInt32(1))))
+		Expect(rg.Spec.ProgressDeadline).To(Equal(dur("15m")))
 	})
 })
