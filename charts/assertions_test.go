@@ -11,11 +11,14 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/echelon-operator/echelon/internal/options"
 )
 
 func assertSecure(t *testing.T, pod *corev1.PodSecurityContext, c *corev1.SecurityContext) {
@@ -69,17 +72,25 @@ func assertBinding(t *testing.T, ref rbacv1.RoleRef, subjects []rbacv1.Subject, 
 
 // assertLeaderElectionRBAC checks that the operator may take and renew its Lease
 // in the release namespace, where the Deployment's POD_NAMESPACE points it.
+// assertLeaderElectionRBAC checks that the release namespace grants exactly the
+// leader-election rules of config/rbac/leader_election_role.yaml (the file the
+// tests' operator user is bound to), for the chart's Lease name, and no other
+// Lease rights.
 func assertLeaderElectionRBAC(t *testing.T, m manifest, sa *corev1.ServiceAccount, leaseName string) {
 	t.Helper()
 	perms := permissions(rolesIn(m, releaseNamespace))
-	for _, want := range []string{
-		`"coordination.k8s.io" leases create *`,
-		`"coordination.k8s.io" leases get ` + leaseName,
-		`"coordination.k8s.io" leases update ` + leaseName,
-		`"" events create *`,
-	} {
-		if !slices.Contains(perms, want) {
-			t.Errorf("release namespace grants %v, missing %s", perms, want)
+	var want []string
+	for _, p := range permissions(leaderElectionRules(t)) {
+		want = append(want, strings.Replace(p, " "+configLeaseName, " "+leaseName, 1))
+	}
+	for _, w := range want {
+		if !slices.Contains(perms, w) {
+			t.Errorf("release namespace grants %v, missing %s (config/rbac/leader_election_role.yaml)", perms, w)
+		}
+	}
+	for _, p := range perms {
+		if strings.HasPrefix(p, `"coordination.k8s.io" leases `) && !slices.Contains(want, p) {
+			t.Errorf("release namespace grants %s, beyond config/rbac/leader_election_role.yaml", p)
 		}
 	}
 	for _, rb := range all[rbacv1.RoleBinding](m, "RoleBinding") {
@@ -87,6 +98,26 @@ func assertLeaderElectionRBAC(t *testing.T, m manifest, sa *corev1.ServiceAccoun
 			assertBinding(t, rb.RoleRef, rb.Subjects, "Role", rb.RoleRef.Name, sa)
 		}
 	}
+}
+
+// configLeaseName is the Lease name config/rbac/leader_election_role.yaml
+// grants: the binary's default --leader-election-id.
+const configLeaseName = "echelon-leader"
+
+func leaderElectionRules(t *testing.T) []rbacv1.PolicyRule {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "config", "rbac", "leader_election_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.Role
+	if err := yaml.Unmarshal(raw, &role); err != nil {
+		t.Fatal(err)
+	}
+	if id := options.Default().LeaderElectionID; id != configLeaseName {
+		t.Fatalf("config/rbac/leader_election_role.yaml names Lease %s, but the binary's default --leader-election-id is %s", configLeaseName, id)
+	}
+	return role.Rules
 }
 
 // assertCRDs checks that the chart holds every CRD controller-gen generated,
