@@ -53,8 +53,10 @@ var _ = Describe("RolloutGroup objects deleted mid-rollout", func() {
 			"no pod of any member is deleted once a member is being deleted")
 		Expect(g.get(ctx).Status.Phase).To(Equal(v1alpha1.PhaseBlocked))
 
-		// The same StatefulSet again adopts the orphans, which are outdated.
+		// The same StatefulSet again adopts the orphans, which are outdated. The
+		// rest of the rollout needs no pause between batches.
 		Expect(k8s.Create(ctx, newStatefulSet(g.ns, "ingester-zone-b", 10, "v2"))).To(Succeed())
+		g.patchSpec(ctx, `{"minReadySeconds":0}`)
 		g.waitComplete(ctx, 3*time.Minute)
 		g.waitPodsOn(ctx, "v2")
 		expectNoBreaches(mon)

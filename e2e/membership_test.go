@@ -78,6 +78,8 @@ var _ = Describe("RolloutGroup members that change under a rollout", func() {
 		for _, pod := range leaving {
 			setFinalizer(ctx, pod, false)
 		}
+		// The rest of the rollout needs no pause between batches.
+		g.patchSpec(ctx, `{"minReadySeconds":0}`)
 		g.waitComplete(ctx, 3*time.Minute)
 		g.waitPodsOn(ctx, "v2")
 		expectNoBreaches(mon)
