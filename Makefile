@@ -35,11 +35,24 @@ IMAGE_LAYOUT := $(BIN)/image
 IMAGE_ARCHIVE := $(BIN)/echelon-image-$(VERSION).oci.tar
 IMAGE_BUILDER := $(BIN)/echelon-image-builder
 
+# The builder prints <repository>:<version>@<digest>; bin/image.ref keeps it
+# for `make release`.
 .PHONY: image
 image: ## Build the multi-arch OCI image into bin/image (layout) and bin/echelon-image-<version>.oci.tar.
 	go -C hack/image build -o $(IMAGE_BUILDER) .
 	$(IMAGE_BUILDER) --source=$(ROOT) --layout=$(IMAGE_LAYOUT) --archive=$(IMAGE_ARCHIVE) \
-		--version=$(VERSION) --repository=$(IMAGE_REPOSITORY) --platforms=$(IMAGE_PLATFORMS)
+		--version=$(VERSION) --repository=$(IMAGE_REPOSITORY) --platforms=$(IMAGE_PLATFORMS) | tee $(BIN)/image.ref
+
+DIST := $(ROOT)/dist
+
+.PHONY: release-helm
+release-helm:
+	hack/test-assets.sh helm
+
+.PHONY: release
+release: image release-helm ## Write the release artifacts to dist/: image archive, Helm chart package, install.yaml, alerts, dashboard, SHA256SUMS.
+	hack/release.sh --helm $(CHART_HELM) --dist $(DIST) --version $(VERSION) --repository $(IMAGE_REPOSITORY) \
+		--image-archive $(IMAGE_ARCHIVE) --image-digest $$(sed 's/.*@//' $(BIN)/image.ref)
 
 ##@ Generation
 
