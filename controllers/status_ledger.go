@@ -84,9 +84,10 @@ func (l *statusLedger) Forget(key types.NamespacedName) {
 
 // urgentStatusChange reports whether next differs from written in anything a user
 // or the controller itself must see at once: phase, the member being rolled,
-// conditions, member phases and revisions, the rollout's start and end, and the
-// last batch time when batchInterval depends on it. Counters, messages and
-// progress times can wait for the next progress write.
+// conditions (but the reason of a rollout's current step), member phases and
+// revisions, the rollout's start and end, and the last batch time when
+// batchInterval depends on it. Counters, messages, progress times and the step
+// of a rollout can wait for the next progress write.
 func urgentStatusChange(spec v1alpha1.RolloutGroupSpec, written, next v1alpha1.RolloutGroupStatus) bool {
 	if written.Phase != next.Phase || written.CurrentStatefulSet != next.CurrentStatefulSet ||
 		written.ObservedGeneration != next.ObservedGeneration ||
@@ -101,9 +102,14 @@ func urgentStatusChange(spec v1alpha1.RolloutGroupSpec, written, next v1alpha1.R
 	if len(written.Conditions) != len(next.Conditions) || len(written.StatefulSets) != len(next.StatefulSets) {
 		return true
 	}
+	// Within a rollout the reason flips between what each pass does (deleting a
+	// batch, waiting for its pods, waiting for another member) at every batch;
+	// writing each flip would cost a status write per batch, so those wait for
+	// the next progress write. Any other reason change is written at once.
+	bothProgressing := written.Phase == v1alpha1.PhaseProgressing && next.Phase == v1alpha1.PhaseProgressing
 	for i := range next.Conditions {
 		w, n := written.Conditions[i], next.Conditions[i]
-		if w.Type != n.Type || w.Status != n.Status || w.Reason != n.Reason {
+		if w.Type != n.Type || w.Status != n.Status || (w.Reason != n.Reason && !bothProgressing) {
 			return true
 		}
 	}

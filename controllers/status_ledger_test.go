@@ -60,7 +60,11 @@ func TestUrgentStatusChange(t *testing.T) {
 		}, false},
 		{"phase is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) { s.Phase = v1alpha1.PhaseComplete }, true},
 		{"member being rolled is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) { s.CurrentStatefulSet = "b" }, true},
-		{"condition reason is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) { s.Conditions[0].Reason = v1alpha1.ReasonWaitingForPods }, true},
+		{"a rollout's step (condition reason) waits", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) { s.Conditions[0].Reason = v1alpha1.ReasonWaitingForPods }, false},
+		{"a condition reason with a phase change is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) {
+			s.Phase, s.Conditions[0].Reason = v1alpha1.PhaseStalled, v1alpha1.ReasonProgressDeadlineExceeded
+		}, true},
+		{"a condition status is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) { s.Conditions[0].Status = metav1.ConditionTrue }, true},
 		{"member phase is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) { s.StatefulSets[0].Phase = v1alpha1.MemberWaiting }, true},
 		{"last batch time waits without batchInterval", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) { s.LastBatchTime = &metav1.Time{} }, false},
 		{"last batch time is urgent with batchInterval", interval, func(s *v1alpha1.RolloutGroupStatus) { s.LastBatchTime = &metav1.Time{} }, true},
