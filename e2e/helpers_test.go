@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -290,6 +291,26 @@ func (g *zoneGroup) eventReasons(ctx context.Context) map[string]int {
 		reasons[e.Reason] += occurrences(e)
 	}
 	return reasons
+}
+
+// eventNotes lists the messages of the group's Events of reason, each with
+// the UID of the object it relates to, for failure messages.
+func (g *zoneGroup) eventNotes(ctx context.Context, reason string) []string {
+	GinkgoHelper()
+	var notes []string
+	for _, e := range g.events(ctx) {
+		if e.Reason != reason {
+			continue
+		}
+		related := types.UID("none")
+		if e.Related != nil {
+			related = e.Related.UID
+		}
+		notes = append(notes, fmt.Sprintf("%s (x%d, related uid %s): %s",
+			e.EventTime.Format(time.StampMicro), occurrences(e), related, e.Message))
+	}
+	slices.Sort(notes)
+	return notes
 }
 
 // occurrences is how many times an Event was emitted. The events API records

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -33,7 +34,8 @@ var _ = Describe("RolloutGroup rollouts", func() {
 				Expect(peak).To(Equal(wantPeak), "peak of not-Ready pods in %s: the budget is used, never exceeded", zone)
 			}
 			Expect(rg.Status.Updated).To(Equal("30/30"))
-			Expect(rg.Status.PodsRolled).To(Equal(int32(30)))
+			Expect(rg.Status.PodsRolled).To(Equal(int32(30)), "the pods rolled, which the PodsRolled Events name:\n%s",
+				strings.Join(g.eventNotes(ctx, "PodsRolled"), "\n"))
 			Expect(rg.Status.RolloutStartTime).NotTo(BeNil())
 			Expect(rg.Status.RolloutCompletionTime).NotTo(BeNil())
 			Eventually(func() map[string]int { return g.eventReasons(ctx) }).Should(And(
