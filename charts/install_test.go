@@ -143,6 +143,26 @@ func TestInstall(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Name: "echelon"}, &rbacv1.ClusterRole{}); !apierrors.IsNotFound(err) {
 		t.Errorf("ClusterRole after helm uninstall: err=%v, want it deleted", err)
 	}
+	// The rollout's StatefulSets are the users': untouched, still OnDelete.
+	for _, name := range installed.Zones("web") {
+		var sts appsv1.StatefulSet
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "rollout", Name: name}, &sts); err != nil || sts.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
+			t.Errorf("StatefulSet %s after helm uninstall: %v, strategy %q; want it kept as it was", name, err, sts.Spec.UpdateStrategy.Type)
+		}
+	}
+
+	// Reinstalling: under another release name, Helm refuses the kept CRD
+	// (another release owns it) and says how; under the same name and
+	// namespace, it takes the CRD back with the groups in it.
+	args := []string{"install", "other", chartDir, "--namespace", "other", "--create-namespace", "--kubeconfig", cp.Kubeconfig()}
+	if _, stderr, err := runHelm(t, args...); err == nil || !strings.Contains(stderr, "rolloutgroups.echelon.dev") || !strings.Contains(stderr, "ownership") {
+		t.Errorf("helm install of a second release over the kept CRD: err=%v, want an error naming the CRD and its ownership\n%s", err, stderr)
+	}
+	helm("install", "echelon", chartDir, "--namespace", "echelon-system", "--wait", "--timeout", "2m")
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "ingester"}, rolloutGroup("", "")); err != nil {
+		t.Errorf("RolloutGroup after reinstalling over the kept CRD: %v", err)
+	}
+	helm("uninstall", "echelon", "--namespace", "echelon-system", "--wait")
 
 	// Confined to team-a and team-b, with the CRDs left from above.
 	helm("install", "scoped", chartDir, "--namespace", "echelon-scoped", "--create-namespace", "--wait", "--timeout", "2m",
