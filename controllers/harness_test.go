@@ -109,6 +109,8 @@ type envOptions struct {
 	podLag time.Duration
 	// wrapClient wraps the reconciler's client, e.g. to act before a deletion.
 	wrapClient func(client.Client) client.Client
+	// withScaling also runs the ScalingPolicy controller.
+	withScaling bool
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -139,10 +141,13 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := newRolloutGroupReconciler(mgr)
-	if err != nil {
+	if err := setupIndexes(ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
+	if err := setupPolicyIndexes(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	r := newRolloutGroupReconciler(mgr)
 	e := &env{t: t, ctx: ctx, admin: cp.Client(), ns: ns, r: r}
 	e.view = &podView{Client: r.Client}
 	r.Client = e.view
@@ -153,6 +158,11 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	r.apiReader = e.liveReads
 	if opts.eventDriven {
 		if err := r.setupWithManager(mgr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if opts.withScaling {
+		if err := newScalingPolicyReconciler(mgr).setupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
 	}

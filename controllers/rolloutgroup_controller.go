@@ -218,22 +218,28 @@ func (r *RolloutGroupReconciler) forget(key types.NamespacedName) {
 	metrics.ForgetGroup(key.Namespace, key.Name)
 }
 
-// SetupRolloutGroupController registers the RolloutGroup controller and its
-// cache indexes with the manager.
-func SetupRolloutGroupController(mgr ctrl.Manager) error {
-	r, err := newRolloutGroupReconciler(mgr)
-	if err != nil {
+// Setup registers Echelon's controllers with the manager, with the cache
+// indexes they share.
+func Setup(mgr ctrl.Manager) error {
+	ctx := context.Background()
+	if err := setupIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	return r.setupWithManager(mgr)
+	if err := setupPolicyIndexes(ctx, mgr); err != nil {
+		return err
+	}
+	if err := newRolloutGroupReconciler(mgr).setupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the RolloutGroup controller: %w", err)
+	}
+	if err := newScalingPolicyReconciler(mgr).setupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the ScalingPolicy controller: %w", err)
+	}
+	return nil
 }
 
-// newRolloutGroupReconciler registers the cache indexes the reconciler reads
-// through and returns it, reading through the manager's cache and API reader.
-func newRolloutGroupReconciler(mgr ctrl.Manager) (*RolloutGroupReconciler, error) {
-	if err := setupIndexes(context.Background(), mgr); err != nil {
-		return nil, err
-	}
+// newRolloutGroupReconciler returns the reconciler, reading through the
+// manager's cache (whose indexes setupIndexes registers) and API reader.
+func newRolloutGroupReconciler(mgr ctrl.Manager) *RolloutGroupReconciler {
 	return &RolloutGroupReconciler{
 		Client:    mgr.GetClient(),
 		events:    mgr.GetEventRecorder("echelon"),
@@ -242,7 +248,7 @@ func newRolloutGroupReconciler(mgr ctrl.Manager) (*RolloutGroupReconciler, error
 		revisions: newRevisionMemo(),
 		status:    newStatusLedger(),
 		now:       time.Now,
-	}, nil
+	}
 }
 
 // setupWithManager registers the controller: its watches, their mappings to

@@ -132,7 +132,7 @@ func (r *RolloutGroupReconciler) requestsForGroupsSharingMembers(ctx context.Con
 	if !ok {
 		return nil
 	}
-	members, _, err := r.resolveMembers(ctx, rg)
+	members, _, err := resolveMembers(ctx, r.Client, rg)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "map RolloutGroup to groups sharing its members", "rolloutgroup", rg.Name)
 		return nil

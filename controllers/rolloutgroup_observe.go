@@ -41,7 +41,7 @@ func (r *RolloutGroupReconciler) observe(ctx context.Context, rg *v1alpha1.Rollo
 			return in, nil
 		}
 	}
-	members, reason, err := r.resolveMembers(ctx, rg)
+	members, reason, err := resolveMembers(ctx, r.Client, rg)
 	if err != nil {
 		return in, err
 	}
@@ -71,9 +71,10 @@ func (r *RolloutGroupReconciler) observe(ctx context.Context, rg *v1alpha1.Rollo
 	return in, nil
 }
 
-// resolveMembers returns the members in rollout order, with their StatefulSets
-// (nil when missing). The string explains an empty result.
-func (r *RolloutGroupReconciler) resolveMembers(ctx context.Context, rg *v1alpha1.RolloutGroup) ([]rollout.Member, string, error) {
+// resolveMembers returns the group's members in rollout order, with their
+// StatefulSets (nil when missing), read from c. The string explains an empty
+// result.
+func resolveMembers(ctx context.Context, c client.Reader, rg *v1alpha1.RolloutGroup) ([]rollout.Member, string, error) {
 	groupMax := rg.Spec.MaxUnavailable
 	if rg.Spec.Selector == nil {
 		members := make([]rollout.Member, 0, len(rg.Spec.StatefulSets))
@@ -83,7 +84,7 @@ func (r *RolloutGroupReconciler) resolveMembers(ctx context.Context, rg *v1alpha
 				m.MaxUnavailable = spec.MaxUnavailable
 			}
 			sts := &appsv1.StatefulSet{}
-			err := r.Get(ctx, types.NamespacedName{Namespace: rg.Namespace, Name: spec.Name}, sts)
+			err := c.Get(ctx, types.NamespacedName{Namespace: rg.Namespace, Name: spec.Name}, sts)
 			switch {
 			case err == nil:
 				m.StatefulSet = sts
@@ -100,7 +101,7 @@ func (r *RolloutGroupReconciler) resolveMembers(ctx context.Context, rg *v1alpha
 		return nil, fmt.Sprintf("blocked: spec.selector is invalid: %v", err), nil
 	}
 	var list appsv1.StatefulSetList
-	if err := r.List(ctx, &list, client.InNamespace(rg.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(rg.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return nil, "", fmt.Errorf("list StatefulSets for spec.selector: %w", err)
 	}
 	slices.SortFunc(list.Items, func(a, b appsv1.StatefulSet) int { return strings.Compare(a.Name, b.Name) })

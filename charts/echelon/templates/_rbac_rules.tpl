@@ -23,6 +23,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - statefulsets
   verbs:
   - list
+  - patch
   - watch
 - apiGroups:
   - apps
@@ -34,6 +35,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - rolloutgroups
+  - scalingpolicies
   verbs:
   - list
   - watch
@@ -41,6 +43,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - rolloutgroups/status
+  - scalingpolicies/status
   verbs:
   - patch
 - apiGroups:
@@ -74,6 +77,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - statefulsets
   verbs:
   - list
+  - patch
   - watch
 - apiGroups:
   - apps
@@ -85,6 +89,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - rolloutgroups
+  - scalingpolicies
   verbs:
   - list
   - watch
@@ -92,6 +97,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - rolloutgroups/status
+  - scalingpolicies/status
   verbs:
   - patch
 - apiGroups:

@@ -1,0 +1,272 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ScalingTargetReference names the workload a ScalingPolicy scales, in the
+// policy's namespace.
+type ScalingTargetReference struct {
+	// kind of the target. Only StatefulSet is scaled today.
+	// +optional
+	// +kubebuilder:default=StatefulSet
+	// +kubebuilder:validation:Enum=StatefulSet
+	Kind string `json:"kind,omitempty"`
+	// name of the target, in the namespace of the ScalingPolicy.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// LeaderReference names the StatefulSet whose spec.replicas a target follows.
+type LeaderReference struct {
+	// name of the leader StatefulSet, in the namespace of the ScalingPolicy.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// ScaleResourceReference names any object with a scale subresource, such as a
+// Deployment or a custom resource like Grafana's ReplicaTemplate.
+type ScaleResourceReference struct {
+	// apiVersion of the resource, e.g. "apps/v1" or "rollout-operator.grafana.com/v1".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	APIVersion string `json:"apiVersion"`
+	// kind of the resource, e.g. "Deployment" or "ReplicaTemplate".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+	// name of the resource, in the namespace of the ScalingPolicy.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// ReplicasSource says where a target's replicas come from: exactly one of
+// leader or resource.
+// +kubebuilder:validation:XValidation:rule="has(self.leader) != has(self.resource)",message="spec.replicasFrom must set exactly one of leader or resource"
+type ReplicasSource struct {
+	// leader is another StatefulSet: the target follows its spec.replicas.
+	// +optional
+	Leader *LeaderReference `json:"leader,omitempty"`
+	// resource is any object with a scale subresource: the target follows the
+	// replicas of its scale subresource.
+	// +optional
+	Resource *ScaleResourceReference `json:"resource,omitempty"`
+}
+
+// ScalingPolicySpec says how one StatefulSet is scaled.
+// +kubebuilder:validation:XValidation:rule="has(self.replicasFrom) != has(self.replicas)",message="exactly one source: spec.replicasFrom (a leader or a resource) or spec.replicas (the ScalingPolicy itself, e.g. scaled by an HPA)"
+// +kubebuilder:validation:XValidation:rule="!has(self.replicasFrom) || !has(self.replicasFrom.leader) || self.replicasFrom.leader.name != self.targetRef.name",message="spec.replicasFrom.leader.name must not be spec.targetRef.name: a StatefulSet cannot follow itself"
+// +kubebuilder:validation:XValidation:rule="!has(self.writeBack) || has(self.replicasFrom) && has(self.replicasFrom.resource)",message="spec.writeBack applies only with spec.replicasFrom.resource"
+type ScalingPolicySpec struct {
+	// targetRef is the StatefulSet this policy scales, in the same namespace.
+	// +required
+	TargetRef ScalingTargetReference `json:"targetRef"`
+
+	// replicasFrom is where the target's replicas come from: a leader
+	// StatefulSet or a resource with a scale subresource. Unset, spec.replicas
+	// is the source, and the ScalingPolicy's own scale subresource lets an
+	// HorizontalPodAutoscaler or a KEDA ScaledObject scale it.
+	// +optional
+	ReplicasFrom *ReplicasSource `json:"replicasFrom,omitempty"`
+
+	// replicas is the desired number of replicas when the policy is its own
+	// source (no replicasFrom). The scale subresource reads and writes it.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// writeBack, with replicasFrom.resource, writes the target's current
+	// replicas into the resource's .status.replicas (through its status
+	// subresource), as the Grafana rollout-operator does. Defaults to true.
+	// +optional
+	WriteBack *bool `json:"writeBack,omitempty"`
+
+	// minTimeBetweenZoneDownscales is the least time between two downscales of
+	// StatefulSets of the target's RolloutGroup: the target is downscaled only
+	// when no other member was downscaled within it, and every other member is
+	// Ready. Unset or "0s", downscales do not wait, whatever the source (the
+	// Grafana rollout-operator ignores its zone delay for reference resources;
+	// here a resource or self-scaled policy honours it when set).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	MinTimeBetweenZoneDownscales *metav1.Duration `json:"minTimeBetweenZoneDownscales,omitempty"`
+
+	// upscaleOnlyWhenLeaderReady, with replicasFrom.leader, upscales the target
+	// only while every replica of the leader is Ready.
+	// +optional
+	UpscaleOnlyWhenLeaderReady bool `json:"upscaleOnlyWhenLeaderReady,omitempty"`
+
+	// forceReplicas, when set, overrides every source: the target is scaled to
+	// it (still under the zone delay and the rollout interlock for a downscale).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ForceReplicas *int32 `json:"forceReplicas,omitempty"`
+
+	// paused freezes the target's replicas: nothing is scaled. Status keeps
+	// being reported.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// ScalingPhase summarises what a ScalingPolicy is doing.
+// +kubebuilder:validation:Enum=Stable;ScalingUp;ScalingDown;Waiting;Blocked;Paused
+type ScalingPhase string
+
+const (
+	// ScalingPhaseStable: the target has the desired replicas.
+	ScalingPhaseStable ScalingPhase = "Stable"
+	// ScalingPhaseScalingUp: the target was just scaled up, or waits for its new
+	// pods to be Ready.
+	ScalingPhaseScalingUp ScalingPhase = "ScalingUp"
+	// ScalingPhaseScalingDown: the target was just scaled down, or waits for its
+	// removed pods to be gone.
+	ScalingPhaseScalingDown ScalingPhase = "ScalingDown"
+	// ScalingPhaseWaiting: a scale is due but waits (zone delay, another member
+	// not Ready, a rollout of the target, the leader not Ready); the message says
+	// until when or for what.
+	ScalingPhaseWaiting ScalingPhase = "Waiting"
+	// ScalingPhaseBlocked: the policy cannot be applied (missing target or
+	// source, a source without a scale subresource, no permission to read it, a
+	// target claimed by two policies); replicas are left untouched.
+	ScalingPhaseBlocked ScalingPhase = "Blocked"
+	// ScalingPhasePaused: spec.paused is set; replicas are frozen.
+	ScalingPhasePaused ScalingPhase = "Paused"
+)
+
+// Condition types of a ScalingPolicy.
+const (
+	// ScalingConditionReady is True when the target has the desired replicas.
+	ScalingConditionReady = "Ready"
+	// ScalingConditionScaling is True while a scale is under way or due.
+	ScalingConditionScaling = "Scaling"
+)
+
+// Condition reasons of a ScalingPolicy.
+const (
+	// ScalingReasonAtDesiredReplicas: the target has the desired replicas.
+	ScalingReasonAtDesiredReplicas = "AtDesiredReplicas"
+	// ScalingReasonScaledUp: the target's replicas were raised.
+	ScalingReasonScaledUp = "ScaledUp"
+	// ScalingReasonScaledDown: the target's replicas were lowered.
+	ScalingReasonScaledDown = "ScaledDown"
+	// ScalingReasonZoneDelay: a downscale waits for minTimeBetweenZoneDownscales
+	// after another member's downscale.
+	ScalingReasonZoneDelay = "WaitingForZoneDelay"
+	// ScalingReasonMembersNotReady: a downscale waits for every other member of
+	// the RolloutGroup to be Ready.
+	ScalingReasonMembersNotReady = "WaitingForMembersReady"
+	// ScalingReasonLeaderNotReady: an upscale waits for every leader replica to
+	// be Ready (upscaleOnlyWhenLeaderReady).
+	ScalingReasonLeaderNotReady = "WaitingForLeaderReady"
+	// ScalingReasonRollout: the RolloutGroup is rolling the target; the scale
+	// waits for it.
+	ScalingReasonRollout = "WaitingForRollout"
+	// ScalingReasonPaused: spec.paused is set.
+	ScalingReasonPaused = "Paused"
+	// ScalingReasonTargetNotFound: the target StatefulSet does not exist.
+	ScalingReasonTargetNotFound = "TargetNotFound"
+	// ScalingReasonSourceNotFound: the leader or resource does not exist.
+	ScalingReasonSourceNotFound = "SourceNotFound"
+	// ScalingReasonSourceUnreadable: the resource has no scale subresource, its
+	// kind is unknown, or the operator may not read it.
+	ScalingReasonSourceUnreadable = "SourceUnreadable"
+	// ScalingReasonTargetClaimedByOtherPolicy: another ScalingPolicy targets the
+	// same StatefulSet; neither scales it.
+	ScalingReasonTargetClaimedByOtherPolicy = "TargetClaimedByOtherPolicy"
+)
+
+// ScalingPolicyStatus is the observed state of a ScalingPolicy.
+type ScalingPolicyStatus struct {
+	// observedGeneration is the generation of the spec last acted upon.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// phase summarises what the policy is doing.
+	// +optional
+	Phase ScalingPhase `json:"phase,omitempty"`
+	// message says what the policy waits for, and until when.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// replicas is the target's spec.replicas: the current replicas, also the
+	// scale subresource's status.
+	// +optional
+	Replicas int32 `json:"replicas"`
+	// desiredReplicas is what the policy scales the target to.
+	// +optional
+	DesiredReplicas *int32 `json:"desiredReplicas,omitempty"`
+	// sourceReplicas is what the source (leader, resource or spec.replicas) asks for.
+	// +optional
+	SourceReplicas *int32 `json:"sourceReplicas,omitempty"`
+	// source names the source for display: "leader <name>", "<Kind> <name>",
+	// "self" or "forced".
+	// +optional
+	Source string `json:"source,omitempty"`
+	// selector is the target's pod selector as a string, for the scale
+	// subresource: an HorizontalPodAutoscaler reads pod metrics through it.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+	// lastDownscaleTime is when the target was last downscaled, by this policy
+	// (or, later, by the prepare-downscale webhook). The zone delay of the
+	// other members' policies counts from it; being in status, it survives
+	// restarts.
+	// +optional
+	LastDownscaleTime *metav1.Time `json:"lastDownscaleTime,omitempty"`
+	// waitingUntil is when a downscale held by the zone delay may go ahead.
+	// +optional
+	WaitingUntil *metav1.Time `json:"waitingUntil,omitempty"`
+	// waitingSince is when the scale now waiting became due.
+	// +optional
+	WaitingSince *metav1.Time `json:"waitingSince,omitempty"`
+	// conditions: Ready and Scaling.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ScalingPolicy scales one StatefulSet to follow a leader StatefulSet, a
+// resource with a scale subresource, or its own spec.replicas (which an
+// HorizontalPodAutoscaler can drive), spacing downscales across the zones of a
+// RolloutGroup and never scaling a member while it is rolled.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=sp,categories=echelon
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.targetRef.name`
+// +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.status.source`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredReplicas`
+// +kubebuilder:printcolumn:name="Current",type=integer,JSONPath=`.status.replicas`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+type ScalingPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec declares the target, the source of its replicas and the rules.
+	// +required
+	Spec ScalingPolicySpec `json:"spec"`
+	// status is the observed state, written by Echelon.
+	// +optional
+	Status ScalingPolicyStatus `json:"status,omitempty"`
+}
+
+// ScalingPolicyList is a list of ScalingPolicies.
+// +kubebuilder:object:root=true
+type ScalingPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ScalingPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ScalingPolicy{}, &ScalingPolicyList{})
+}

@@ -1,0 +1,161 @@
+package controllers
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+)
+
+// newScalingEnv is an env whose manager also runs the ScalingPolicy controller.
+func newScalingEnv(t *testing.T) *env {
+	t.Helper()
+	return newEnv(t, envOptions{withScaling: true})
+}
+
+func (e *env) policy(name, target string, mutate func(*v1alpha1.ScalingPolicySpec)) *v1alpha1.ScalingPolicy {
+	e.t.Helper()
+	sp := &v1alpha1.ScalingPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec:       v1alpha1.ScalingPolicySpec{TargetRef: v1alpha1.ScalingTargetReference{Name: target}},
+	}
+	mutate(&sp.Spec)
+	if err := e.admin.Create(e.ctx, sp); err != nil {
+		e.t.Fatal(err)
+	}
+	return sp
+}
+
+func (e *env) getPolicy(name string) *v1alpha1.ScalingPolicy {
+	e.t.Helper()
+	sp := &v1alpha1.ScalingPolicy{}
+	if err := e.admin.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: name}, sp); err != nil {
+		e.t.Fatal(err)
+	}
+	return sp
+}
+
+// setReplicas changes a StatefulSet's spec.replicas and reports, as its
+// controller would, that it has them all Ready.
+func (e *env) setReplicas(name string, n int32) {
+	e.t.Helper()
+	sts := e.getSTS(name)
+	sts.Spec.Replicas = ptr.To(n)
+	if err := e.admin.Update(e.ctx, sts); err != nil {
+		e.t.Fatal(err)
+	}
+	e.markReady(name)
+}
+
+// markReady writes a StatefulSet's status as its controller would once every
+// wanted pod exists and is Ready.
+func (e *env) markReady(name string) {
+	e.t.Helper()
+	sts := e.getSTS(name)
+	sts.Status.ObservedGeneration = sts.Generation
+	sts.Status.Replicas, sts.Status.ReadyReplicas = *sts.Spec.Replicas, *sts.Spec.Replicas
+	if err := e.admin.Status().Update(e.ctx, sts); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) waitReplicas(name string, n int32, timeout time.Duration) *appsv1.StatefulSet {
+	e.t.Helper()
+	var sts *appsv1.StatefulSet
+	e.eventually(timeout, fmt.Sprintf("%s at %d replicas", name, n), func() (bool, error) {
+		sts = e.getSTS(name)
+		return *sts.Spec.Replicas == n, nil
+	})
+	return sts
+}
+
+// Followers of a leader scale up at once and down one zone at a time, the
+// second downscale waiting for the zone delay after the first, recorded in the
+// policies' status.
+func TestScalingPolicyFollowsALeaderWithAZoneDelay(t *testing.T) {
+	e := newScalingEnv(t)
+	for _, name := range []string{"zone-a", "zone-b", "zone-c"} {
+		e.statefulSet(name, 3, "r1")
+		e.markReady(name)
+	}
+	e.group("ingester", 1, "zone-a", "zone-b", "zone-c")
+	delay := 3 * time.Second
+	for _, name := range []string{"zone-b", "zone-c"} {
+		e.policy(name, name, func(s *v1alpha1.ScalingPolicySpec) {
+			s.ReplicasFrom = &v1alpha1.ReplicasSource{Leader: &v1alpha1.LeaderReference{Name: "zone-a"}}
+			s.MinTimeBetweenZoneDownscales = &metav1.Duration{Duration: delay}
+		})
+	}
+
+	e.setReplicas("zone-a", 5)
+	for _, name := range []string{"zone-b", "zone-c"} {
+		e.waitReplicas(name, 5, 10*time.Second)
+		e.markReady(name)
+	}
+
+	e.setReplicas("zone-a", 2)
+	var first, second string
+	e.eventually(10*time.Second, "one follower downscaled", func() (bool, error) {
+		b, c := *e.getSTS("zone-b").Spec.Replicas, *e.getSTS("zone-c").Spec.Replicas
+		switch {
+		case b == 2 && c == 5:
+			first, second = "zone-b", "zone-c"
+		case c == 2 && b == 5:
+			first, second = "zone-c", "zone-b"
+		case b == 2 && c == 2:
+			t.Fatal("both followers downscaled at once, inside the zone delay")
+		}
+		return first != "", nil
+	})
+	firstAt := e.getPolicy(first).Status.LastDownscaleTime
+	if firstAt == nil {
+		t.Fatalf("%s: no lastDownscaleTime after its downscale", first)
+	}
+	e.markReady(first)
+	waiting := e.getPolicy(second)
+	e.eventually(5*time.Second, second+" waiting for the zone delay", func() (bool, error) {
+		waiting = e.getPolicy(second)
+		c := meta.FindStatusCondition(waiting.Status.Conditions, v1alpha1.ScalingConditionReady)
+		return waiting.Status.Phase == v1alpha1.ScalingPhaseWaiting && c != nil && c.Reason == v1alpha1.ScalingReasonZoneDelay, nil
+	})
+	if waiting.Status.WaitingUntil == nil || !waiting.Status.WaitingUntil.Equal(&metav1.Time{Time: firstAt.Add(delay)}) {
+		t.Errorf("waitingUntil = %v, want %s", waiting.Status.WaitingUntil, firstAt.Add(delay))
+	}
+	e.waitReplicas(second, 2, 10*time.Second)
+	secondAt := e.getPolicy(second).Status.LastDownscaleTime
+	if secondAt == nil || secondAt.Sub(firstAt.Time) < delay {
+		t.Errorf("%s downscaled at %v, %s after %s; want at least the zone delay %s", second, secondAt, secondAt.Sub(firstAt.Time), first, delay)
+	}
+}
+
+// Bad input never scales: a missing leader blocks, with the reason in the
+// condition; a second policy on the same target blocks both.
+func TestScalingPolicyBlocksOnBadInput(t *testing.T) {
+	e := newScalingEnv(t)
+	e.statefulSet("zone-b", 3, "r1")
+	e.markReady("zone-b")
+	e.policy("follow-missing", "zone-b", func(s *v1alpha1.ScalingPolicySpec) {
+		s.ReplicasFrom = &v1alpha1.ReplicasSource{Leader: &v1alpha1.LeaderReference{Name: "zone-a"}}
+	})
+	e.eventually(10*time.Second, "the policy blocked", func() (bool, error) {
+		sp := e.getPolicy("follow-missing")
+		c := meta.FindStatusCondition(sp.Status.Conditions, v1alpha1.ScalingConditionReady)
+		return sp.Status.Phase == v1alpha1.ScalingPhaseBlocked && c != nil && c.Reason == v1alpha1.ScalingReasonSourceNotFound, nil
+	})
+	e.policy("self", "zone-b", func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = ptr.To[int32](1) })
+	e.eventually(10*time.Second, "the second policy blocked", func() (bool, error) {
+		sp := e.getPolicy("self")
+		c := meta.FindStatusCondition(sp.Status.Conditions, v1alpha1.ScalingConditionReady)
+		return sp.Status.Phase == v1alpha1.ScalingPhaseBlocked && c != nil && c.Reason == v1alpha1.ScalingReasonTargetClaimedByOtherPolicy, nil
+	})
+	if n := *e.getSTS("zone-b").Spec.Replicas; n != 3 {
+		t.Errorf("zone-b has %d replicas, want its 3 untouched", n)
+	}
+}

@@ -1,0 +1,173 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+)
+
+// Cache index names of ScalingPolicies: every event about a StatefulSet, a
+// RolloutGroup or a source resource is mapped to its policies through them.
+const (
+	// indexPolicyTarget indexes ScalingPolicies by spec.targetRef.name.
+	indexPolicyTarget = "echelon.dev/policy-target"
+	// indexPolicyLeader indexes ScalingPolicies by spec.replicasFrom.leader.name.
+	indexPolicyLeader = "echelon.dev/policy-leader"
+	// indexPolicyResource indexes ScalingPolicies by their source resource,
+	// as "<group>/<kind>/<name>".
+	indexPolicyResource = "echelon.dev/policy-resource"
+)
+
+func setupPolicyIndexes(ctx context.Context, mgr ctrl.Manager) error {
+	idx := mgr.GetFieldIndexer()
+	for name, fn := range map[string]client.IndexerFunc{
+		indexPolicyTarget: func(o client.Object) []string {
+			return []string{o.(*v1alpha1.ScalingPolicy).Spec.TargetRef.Name}
+		},
+		indexPolicyLeader: func(o client.Object) []string {
+			if from := o.(*v1alpha1.ScalingPolicy).Spec.ReplicasFrom; from != nil && from.Leader != nil {
+				return []string{from.Leader.Name}
+			}
+			return nil
+		},
+		indexPolicyResource: func(o client.Object) []string {
+			if from := o.(*v1alpha1.ScalingPolicy).Spec.ReplicasFrom; from != nil && from.Resource != nil {
+				gv, err := schema.ParseGroupVersion(from.Resource.APIVersion)
+				if err != nil {
+					return nil
+				}
+				return []string{resourceKey(gv.Group, from.Resource.Kind, from.Resource.Name)}
+			}
+			return nil
+		},
+	} {
+		if err := idx.IndexField(ctx, &v1alpha1.ScalingPolicy{}, name, fn); err != nil {
+			return fmt.Errorf("index ScalingPolicies (%s): %w", name, err)
+		}
+	}
+	return nil
+}
+
+func resourceKey(group, kind, name string) string { return group + "/" + kind + "/" + name }
+
+// requestsForStatefulSet maps a StatefulSet event to the policies that scale it
+// or follow it, and to the policies of the other members of its RolloutGroups,
+// whose downscales wait for it to be Ready.
+func (r *ScalingPolicyReconciler) requestsForStatefulSet(ctx context.Context, o client.Object) []reconcile.Request {
+	sts, ok := o.(*appsv1.StatefulSet)
+	if !ok {
+		return nil
+	}
+	names := []string{sts.Name}
+	groups, err := groupsClaiming(ctx, r.Client, sts.Namespace, sts.Name, sts)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "map StatefulSet to ScalingPolicies", "statefulset", sts.Name)
+		return nil
+	}
+	for i := range groups {
+		names = append(names, r.memberNames(ctx, &groups[i])...)
+	}
+	var reqs []reconcile.Request
+	for _, name := range names {
+		reqs = append(reqs, r.policiesBy(ctx, sts.Namespace, indexPolicyTarget, name)...)
+	}
+	reqs = append(reqs, r.policiesBy(ctx, sts.Namespace, indexPolicyLeader, sts.Name)...)
+	return dedupe(reqs)
+}
+
+// requestsForGroup maps a RolloutGroup event (a rollout moving to another
+// member, ending) to the policies of its members.
+func (r *ScalingPolicyReconciler) requestsForGroup(ctx context.Context, o client.Object) []reconcile.Request {
+	rg, ok := o.(*v1alpha1.RolloutGroup)
+	if !ok {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, name := range r.memberNames(ctx, rg) {
+		reqs = append(reqs, r.policiesBy(ctx, rg.Namespace, indexPolicyTarget, name)...)
+	}
+	return dedupe(reqs)
+}
+
+// requestsForPolicy maps a policy event to the other policies whose decision
+// depends on it: those with the same target (claimed twice) and those of the
+// other members of the target's RolloutGroups (zone delay).
+func (r *ScalingPolicyReconciler) requestsForPolicy(ctx context.Context, o client.Object) []reconcile.Request {
+	sp, ok := o.(*v1alpha1.ScalingPolicy)
+	if !ok {
+		return nil
+	}
+	names := []string{sp.Spec.TargetRef.Name}
+	target, err := r.statefulSet(ctx, sp.Namespace, sp.Spec.TargetRef.Name)
+	var groups []v1alpha1.RolloutGroup
+	if err == nil {
+		groups, err = groupsClaiming(ctx, r.Client, sp.Namespace, sp.Spec.TargetRef.Name, target)
+	}
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "map ScalingPolicy to ScalingPolicies", "scalingpolicy", sp.Name)
+		return nil
+	}
+	for i := range groups {
+		names = append(names, r.memberNames(ctx, &groups[i])...)
+	}
+	var reqs []reconcile.Request
+	for _, name := range names {
+		for _, req := range r.policiesBy(ctx, sp.Namespace, indexPolicyTarget, name) {
+			if req.Name != sp.Name {
+				reqs = append(reqs, req)
+			}
+		}
+	}
+	return dedupe(reqs)
+}
+
+// requestsForResource maps an event of a source resource to its policies.
+func (r *ScalingPolicyReconciler) requestsForResource(ctx context.Context, o client.Object) []reconcile.Request {
+	gvk := o.GetObjectKind().GroupVersionKind()
+	return r.policiesBy(ctx, o.GetNamespace(), indexPolicyResource, resourceKey(gvk.Group, gvk.Kind, o.GetName()))
+}
+
+func (r *ScalingPolicyReconciler) policiesBy(ctx context.Context, namespace, index, value string) []reconcile.Request {
+	var list v1alpha1.ScalingPolicyList
+	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{index: value}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list ScalingPolicies", "index", index, "value", value)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, sp := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: sp.Namespace, Name: sp.Name}})
+	}
+	return reqs
+}
+
+func (r *ScalingPolicyReconciler) memberNames(ctx context.Context, rg *v1alpha1.RolloutGroup) []string {
+	members, _, err := resolveMembers(ctx, r.Client, rg)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "resolve RolloutGroup members", "rolloutgroup", rg.Name)
+		return nil
+	}
+	names := make([]string, 0, len(members))
+	for _, m := range members {
+		names = append(names, m.Name)
+	}
+	return names
+}
+
+func dedupe(reqs []reconcile.Request) []reconcile.Request {
+	out := reqs[:0]
+	for _, r := range reqs {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}

@@ -1,0 +1,223 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/scaling"
+)
+
+// scalingObservation is what a pass read besides the planner's input: the
+// objects the controller acts on.
+type scalingObservation struct {
+	in scaling.Input
+	// target is the cached target StatefulSet, nil when missing.
+	target *appsv1.StatefulSet
+	// resource is the source resource (resource mode), and resourceScale its
+	// scale subresource as read, for write-back.
+	resource      *unstructured.Unstructured
+	resourceScale *autoscalingv1.Scale
+}
+
+// observe reads the target, the source and the target's RolloutGroup. The
+// target, a leader, other policies and groups come from the cache; a resource's
+// scale subresource is read from the API server, as it cannot be cached.
+func (r *ScalingPolicyReconciler) observe(ctx context.Context, sp *v1alpha1.ScalingPolicy) (scalingObservation, error) {
+	var obs scalingObservation
+	in := &obs.in
+	in.Now = r.now()
+	in.Paused = sp.Spec.Paused
+	in.Force = sp.Spec.ForceReplicas
+	in.UpscaleOnlyWhenLeaderReady = sp.Spec.UpscaleOnlyWhenLeaderReady
+	if d := sp.Spec.MinTimeBetweenZoneDownscales; d != nil {
+		in.ZoneDelay = d.Duration
+	}
+
+	target, err := r.statefulSet(ctx, sp.Namespace, sp.Spec.TargetRef.Name)
+	if err != nil {
+		return obs, err
+	}
+	obs.target = target
+	if target != nil {
+		in.Target = &scaling.Target{Name: target.Name, Replicas: replicasOf(target),
+			StatusReplicas: target.Status.Replicas, ReadyReplicas: target.Status.ReadyReplicas}
+	}
+
+	others, err := policiesTargeting(ctx, r.Client, sp.Namespace, sp.Spec.TargetRef.Name)
+	if err != nil {
+		return obs, err
+	}
+	for _, other := range others {
+		if other.UID != sp.UID {
+			in.ClaimedBy = append(in.ClaimedBy, other.Name)
+		}
+	}
+	slices.Sort(in.ClaimedBy)
+
+	if err := r.observeSource(ctx, sp, &obs); err != nil {
+		return obs, err
+	}
+	if target != nil {
+		if in.Group, err = r.observeGroup(ctx, target); err != nil {
+			return obs, err
+		}
+	}
+	return obs, nil
+}
+
+// observeSource reads the desired replicas from the policy's source.
+func (r *ScalingPolicyReconciler) observeSource(ctx context.Context, sp *v1alpha1.ScalingPolicy, obs *scalingObservation) error {
+	src := &obs.in.Source
+	switch from := sp.Spec.ReplicasFrom; {
+	case from == nil:
+		src.Kind, src.Name, src.Replicas = scaling.SourceSelf, "spec.replicas", sp.Spec.Replicas
+	case from.Leader != nil:
+		src.Kind, src.Name = scaling.SourceLeader, "leader "+from.Leader.Name
+		leader, err := r.statefulSet(ctx, sp.Namespace, from.Leader.Name)
+		if err != nil {
+			return err
+		}
+		if leader == nil {
+			src.Problem, src.ProblemReason = fmt.Sprintf("leader StatefulSet %s does not exist", from.Leader.Name), v1alpha1.ScalingReasonSourceNotFound
+			return nil
+		}
+		replicas := replicasOf(leader)
+		src.Replicas = &replicas
+		src.LeaderReady = allReady(leader)
+	case from.Resource != nil:
+		return r.observeResource(ctx, sp, from.Resource, obs)
+	}
+	return nil
+}
+
+// observeResource reads the replicas of a resource's scale subresource, and
+// tells apart the reasons it cannot: an unknown kind, a missing object, an
+// object without a scale subresource, or no permission.
+func (r *ScalingPolicyReconciler) observeResource(ctx context.Context, sp *v1alpha1.ScalingPolicy, ref *v1alpha1.ScaleResourceReference, obs *scalingObservation) error {
+	src := &obs.in.Source
+	src.Kind, src.Name = scaling.SourceResource, ref.Kind+" "+ref.Name
+	unreadable := func(format string, args ...any) error {
+		src.Problem, src.ProblemReason = fmt.Sprintf(format, args...), v1alpha1.ScalingReasonSourceUnreadable
+		return nil
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return unreadable("spec.replicasFrom.resource.apiVersion %q is not a valid API version: %v", ref.APIVersion, err)
+	}
+	gvk := gv.WithKind(ref.Kind)
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gvk)
+	obj.SetNamespace(sp.Namespace)
+	obj.SetName(ref.Name)
+	scale := &autoscalingv1.Scale{}
+	err = r.SubResource("scale").Get(ctx, obj, scale)
+	switch {
+	case err == nil:
+	case meta.IsNoMatchError(err):
+		return unreadable("the API server serves no kind %s in %s", ref.Kind, ref.APIVersion)
+	case apierrors.IsForbidden(err):
+		return unreadable("the operator may not read the scale subresource of %s %s: grant it get on that resource's scale subresource (%s)", ref.Kind, ref.Name, apiMessage(err))
+	case apierrors.IsNotFound(err):
+		// Either the object or its scale subresource is missing: ask for the object.
+		probe := &metav1.PartialObjectMetadata{}
+		probe.SetGroupVersionKind(gvk)
+		if getErr := r.apiReader.Get(ctx, types.NamespacedName{Namespace: sp.Namespace, Name: ref.Name}, probe); getErr == nil {
+			return unreadable("%s %s has no scale subresource", ref.Kind, ref.Name)
+		}
+		src.Problem, src.ProblemReason = fmt.Sprintf("%s %s does not exist", ref.Kind, ref.Name), v1alpha1.ScalingReasonSourceNotFound
+		return nil
+	default:
+		return fmt.Errorf("read the scale subresource of %s %s: %w", ref.Kind, ref.Name, err)
+	}
+	src.Replicas = &scale.Spec.Replicas
+	obs.resource, obs.resourceScale = obj, scale
+	return r.sources.watch(ctx, gvk)
+}
+
+// observeGroup returns the RolloutGroup that claims the target, with its other
+// members' readiness and last downscales; nil when none does.
+func (r *ScalingPolicyReconciler) observeGroup(ctx context.Context, target *appsv1.StatefulSet) (*scaling.Group, error) {
+	groups, err := groupsClaiming(ctx, r.Client, target.Namespace, target.Name, target)
+	if err != nil {
+		return nil, err
+	}
+	if len(groups) == 0 {
+		return nil, nil
+	}
+	// A StatefulSet claimed by two groups blocks both; the first by name is
+	// enough to space downscales.
+	slices.SortFunc(groups, func(a, b v1alpha1.RolloutGroup) int { return strings.Compare(a.Name, b.Name) })
+	rg := &groups[0]
+	g := &scaling.Group{Name: rg.Name,
+		RollingTarget: rg.Status.CurrentStatefulSet == target.Name &&
+			(rg.Status.Phase == v1alpha1.PhaseProgressing || rg.Status.Phase == v1alpha1.PhaseStalled)}
+	members, _, err := resolveMembers(ctx, r.Client, rg)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range members {
+		if m.Name == target.Name {
+			continue
+		}
+		member := scaling.Member{Name: m.Name, Ready: m.StatefulSet != nil && allReady(m.StatefulSet)}
+		policies, err := policiesTargeting(ctx, r.Client, target.Namespace, m.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range policies {
+			if t := p.Status.LastDownscaleTime; t != nil && t.After(member.LastDownscale) {
+				member.LastDownscale = t.Time
+			}
+		}
+		g.Others = append(g.Others, member)
+	}
+	return g, nil
+}
+
+func (r *ScalingPolicyReconciler) statefulSet(ctx context.Context, namespace, name string) (*appsv1.StatefulSet, error) {
+	sts := &appsv1.StatefulSet{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, sts); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get StatefulSet %s: %w", name, err)
+	}
+	return sts, nil
+}
+
+// policiesTargeting lists the ScalingPolicies whose target is the named StatefulSet.
+func policiesTargeting(ctx context.Context, c client.Reader, namespace, name string) ([]v1alpha1.ScalingPolicy, error) {
+	var list v1alpha1.ScalingPolicyList
+	if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexPolicyTarget: name}); err != nil {
+		return nil, fmt.Errorf("list ScalingPolicies of StatefulSet %s: %w", name, err)
+	}
+	return list.Items, nil
+}
+
+// replicasOf is a StatefulSet's spec.replicas, which the API defaults to 1.
+func replicasOf(sts *appsv1.StatefulSet) int32 {
+	if sts.Spec.Replicas == nil {
+		return 1
+	}
+	return *sts.Spec.Replicas
+}
+
+// allReady reports whether every replica the StatefulSet wants exists and is
+// Ready, by its controller's own status, for the spec it last observed.
+func allReady(sts *appsv1.StatefulSet) bool {
+	n := replicasOf(sts)
+	return sts.Status.ObservedGeneration >= sts.Generation && sts.Status.Replicas == n && sts.Status.ReadyReplicas == n
+}

@@ -1,0 +1,232 @@
+// Package scaling decides, without any client, whether and how far a
+// ScalingPolicy scales its target StatefulSet now. The controller observes the
+// target, the source and the target's RolloutGroup into an Input, calls Decide
+// and carries out the result; every rule (zone delay, members Ready, leader
+// Ready, the rollout interlock, force and pause) lives here, where it is tested
+// with tables and fuzzed.
+package scaling
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+)
+
+// SourceKind is where the desired replicas come from.
+type SourceKind string
+
+const (
+	SourceLeader   SourceKind = "leader"
+	SourceResource SourceKind = "resource"
+	SourceSelf     SourceKind = "self"
+)
+
+// Target is the observed target StatefulSet.
+type Target struct {
+	Name string
+	// Replicas is spec.replicas (the API defaults it to 1).
+	Replicas int32
+	// StatusReplicas and ReadyReplicas are the StatefulSet controller's counts.
+	StatusReplicas int32
+	ReadyReplicas  int32
+}
+
+// Source is the observed source of the desired replicas.
+type Source struct {
+	Kind SourceKind
+	// Name describes the source for messages: "leader zone-a", "ReplicaTemplate ingester", "self".
+	Name string
+	// Replicas is what the source asks for; nil when it could not be read.
+	Replicas *int32
+	// Problem, with its condition reason, says why the source cannot be used
+	// (missing, no scale subresource, not readable); the policy is blocked.
+	Problem       string
+	ProblemReason string
+	// LeaderReady is true when every replica of the leader is Ready (leader mode).
+	LeaderReady bool
+}
+
+// Member is another StatefulSet of the target's RolloutGroup.
+type Member struct {
+	Name string
+	// Ready is true when every replica of the member exists and is Ready.
+	Ready bool
+	// LastDownscale is when the member was last downscaled, from its
+	// ScalingPolicy's status; zero when never, or when it has no policy.
+	LastDownscale time.Time
+}
+
+// Group is the RolloutGroup that claims the target.
+type Group struct {
+	Name string
+	// RollingTarget is true while the group rolls the target's pods.
+	RollingTarget bool
+	// Others are the group's members other than the target.
+	Others []Member
+}
+
+// Input is everything the planner looks at.
+type Input struct {
+	Now    time.Time
+	Paused bool
+	// Force, when set, overrides the source.
+	Force *int32
+	// Target is nil when the StatefulSet does not exist.
+	Target *Target
+	Source Source
+	// UpscaleOnlyWhenLeaderReady holds upscales until the leader is Ready.
+	UpscaleOnlyWhenLeaderReady bool
+	// ZoneDelay is minTimeBetweenZoneDownscales; 0 means no delay.
+	ZoneDelay time.Duration
+	// ClaimedBy names the other ScalingPolicies that target the same StatefulSet.
+	ClaimedBy []string
+	// Group is nil when no RolloutGroup claims the target.
+	Group *Group
+}
+
+// Plan is the planner's decision.
+type Plan struct {
+	Phase v1alpha1.ScalingPhase
+	// Reason is a ScalingReason* constant naming what happens or is waited for.
+	Reason  string
+	Message string
+	// Current is the target's spec.replicas; Desired what the policy wants.
+	Current int32
+	Desired *int32
+	// Scale, when set, is the spec.replicas to write to the target now.
+	Scale *int32
+	// WaitingUntil is when a downscale held by the zone delay may go ahead.
+	WaitingUntil time.Time
+	// RequeueAfter is non-zero when the decision changes with time alone.
+	RequeueAfter time.Duration
+}
+
+// Decide decides what to do now. It keeps these rules:
+//  1. nothing is scaled while the policy is paused or blocked (target or
+//     source missing or unreadable, target claimed by another policy);
+//  2. the target is only ever scaled to the desired replicas (forceReplicas,
+//     else the source's), so replicas stay between the current and the desired
+//     count and never go below 0;
+//  3. nothing is scaled while the target's RolloutGroup rolls the target;
+//  4. an upscale following a leader with upscaleOnlyWhenLeaderReady waits
+//     until every leader replica is Ready;
+//  5. a downscale waits until every other member of the target's RolloutGroup
+//     is Ready and none was downscaled within the zone delay.
+func Decide(in Input) Plan {
+	var p Plan
+	if in.Target == nil {
+		return blocked(p, v1alpha1.ScalingReasonTargetNotFound, "blocked: the target StatefulSet does not exist; nothing is scaled")
+	}
+	p.Current = in.Target.Replicas
+	if len(in.ClaimedBy) > 0 {
+		return blocked(p, v1alpha1.ScalingReasonTargetClaimedByOtherPolicy, fmt.Sprintf(
+			"blocked: StatefulSet %s is also the target of ScalingPolicy %s; a StatefulSet may have one policy only, and none of them scales it",
+			in.Target.Name, strings.Join(in.ClaimedBy, ", ")))
+	}
+	desired, source := in.Source.Replicas, in.Source.Name
+	if in.Force != nil {
+		desired, source = in.Force, "forceReplicas"
+	} else if in.Source.Problem != "" {
+		return blocked(p, in.Source.ProblemReason, "blocked: "+in.Source.Problem+"; nothing is scaled")
+	}
+	if desired == nil || *desired < 0 {
+		return blocked(p, v1alpha1.ScalingReasonSourceUnreadable, fmt.Sprintf("blocked: %s reports no usable replica count; nothing is scaled", source))
+	}
+	p.Desired = desired
+	want := *desired
+
+	if in.Paused {
+		p.Phase, p.Reason = v1alpha1.ScalingPhasePaused, v1alpha1.ScalingReasonPaused
+		p.Message = fmt.Sprintf("paused: replicas frozen at %d (%s asks for %d)", p.Current, source, want)
+		return p
+	}
+	if want == p.Current {
+		return settled(p, in.Target)
+	}
+	if in.Group != nil && in.Group.RollingTarget {
+		return waiting(p, v1alpha1.ScalingReasonRollout, fmt.Sprintf(
+			"waiting: RolloutGroup %s is rolling StatefulSet %s; scaling from %d to %d waits for it", in.Group.Name, in.Target.Name, p.Current, want))
+	}
+
+	if want > p.Current {
+		if in.Source.Kind == SourceLeader && in.Force == nil && in.UpscaleOnlyWhenLeaderReady && !in.Source.LeaderReady {
+			return waiting(p, v1alpha1.ScalingReasonLeaderNotReady, fmt.Sprintf(
+				"waiting: scaling up from %d to %d once every replica of %s is Ready (upscaleOnlyWhenLeaderReady)", p.Current, want, source))
+		}
+		p.Scale = &want
+		p.Phase, p.Reason = v1alpha1.ScalingPhaseScalingUp, v1alpha1.ScalingReasonScaledUp
+		p.Message = fmt.Sprintf("scaled up from %d to %d (%s)", p.Current, want, source)
+		return p
+	}
+
+	if in.Group != nil {
+		var notReady []string
+		for _, m := range in.Group.Others {
+			if !m.Ready {
+				notReady = append(notReady, m.Name)
+			}
+		}
+		if len(notReady) > 0 {
+			slices.Sort(notReady)
+			return waiting(p, v1alpha1.ScalingReasonMembersNotReady, fmt.Sprintf(
+				"waiting: scaling down from %d to %d once every other member of RolloutGroup %s is Ready (not Ready: %s)",
+				p.Current, want, in.Group.Name, strings.Join(notReady, ", ")))
+		}
+		if last, who := lastDownscale(in.Group.Others); in.ZoneDelay > 0 && !last.IsZero() && in.Now.Before(last.Add(in.ZoneDelay)) {
+			until := last.Add(in.ZoneDelay)
+			p = waiting(p, v1alpha1.ScalingReasonZoneDelay, fmt.Sprintf(
+				"waiting: scaling down from %d to %d at %s, %s after StatefulSet %s was downscaled (minTimeBetweenZoneDownscales)",
+				p.Current, want, until.UTC().Format(time.RFC3339), in.ZoneDelay, who))
+			p.WaitingUntil = until
+			p.RequeueAfter = until.Sub(in.Now)
+			return p
+		}
+	}
+	p.Scale = &want
+	p.Phase, p.Reason = v1alpha1.ScalingPhaseScalingDown, v1alpha1.ScalingReasonScaledDown
+	p.Message = fmt.Sprintf("scaled down from %d to %d (%s)", p.Current, want, source)
+	return p
+}
+
+// settled is the plan for a target at its desired replicas: Stable, or still
+// scaling while its controller adds or removes pods.
+func settled(p Plan, t *Target) Plan {
+	p.Reason = v1alpha1.ScalingReasonAtDesiredReplicas
+	switch {
+	case t.StatusReplicas > t.Replicas:
+		p.Phase = v1alpha1.ScalingPhaseScalingDown
+		p.Message = fmt.Sprintf("%d replicas; %d pods above them still leaving", t.Replicas, t.StatusReplicas-t.Replicas)
+	case t.StatusReplicas < t.Replicas:
+		p.Phase = v1alpha1.ScalingPhaseScalingUp
+		p.Message = fmt.Sprintf("%d replicas; %d of them created so far", t.Replicas, t.StatusReplicas)
+	default:
+		p.Phase = v1alpha1.ScalingPhaseStable
+		p.Message = fmt.Sprintf("%d replicas, as desired", t.Replicas)
+	}
+	return p
+}
+
+func blocked(p Plan, reason, msg string) Plan {
+	p.Phase, p.Reason, p.Message = v1alpha1.ScalingPhaseBlocked, reason, msg
+	return p
+}
+
+func waiting(p Plan, reason, msg string) Plan {
+	p.Phase, p.Reason, p.Message = v1alpha1.ScalingPhaseWaiting, reason, msg
+	return p
+}
+
+// lastDownscale is the latest downscale among the members, and whose.
+func lastDownscale(members []Member) (time.Time, string) {
+	var last time.Time
+	var who string
+	for _, m := range members {
+		if m.LastDownscale.After(last) {
+			last, who = m.LastDownscale, m.Name
+		}
+	}
+	return last, who
+}
