@@ -415,7 +415,19 @@ func TestAggregatedRoles(t *testing.T) {
 			}
 		}
 	}
-	for _, plural := range crdPlurals(t) {
+	for plural, hasScale := range crdPlurals(t) {
+		if hasScale {
+			for target, verbs := range map[string][]string{"view": {"get"}, "edit": {"get", "update", "patch"}, "admin": {"get", "update", "patch"}} {
+				for _, v := range verbs {
+					if p := fmt.Sprintf(`"echelon.dev" %s/scale %s *`, plural, v); !roles[target][p] {
+						t.Errorf("the built-in %s role would not get %s", target, p)
+					}
+				}
+			}
+			if p := fmt.Sprintf(`"echelon.dev" %s/scale update *`, plural); roles["view"][p] {
+				t.Errorf("view gets %s", p)
+			}
+		}
 		read := []string{"get", "list", "watch"}
 		write := []string{"create", "update", "patch", "delete", "deletecollection"}
 		for target, verbs := range map[string][]string{"view": read, "edit": append(read, write...), "admin": append(read, write...)} {
@@ -443,14 +455,15 @@ func TestAggregatedRoles(t *testing.T) {
 	}
 }
 
-// crdPlurals returns the plural resource names of the generated CRDs.
-func crdPlurals(t *testing.T) []string {
+// crdPlurals returns the plural resource names of the generated CRDs, and
+// whether each has a scale subresource.
+func crdPlurals(t *testing.T) map[string]bool {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(repoRoot, "config", "crd", "bases", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no CRDs in config/crd/bases: %v", err)
 	}
-	var out []string
+	out := map[string]bool{}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -461,12 +474,21 @@ func crdPlurals(t *testing.T) []string {
 				Names struct {
 					Plural string `json:"plural"`
 				} `json:"names"`
+				Versions []struct {
+					Subresources struct {
+						Scale *struct{} `json:"scale"`
+					} `json:"subresources"`
+				} `json:"versions"`
 			} `json:"spec"`
 		}
 		if err := yaml.Unmarshal(raw, &crd); err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, crd.Spec.Names.Plural)
+		scale := false
+		for _, v := range crd.Spec.Versions {
+			scale = scale || v.Subresources.Scale != nil
+		}
+		out[crd.Spec.Names.Plural] = scale
 	}
 	return out
 }
