@@ -1,3 +1,4 @@
+# syntax=docker/dockerfile:1
 # The echelon image, for those who build with Docker (BuildKit):
 #
 #   docker buildx build --platform linux/amd64,linux/arm64 \
@@ -8,7 +9,9 @@
 # the binary alone at /echelon, built static with -trimpath, /tmp, user
 # 65532:65532, the same entrypoint and labels. test/image checks that this file
 # and hack/image agree.
-ARG GO_VERSION=1.26
+# The Go toolchain is part of what makes the binary: with the version `make
+# image` uses (`go version`), both builds put the same binary in the image.
+ARG GO_VERSION=1.26.8
 
 FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build
 ARG TARGETOS

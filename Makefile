@@ -39,6 +39,7 @@ IMAGE_BUILDER := $(BIN)/echelon-image-builder
 # for `make release`.
 .PHONY: image
 image: ## Build the multi-arch OCI image into bin/image (layout) and bin/echelon-image-<version>.oci.tar.
+	@mkdir -p $(BIN)
 	go -C hack/image build -o $(IMAGE_BUILDER) .
 	$(IMAGE_BUILDER) --source=$(ROOT) --layout=$(IMAGE_LAYOUT) --archive=$(IMAGE_ARCHIVE) \
 		--version=$(VERSION) --repository=$(IMAGE_REPOSITORY) --platforms=$(IMAGE_PLATFORMS) | tee $(BIN)/image.ref
