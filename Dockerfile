@@ -9,6 +9,7 @@
 # the binary alone at /echelon, built static with -trimpath, /tmp, user
 # 65532:65532, the same entrypoint and labels. test/image checks that this file
 # and hack/image agree.
+
 # The Go toolchain is part of what makes the binary: with the version `make
 # image` uses (`go version`), both builds put the same binary in the image.
 ARG GO_VERSION=1.26.8
