@@ -20,9 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/test/controlplane"
@@ -39,14 +37,7 @@ func TestInstall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs into a real control plane; skipped with -short")
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	cp := controlplane.StartForTest(t, controlplane.Options{Scheme: scheme})
+	cp := controlplane.StartForTest(t, controlplane.Options{Scheme: installed.Scheme()})
 	ctx := context.Background()
 	c := cp.Client()
 	helm := func(args ...string) {
@@ -59,10 +50,6 @@ func TestInstall(t *testing.T) {
 	// Kubernetes' role aggregation fills the built-in edit role with the
 	// chart's aggregated ClusterRoles; the test control plane leaves it out.
 	if err := installed.StartRoleAggregation(t, cp); err != nil {
-		t.Fatal(err)
-	}
-	binary, err := installed.Binary()
-	if err != nil {
 		t.Fatal(err)
 	}
 	for _, ns := range []string{"apps", "team-a", "team-b"} {
@@ -104,18 +91,7 @@ func TestInstall(t *testing.T) {
 	// The operator as the install runs it (its flags, environment and
 	// ServiceAccount) rolls out a group, and reports a stalled one; its metrics
 	// then hold every series the chart's alerts and dashboard query.
-	op, err := installed.StartFromDeployment(t, cp.Config(), binary, "echelon-system", "echelon")
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := op.WaitReady(waitCtx); err != nil {
-		t.Fatal(err)
-	}
-	if err := op.WaitLeader(waitCtx); err != nil {
-		t.Fatalf("operator from the chart never became leader (its Lease RBAC?): %v\n%s", err, op.LogTail(40))
-	}
+	op := installed.Run(t, cp, "echelon-system", "echelon")
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "rollout"}}); err != nil {
 		t.Fatal(err)
 	}

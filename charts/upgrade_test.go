@@ -18,14 +18,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -46,14 +43,7 @@ func TestUpgrade(t *testing.T) {
 	current := chartMeta(t)
 	t.Logf("upgrading from chart %s to %s", previousVersion, current.Version)
 
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	cp := controlplane.StartForTest(t, controlplane.Options{Scheme: scheme})
+	cp := controlplane.StartForTest(t, controlplane.Options{Scheme: installed.Scheme()})
 	ctx := context.Background()
 	c := cp.Client()
 	helm := func(args ...string) string {
@@ -65,11 +55,6 @@ func TestUpgrade(t *testing.T) {
 		}
 		return stdout
 	}
-	binary, err := installed.Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	helm("install", "echelon", previous, "--namespace", "echelon-system", "--create-namespace", "--wait", "--timeout", "2m")
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil {
 		t.Fatal(err)
@@ -135,15 +120,7 @@ func TestUpgrade(t *testing.T) {
 		t.Errorf("RolloutGroup created before the upgrade has spec %v: want the new CRD's defaults shown (progressDeadline)", group.Object["spec"])
 	}
 
-	op, err := installed.StartFromDeployment(t, cp.Config(), binary, "echelon-system", "echelon")
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := op.WaitReady(waitCtx); err != nil {
-		t.Fatal(err)
-	}
+	op := installed.Run(t, cp, "echelon-system", "echelon")
 	if err := installed.WaitRolledOut(ctx, c, "apps", "web"); err != nil {
 		t.Fatalf("the upgraded operator did not roll out the revision made before the upgrade: %v\n%s", err, op.LogTail(40))
 	}

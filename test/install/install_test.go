@@ -28,9 +28,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -44,18 +42,6 @@ const (
 	operatorName      = "echelon"
 )
 
-func newScheme(t *testing.T) *runtime.Scheme {
-	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	return scheme
-}
-
 // TestInstallYAML renders install.yaml with the script `make release` uses,
 // applies it to a control plane that has nothing of Echelon, runs the operator
 // from what it created and rolls out a group; then deletes it again and checks
@@ -64,7 +50,7 @@ func TestInstallYAML(t *testing.T) {
 	if testing.Short() {
 		t.Skip("applies install.yaml to a real control plane; skipped with -short")
 	}
-	cp := controlplane.StartForTest(t, controlplane.Options{Scheme: newScheme(t)})
+	cp := controlplane.StartForTest(t, controlplane.Options{Scheme: installed.Scheme()})
 	ctx := context.Background()
 	c := cp.Client()
 	root, err := controlplane.RepoRoot()
@@ -93,22 +79,7 @@ func TestInstallYAML(t *testing.T) {
 		t.Errorf("install.yaml runs image %q, want %q", deploy.Spec.Template.Spec.Containers[0].Image, want)
 	}
 
-	binary, err := installed.Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	op, err := installed.StartFromDeployment(t, cp.Config(), binary, operatorNamespace, operatorName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := op.WaitReady(waitCtx); err != nil {
-		t.Fatal(err)
-	}
-	if err := op.WaitLeader(waitCtx); err != nil {
-		t.Fatalf("operator from install.yaml never became leader: %v\n%s", err, op.LogTail(40))
-	}
+	op := installed.Run(t, cp, operatorNamespace, operatorName)
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil {
 		t.Fatal(err)
 	}

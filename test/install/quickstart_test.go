@@ -47,12 +47,8 @@ func TestQuickStart(t *testing.T) {
 	if len(blocks) < 3 {
 		t.Fatalf("%s %q has %d sh blocks; want the install, the workload and the rollout", quickStartDoc, quickStartSection, len(blocks))
 	}
-	cp := controlplane.StartForTest(t, controlplane.Options{Scheme: newScheme(t)})
+	cp := controlplane.StartForTest(t, controlplane.Options{Scheme: installed.Scheme()})
 	c := cp.Client()
-	binary, err := installed.Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// What the user has: kubectl and helm on the PATH, a kubeconfig, a home.
 	bin := t.TempDir()
@@ -93,15 +89,7 @@ func TestQuickStart(t *testing.T) {
 		if op == nil {
 			var deploy appsv1.Deployment
 			if err := c.Get(context.Background(), client.ObjectKey{Namespace: operatorNamespace, Name: operatorName}, &deploy); err == nil {
-				if op, err = installed.StartFromDeployment(t, cp.Config(), binary, operatorNamespace, operatorName); err != nil {
-					t.Fatal(err)
-				}
-				readyCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				err := op.WaitReady(readyCtx)
-				cancel()
-				if err != nil {
-					t.Fatal(err)
-				}
+				op = installed.Run(t, cp, operatorNamespace, operatorName)
 			}
 		}
 	}

@@ -264,3 +264,31 @@ func (o *Operator) LogTail(lines int) string { return o.proc.logTail(lines) }
 
 // Stop stops the process (SIGTERM, then SIGKILL).
 func (o *Operator) Stop() { o.proc.stop() }
+
+// startTimeout bounds how long an operator may take to sync its caches and
+// take its Lease; seconds are usual.
+const startTimeout = 2 * time.Minute
+
+// Run builds the binary (once), starts it from the Deployment namespace/name
+// of the control plane (StartFromDeployment) and waits until it is ready and
+// holds its leader Lease, failing the test otherwise.
+func Run(t controlplane.TB, cp *controlplane.ControlPlane, namespace, name string) *Operator {
+	t.Helper()
+	binary, err := Binary()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	op, err := StartFromDeployment(t, cp.Config(), binary, namespace, name)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if err := op.WaitReady(ctx); err != nil {
+		t.Fatalf("%v", err)
+	}
+	if err := op.WaitLeader(ctx); err != nil {
+		t.Fatalf("operator from %s/%s never took its leader Lease (its Lease RBAC, POD_NAMESPACE?): %v\n%s", namespace, name, err, op.LogTail(40))
+	}
+	return op
+}
