@@ -41,7 +41,7 @@ type ScalingPolicyReconciler struct {
 
 // +kubebuilder:rbac:groups=echelon.dev,resources=scalingpolicies,verbs=list;watch
 // +kubebuilder:rbac:groups=echelon.dev,resources=scalingpolicies/status,verbs=patch
-// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=patch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;patch
 
 // Reconcile brings one ScalingPolicy's target one step closer to the desired
 // replicas: observe, plan (pure), scale, write back, then write status once.
@@ -59,31 +59,63 @@ func (r *ScalingPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, err
 	}
 	plan := scaling.Decide(obs.in)
+	if isDownscale(plan) && obs.in.Group != nil {
+		if plan, err = r.confirmDownscale(ctx, obs); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	now := obs.in.Now
-
-	scaled, actErr := r.scale(ctx, sp, obs, plan)
-	actErr = errors.Join(actErr, r.writeBack(ctx, sp, obs, plan, scaled))
-
 	selector := ""
 	if obs.target != nil && obs.target.Spec.Selector != nil {
 		if sel, err := metav1.LabelSelectorAsSelector(obs.target.Spec.Selector); err == nil {
 			selector = sel.String()
 		}
 	}
+
+	// A downscale is recorded before it is made: the other zones' delay counts
+	// from lastDownscaleTime, and a crash between the two must not lose it (a
+	// recorded downscale that then failed only delays the others).
+	written := sp.Status
+	if isDownscale(plan) {
+		intended := computeScalingStatus(sp, obs.in, plan, true, selector, now)
+		if err := r.patchStatus(ctx, sp, written, intended); err != nil {
+			return ctrl.Result{}, err
+		}
+		written = intended
+	}
+	scaled, actErr := r.scale(ctx, sp, obs, plan)
+	actErr = errors.Join(actErr, r.writeBack(ctx, sp, obs, plan, scaled))
+
 	st := computeScalingStatus(sp, obs.in, plan, scaled, selector, now)
+	if isDownscale(plan) && !scaled {
+		st.LastDownscaleTime = written.LastDownscaleTime // keep the record: it may have happened
+	}
 	r.recordScalingTransition(sp, plan, st, scaled)
 	r.exportScalingMetrics(sp, plan, st, scaled, now)
-	if !equality.Semantic.DeepEqual(sp.Status, st) {
-		patched := sp.DeepCopy()
-		patched.Status = st
-		if err := r.Status().Patch(ctx, patched, client.MergeFrom(sp)); err != nil {
-			return ctrl.Result{}, errors.Join(actErr, fmt.Errorf("patch ScalingPolicy status: %w", err))
-		}
+	if err := r.patchStatus(ctx, sp, written, st); err != nil {
+		return ctrl.Result{}, errors.Join(actErr, err)
 	}
 	if actErr != nil {
 		return ctrl.Result{}, actErr
 	}
 	return ctrl.Result{RequeueAfter: plan.RequeueAfter}, nil
+}
+
+func isDownscale(p scaling.Plan) bool { return p.Scale != nil && *p.Scale < p.Current }
+
+// patchStatus writes next over written, when they differ.
+func (r *ScalingPolicyReconciler) patchStatus(ctx context.Context, sp *v1alpha1.ScalingPolicy, written, next v1alpha1.ScalingPolicyStatus) error {
+	if equality.Semantic.DeepEqual(written, next) {
+		return nil
+	}
+	base := sp.DeepCopy()
+	base.Status = written
+	patched := sp.DeepCopy()
+	patched.Status = next
+	if err := r.Status().Patch(ctx, patched, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("patch ScalingPolicy status: %w", err)
+	}
+	return nil
 }
 
 // scale patches the target's spec.replicas as planned. The patch carries the

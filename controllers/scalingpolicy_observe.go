@@ -221,3 +221,39 @@ func allReady(sts *appsv1.StatefulSet) bool {
 	n := replicasOf(sts)
 	return sts.Status.ObservedGeneration >= sts.Generation && sts.Status.Replicas == n && sts.Status.ReadyReplicas == n
 }
+
+// confirmDownscale plans a downscale again with the other members of the
+// target's RolloutGroup read from the API server rather than the cache: their
+// StatefulSets (Ready?) and their policies' lastDownscaleTime (zone delay). A
+// policy of another zone may have downscaled a moment ago, and the cache not
+// show it yet; two zones must not both go down inside the delay. One read per
+// member and one of the namespace's policies, per downscale.
+func (r *ScalingPolicyReconciler) confirmDownscale(ctx context.Context, obs scalingObservation) (scaling.Plan, error) {
+	in := obs.in
+	group := *in.Group
+	var policies v1alpha1.ScalingPolicyList
+	if err := r.apiReader.List(ctx, &policies, client.InNamespace(obs.target.Namespace)); err != nil {
+		return scaling.Plan{}, fmt.Errorf("live read of ScalingPolicies: %w", err)
+	}
+	group.Others = slices.Clone(group.Others)
+	for i := range group.Others {
+		m := &group.Others[i]
+		sts := &appsv1.StatefulSet{}
+		err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: obs.target.Namespace, Name: m.Name}, sts)
+		switch {
+		case apierrors.IsNotFound(err):
+			m.Ready = false
+		case err != nil:
+			return scaling.Plan{}, fmt.Errorf("live read of StatefulSet %s: %w", m.Name, err)
+		default:
+			m.Ready = allReady(sts)
+		}
+		for _, p := range policies.Items {
+			if t := p.Status.LastDownscaleTime; p.Spec.TargetRef.Name == m.Name && t != nil && t.After(m.LastDownscale) {
+				m.LastDownscale = t.Time
+			}
+		}
+	}
+	in.Group = &group
+	return scaling.Decide(in), nil
+}

@@ -22,6 +22,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   resources:
   - statefulsets
   verbs:
+  - get
   - list
   - patch
   - watch
@@ -76,6 +77,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   resources:
   - statefulsets
   verbs:
+  - get
   - list
   - patch
   - watch
