@@ -180,6 +180,10 @@ const (
 	// ReasonWaitingForMembers: the rollout waits because another member has pods
 	// that are not available, or is scaling down.
 	ReasonWaitingForMembers = "WaitingForMembers"
+	// ReasonWaitingForScale: a member is being scaled (pods of a scale-down
+	// still leaving, or those of a scale-up not all created and available);
+	// rolling resumes when the scale is done.
+	ReasonWaitingForScale = "WaitingForScale"
 	// ReasonWaitingForStatefulSet: a member's StatefulSet controller has not yet
 	// observed its latest spec, so its revisions cannot be trusted.
 	ReasonWaitingForStatefulSet = "WaitingForStatefulSet"

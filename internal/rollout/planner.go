@@ -85,6 +85,14 @@ type MemberState struct {
 	Message string
 }
 
+// scaling reports whether the member is being scaled: pods above its wanted
+// ordinals still leaving, its controller counting more pods than it wants, or
+// (with every pod it has on the update revision) fewer.
+func (ms *MemberState) scaling() bool {
+	return ms.Leaving > 0 || ms.StatusReplicas > ms.Replicas ||
+		(ms.StatusReplicas < ms.Replicas && ms.ToRoll == 0 && len(ms.Outdated) == 0)
+}
+
 // disruption says why a member uses availability now, or "" when it does not:
 // pods that are missing, terminating or not available, pods leaving after a
 // scale-down, or a StatefulSet status showing fewer Ready pods than it has.
@@ -92,6 +100,8 @@ func (ms *MemberState) disruption() string {
 	switch {
 	case ms.Leaving > 0:
 		return fmt.Sprintf("%s above the wanted ordinals still leaving (scale-down)", pods(ms.Leaving))
+	case ms.Unavailable > 0 && ms.scaling():
+		return fmt.Sprintf("%d/%d pods not available (scale-up from %d)", ms.Unavailable, ms.Replicas, ms.StatusReplicas)
 	case ms.Unavailable > 0:
 		return fmt.Sprintf("%d/%d pods not available", ms.Unavailable, ms.Replicas)
 	case ms.StatusReplicas > ms.StatusReady:
@@ -228,9 +238,13 @@ func decideSettled(in Input, p *Plan) {
 			if d := ms.disruption(); d != "" {
 				p.Current = ms.Name
 				p.Message = fmt.Sprintf("%s: %d/%d updated, waiting: %s", ms.Name, ms.Updated, ms.Replicas, d)
-				p.Reason = v1alpha1.ReasonWaitingForPods
-				if ms.Unavailable == 0 {
-					p.Reason = v1alpha1.ReasonWaitingForMembers // a scale-down, not pods of the rollout
+				switch {
+				case ms.scaling():
+					p.Reason = v1alpha1.ReasonWaitingForScale
+				case ms.Unavailable > 0:
+					p.Reason = v1alpha1.ReasonWaitingForPods
+				default:
+					p.Reason = v1alpha1.ReasonWaitingForMembers
 				}
 				return
 			}

@@ -699,7 +699,19 @@ func TestDecideReasonsAndCounts(t *testing.T) {
 	}, {
 		name:        "waiting for another member's scale-down",
 		in:          group(makeMember(onDeleteSTS("zone-a", 2).Obj()).Pods(readyPods("zone-a", newRev, 0, 1, 2)), outdated("zone-b", 2)),
-		wantReason:  v1alpha1.ReasonWaitingForMembers,
+		wantReason:  v1alpha1.ReasonWaitingForScale,
+		wantSettled: true, wantToRoll: 2, wantAdvance: nil,
+	}, {
+		name: "waiting for another member's scale-up",
+		in: group(makeMember(onDeleteSTS("zone-a", 3).StatusReplicas(2, 2).Obj()).Pods(readyPods("zone-a", newRev, 0, 1)),
+			outdated("zone-b", 2)),
+		wantReason:  v1alpha1.ReasonWaitingForScale,
+		wantSettled: true, wantToRoll: 2, wantAdvance: nil,
+	}, {
+		name: "waiting for another member's lost pod",
+		in: group(makeMember(onDeleteSTS("zone-a", 3).StatusReplicas(3, 2).Obj()).Pods(readyPods("zone-a", newRev, 0, 1), makePod("zone-a", 2).Revision(newRev).NotReady().Obj()),
+			outdated("zone-b", 2)),
+		wantReason:  v1alpha1.ReasonWaitingForPods,
 		wantSettled: true, wantToRoll: 2, wantAdvance: nil,
 	}, {
 		name:        "waiting out batchInterval",
