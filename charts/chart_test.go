@@ -435,3 +435,41 @@ func TestValuesMatrix(t *testing.T) {
 		})
 	}
 }
+
+// rbac.extraRules reach the operator's ClusterRole, or each watched
+// namespace's Role: the rights ScalingPolicies need on the resources they follow.
+func TestExtraRules(t *testing.T) {
+	t.Parallel()
+	extra := []string{
+		"--set", "rbac.extraRules[0].apiGroups={example.com}",
+		"--set", "rbac.extraRules[0].resources={widgets/scale}",
+		"--set", "rbac.extraRules[0].verbs={get}",
+	}
+	want := `"example.com" widgets/scale get *`
+
+	m := render(t, extra...)
+	var clusterPerms []string
+	for _, cr := range operatorClusterRoles(m) {
+		clusterPerms = append(clusterPerms, permissions(cr.Rules)...)
+	}
+	if !slices.Contains(clusterPerms, want) {
+		t.Errorf("ClusterRole grants %v, missing the extra rule %s", clusterPerms, want)
+	}
+
+	m = render(t, append(extra, "--set", "watchNamespaces={a,b}")...)
+	for _, ns := range []string{"a", "b"} {
+		if perms := permissions(rolesIn(m, ns)); !slices.Contains(perms, want) {
+			t.Errorf("Role in %s grants %v, missing the extra rule %s", ns, perms, want)
+		}
+	}
+	for _, cr := range operatorClusterRoles(m) {
+		if slices.Contains(permissions(cr.Rules), want) {
+			t.Errorf("with watchNamespaces the extra rule must not be granted cluster-wide (ClusterRole %s)", cr.Name)
+		}
+	}
+
+	if _, stderr, err := runHelm(t, "template", "x", chartDir, "--set", "rbac.extraRules[0].verbs={escalate}",
+		"--set", "rbac.extraRules[0].resources={widgets}", "--set", "rbac.extraRules[0].apiGroups={x}"); err == nil || !strings.Contains(stderr, "extraRules") {
+		t.Errorf("a bad verb in rbac.extraRules was not refused naming the value: err %v, stderr %s", err, stderr)
+	}
+}
