@@ -51,13 +51,13 @@ type build struct {
 	stdout  string
 }
 
-// buildImage compiles hack/image and runs it the way `make image` does, with
-// fixed revision and time.
-func buildImage(t *testing.T, builder, name string) build {
+// buildImage runs the image builder on the source tree at source the way `make
+// image` does, with fixed revision and time.
+func buildImage(t *testing.T, builder, source, name string) build {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
 	archive := dir + ".oci.tar"
-	cmd := exec.Command(builder, "--source="+repoRoot, "--layout="+dir, "--archive="+archive,
+	cmd := exec.Command(builder, "--source="+source, "--layout="+dir, "--archive="+archive,
 		"--revision="+revision, fmt.Sprintf("--source-date-epoch=%d", epoch))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -85,7 +85,11 @@ func TestImage(t *testing.T) {
 		t.Skip("cross-compiles the operator for two architectures; skipped with -short")
 	}
 	builder := compileBuilder(t)
-	first := buildImage(t, builder, "first")
+	// The builds read a copy of the sources, taken once: the checkout may change
+	// while the test runs, and the second build reads a copy of the copy at
+	// another path, so that a path leaking into the image would show.
+	source := copySources(t, repoRoot, filepath.Join(t.TempDir(), "src-first"))
+	first := buildImage(t, builder, source, "first")
 	l := first.layout
 	chart := readChart(t)
 
@@ -218,10 +222,11 @@ func TestImage(t *testing.T) {
 	})
 
 	// Last, as it needs a second build: warm, it is quick, because the Go
-	// build cache holds the binaries; what it checks is that nothing in the
-	// assembly (times, modes, order, compression) varies between runs.
+	// build cache holds the binaries (-trimpath builds share cache entries
+	// across directories); what it checks is that nothing in the assembly
+	// (times, modes, order, compression, paths) varies between runs.
 	t.Run("two builds give one digest", func(t *testing.T) {
-		second := buildImage(t, builder, "second")
+		second := buildImage(t, builder, copySources(t, source, filepath.Join(t.TempDir(), "src-second")), "second")
 		if a, b := l.top().Digest, second.layout.top().Digest; a != b {
 			t.Errorf("two builds of the same source: index digests %s and %s", a, b)
 		}
@@ -317,4 +322,37 @@ func fileSHA256(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("%x", sha256.Sum256(data))
+}
+
+// copySources copies the source tree at from to to, leaving out what is not
+// source: bin/ (the test control plane's binaries), dist/ and .git/ at the top.
+func copySources(t *testing.T, from, to string) string {
+	t.Helper()
+	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(from, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if slices.Contains([]string{"bin", "dist", ".git"}, rel) {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), data, 0o644)
+	})
+	if err != nil {
+		t.Fatalf("copy the sources: %v", err)
+	}
+	return to
 }
