@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,5 +158,48 @@ func TestScalingPolicyBlocksOnBadInput(t *testing.T) {
 	})
 	if n := *e.getSTS("zone-b").Spec.Replicas; n != 3 {
 		t.Errorf("zone-b has %d replicas, want its 3 untouched", n)
+	}
+}
+
+// The API server refuses a bad ScalingPolicy with a message naming the field.
+func TestScalingPolicyValidation(t *testing.T) {
+	cp := apiServer(t)
+	ns, err := cp.CreateNamespace(t.Context(), "sp-validation")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := &v1alpha1.ReplicasSource{Leader: &v1alpha1.LeaderReference{Name: "zone-a"}}
+	resource := &v1alpha1.ReplicasSource{Resource: &v1alpha1.ScaleResourceReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "d"}}
+	tests := []struct {
+		name string
+		spec v1alpha1.ScalingPolicySpec
+		want string // "" means accepted
+	}{
+		{"a leader", v1alpha1.ScalingPolicySpec{ReplicasFrom: leader}, ""},
+		{"its own replicas", v1alpha1.ScalingPolicySpec{Replicas: ptr.To[int32](3)}, ""},
+		{"a resource with writeBack", v1alpha1.ScalingPolicySpec{ReplicasFrom: resource, WriteBack: ptr.To(false)}, ""},
+		{"no source", v1alpha1.ScalingPolicySpec{}, "exactly one source"},
+		{"two sources", v1alpha1.ScalingPolicySpec{ReplicasFrom: leader, Replicas: ptr.To[int32](3)}, "exactly one source"},
+		{"leader and resource", v1alpha1.ScalingPolicySpec{ReplicasFrom: &v1alpha1.ReplicasSource{Leader: leader.Leader, Resource: resource.Resource}},
+			"spec.replicasFrom must set exactly one of leader or resource"},
+		{"following itself", v1alpha1.ScalingPolicySpec{ReplicasFrom: &v1alpha1.ReplicasSource{Leader: &v1alpha1.LeaderReference{Name: "zone-b"}}},
+			"spec.replicasFrom.leader.name must not be spec.targetRef.name"},
+		{"writeBack without a resource", v1alpha1.ScalingPolicySpec{ReplicasFrom: leader, WriteBack: ptr.To(true)}, "spec.writeBack applies only with spec.replicasFrom.resource"},
+		{"negative replicas", v1alpha1.ScalingPolicySpec{Replicas: ptr.To[int32](-1)}, "spec.replicas"},
+		{"negative forceReplicas", v1alpha1.ScalingPolicySpec{ReplicasFrom: leader, ForceReplicas: ptr.To[int32](-2)}, "spec.forceReplicas"},
+		{"negative zone delay", v1alpha1.ScalingPolicySpec{ReplicasFrom: leader, MinTimeBetweenZoneDownscales: &metav1.Duration{Duration: -time.Minute}}, "spec.minTimeBetweenZoneDownscales"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.spec.TargetRef = v1alpha1.ScalingTargetReference{Name: "zone-b"}
+			sp := &v1alpha1.ScalingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("p%d", i)}, Spec: tt.spec}
+			err := cp.Client().Create(t.Context(), sp, client.DryRunAll)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("error %v, want one containing %q", err, tt.want)
+			}
+		})
 	}
 }
