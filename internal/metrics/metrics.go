@@ -81,12 +81,18 @@ func init() {
 
 // SetGroupPhase sets the phase gauge of one group.
 func SetGroupPhase(namespace, name string, phase v1alpha1.RolloutPhase) {
-	for _, p := range AllPhases {
+	setPhase(GroupPhase, namespace, name, AllPhases, phase)
+}
+
+// setPhase sets a phase gauge: 1 for the current phase, 0 for each other, so
+// that every phase has a series and a change shows without a gap.
+func setPhase[P ~string](gauge *prometheus.GaugeVec, namespace, name string, all []P, current P) {
+	for _, p := range all {
 		v := 0.0
-		if p == phase {
+		if p == current {
 			v = 1
 		}
-		GroupPhase.WithLabelValues(namespace, name, string(p)).Set(v)
+		gauge.WithLabelValues(namespace, name, string(p)).Set(v)
 	}
 }
 

@@ -49,13 +49,7 @@ func init() {
 
 // SetPolicy sets the phase and replica gauges of one ScalingPolicy.
 func SetPolicy(namespace, name string, phase v1alpha1.ScalingPhase, desired *int32, current int32) {
-	for _, p := range AllScalingPhases {
-		v := 0.0
-		if p == phase {
-			v = 1
-		}
-		PolicyPhase.WithLabelValues(namespace, name, string(p)).Set(v)
-	}
+	setPhase(PolicyPhase, namespace, name, AllScalingPhases, phase)
 	PolicyReplicas.WithLabelValues(namespace, name, "current").Set(float64(current))
 	if desired != nil {
 		PolicyReplicas.WithLabelValues(namespace, name, "desired").Set(float64(*desired))

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/fuzzinput"
 )
 
 // FuzzDecide builds random groups from the fuzz input and checks every plan
@@ -33,7 +34,7 @@ func FuzzDecide(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		g := generateGroup(&fuzzBytes{data: data})
+		g := generateGroup(fuzzinput.New(data))
 		before := make([][]*corev1.Pod, len(g.in.Members))
 		for i, m := range g.in.Members {
 			before[i] = slices.Clone(m.Pods)
@@ -63,27 +64,6 @@ func FuzzDecide(f *testing.F) {
 		}
 	})
 }
-
-// fuzzBytes hands out decisions from the fuzz input. Once the input is used up
-// every decision is 0, which generators map to the common case.
-type fuzzBytes struct {
-	data []byte
-	pos  int
-}
-
-func (b *fuzzBytes) next() byte {
-	if b.pos >= len(b.data) {
-		return 0
-	}
-	v := b.data[b.pos]
-	b.pos++
-	return v
-}
-
-func (b *fuzzBytes) intn(n int) int { return int(b.next()) % n }
-
-// rare is true for one byte value in n, never for the exhausted input.
-func (b *fuzzBytes) rare(n int) bool { return b.intn(n) == n-1 }
 
 // fuzzMaxUnavailable is a maxUnavailable as a user writes it.
 type fuzzMaxUnavailable struct {
@@ -115,12 +95,12 @@ func (m fuzzMaxUnavailable) resolve(replicas int) int {
 	return n
 }
 
-func generateMaxUnavailable(b *fuzzBytes) fuzzMaxUnavailable {
-	switch b.intn(3) {
+func generateMaxUnavailable(b *fuzzinput.Bytes) fuzzMaxUnavailable {
+	switch b.Intn(3) {
 	case 1:
-		return fuzzMaxUnavailable{set: true, value: b.intn(6)}
+		return fuzzMaxUnavailable{set: true, value: b.Intn(6)}
 	case 2:
-		return fuzzMaxUnavailable{set: true, percent: true, value: b.intn(101)}
+		return fuzzMaxUnavailable{set: true, percent: true, value: b.Intn(101)}
 	}
 	return fuzzMaxUnavailable{}
 }
@@ -139,23 +119,23 @@ type fuzzGroup struct {
 
 const fuzzRevisions = "r1r2r2r0" // pick 2 bytes; r2 is the update revision
 
-func generateGroup(b *fuzzBytes) fuzzGroup {
+func generateGroup(b *fuzzinput.Bytes) fuzzGroup {
 	g := fuzzGroup{in: Input{Now: testNow, Deleting: sets.New[types.UID]()}}
-	n := 1 + b.intn(4)
-	g.in.Paused = b.rare(8)
-	g.in.MinReadySeconds = []int32{0, 0, 10, 60}[b.intn(4)]
-	g.in.BatchInterval = []time.Duration{0, 0, 30 * time.Second, 5 * time.Minute}[b.intn(4)]
-	g.in.LastBatchTime = []time.Time{{}, testNow.Add(-10 * time.Second), testNow.Add(-30 * time.Second), testNow.Add(-time.Hour)}[b.intn(4)]
+	n := 1 + b.Intn(4)
+	g.in.Paused = b.Rare(8)
+	g.in.MinReadySeconds = []int32{0, 0, 10, 60}[b.Intn(4)]
+	g.in.BatchInterval = []time.Duration{0, 0, 30 * time.Second, 5 * time.Minute}[b.Intn(4)]
+	g.in.LastBatchTime = []time.Time{{}, testNow.Add(-10 * time.Second), testNow.Add(-30 * time.Second), testNow.Add(-time.Hour)}[b.Intn(4)]
 	groupMax := generateMaxUnavailable(b)
-	if b.rare(64) {
+	if b.Rare(64) {
 		g.in.InvalidSpec = "spec.selector: invalid"
 	}
-	g.in.GroupDeleting = b.rare(64)
+	g.in.GroupDeleting = b.Rare(64)
 
 	for i := range n {
 		name := fmt.Sprintf("zone-%c", 'a'+i)
 		fm := fuzzMember{name: name, maxUnavailable: groupMax}
-		if b.rare(4) {
+		if b.Rare(4) {
 			fm.maxUnavailable = generateMaxUnavailable(b) // member override
 		}
 		m := Member{Name: name}
@@ -166,24 +146,24 @@ func generateGroup(b *fuzzBytes) fuzzGroup {
 			}
 			m.MaxUnavailable = &iv
 		}
-		if b.rare(32) {
+		if b.Rare(32) {
 			m.ClaimedBy = []string{"other-group"}
 		}
-		exists := !b.rare(32)
+		exists := !b.Rare(32)
 
-		replicas := b.intn(13)
+		replicas := b.Intn(13)
 		start := 0
-		if b.rare(4) {
-			start = 1 + b.intn(3)
+		if b.Rare(4) {
+			start = 1 + b.Intn(3)
 		}
 		sts := makeSTS(name).Replicas(int32(replicas)).OnDelete().Revision("r2").CurrentRevision("r1").Generation(3)
-		switch b.intn(32) {
+		switch b.Intn(32) {
 		case 31:
 			sts.RollingUpdate()
 		case 30:
 			sts.Strategy("")
 		}
-		switch b.intn(16) {
+		switch b.Intn(16) {
 		case 15:
 			sts.NotObserved()
 		case 14:
@@ -192,26 +172,26 @@ func generateGroup(b *fuzzBytes) fuzzGroup {
 		if start > 0 {
 			sts.OrdinalsStart(int32(start))
 		}
-		if b.rare(32) {
+		if b.Rare(32) {
 			sts.NilReplicas()
 			replicas = 1
 		}
-		if b.rare(32) {
+		if b.Rare(32) {
 			sts.Deleting()
 		}
 		fm.wanted = ords(start, start+replicas)
 
 		// Pods below start (ordinals moved) and above the end (being scaled away)
 		// exist too and must be left alone.
-		from, to := max(0, start-b.intn(2)), start+replicas+b.intn(3)
+		from, to := max(0, start-b.Intn(2)), start+replicas+b.Intn(3)
 		for ord := from; ord < to; ord++ {
-			rev := fuzzRevisions[2*b.intn(4):][:2]
+			rev := fuzzRevisions[2*b.Intn(4):][:2]
 			pb := makePod(name, ord).Revision(rev)
-			if b.rare(16) {
+			if b.Rare(16) {
 				pb.NoRevision()
 			}
 			var deleting bool
-			switch b.intn(16) {
+			switch b.Intn(16) {
 			case 6:
 				continue // missing
 			case 7:
@@ -221,9 +201,9 @@ func generateGroup(b *fuzzBytes) fuzzGroup {
 			case 9:
 				pb.NotReady()
 			case 10:
-				pb.Ready(testNow.Add(-time.Duration(b.intn(70)) * time.Second))
+				pb.Ready(testNow.Add(-time.Duration(b.Intn(70)) * time.Second))
 			case 11:
-				pb.Phase([]corev1.PodPhase{corev1.PodPending, corev1.PodFailed}[b.intn(2)]) // Ready condition left stale
+				pb.Phase([]corev1.PodPhase{corev1.PodPending, corev1.PodFailed}[b.Intn(2)]) // Ready condition left stale
 			case 12:
 				pb.Terminating().NotReady()
 			}
@@ -236,15 +216,15 @@ func generateGroup(b *fuzzBytes) fuzzGroup {
 		// The StatefulSet controller's counts: usually every pod it has is Ready,
 		// now and then (a scale-down, a lagging status) some are not.
 		statusReady := len(m.Pods)
-		if b.rare(8) {
-			statusReady = max(0, statusReady-1-b.intn(2))
+		if b.Rare(8) {
+			statusReady = max(0, statusReady-1-b.Intn(2))
 		}
 		sts.StatusReplicas(int32(len(m.Pods)), int32(statusReady))
 		if exists {
 			m.StatefulSet = sts.Obj()
 		}
 		// The cache returns pods in any order.
-		if k := b.intn(8); k > 0 && len(m.Pods) > 1 {
+		if k := b.Intn(8); k > 0 && len(m.Pods) > 1 {
 			rand.New(rand.NewPCG(uint64(k), uint64(len(m.Pods)))).Shuffle(len(m.Pods), func(i, j int) {
 				m.Pods[i], m.Pods[j] = m.Pods[j], m.Pods[i]
 			})

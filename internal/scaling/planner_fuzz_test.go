@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/utils/ptr"
+
+	"github.com/echelon-operator/echelon/internal/fuzzinput"
 )
 
 // FuzzDecide builds random policies and checks every plan against rules
@@ -26,7 +28,7 @@ func FuzzDecide(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		b := &bytesSource{data: data}
+		b := fuzzinput.New(data)
 		in := generate(b)
 		p := Decide(in)
 		if err := check(in, p); err != nil {
@@ -35,51 +37,34 @@ func FuzzDecide(f *testing.F) {
 	})
 }
 
-type bytesSource struct {
-	data []byte
-	pos  int
-}
-
-func (b *bytesSource) next() byte {
-	if b.pos >= len(b.data) {
-		return 0
+func generate(b *fuzzinput.Bytes) Input {
+	in := Input{Now: now, Paused: b.Rare(8), UpscaleOnlyWhenLeaderReady: b.Intn(2) == 1}
+	in.ZoneDelay = []time.Duration{0, time.Minute, time.Hour, 12 * time.Hour}[b.Intn(4)]
+	if !b.Rare(16) {
+		cur := int32(b.Intn(12))
+		in.Target = &Target{Name: "zone-b", Replicas: cur, StatusReplicas: cur + int32(b.Intn(3)) - 1, ReadyReplicas: cur}
 	}
-	v := b.data[b.pos]
-	b.pos++
-	return v
-}
-
-func (b *bytesSource) intn(n int) int  { return int(b.next()) % n }
-func (b *bytesSource) rare(n int) bool { return b.intn(n) == n-1 }
-
-func generate(b *bytesSource) Input {
-	in := Input{Now: now, Paused: b.rare(8), UpscaleOnlyWhenLeaderReady: b.intn(2) == 1}
-	in.ZoneDelay = []time.Duration{0, time.Minute, time.Hour, 12 * time.Hour}[b.intn(4)]
-	if !b.rare(16) {
-		cur := int32(b.intn(12))
-		in.Target = &Target{Name: "zone-b", Replicas: cur, StatusReplicas: cur + int32(b.intn(3)) - 1, ReadyReplicas: cur}
-	}
-	in.Source = Source{Kind: []SourceKind{SourceLeader, SourceResource, SourceSelf}[b.intn(3)], Name: "the source", LeaderReady: b.intn(2) == 1}
-	switch b.intn(10) {
+	in.Source = Source{Kind: []SourceKind{SourceLeader, SourceResource, SourceSelf}[b.Intn(3)], Name: "the source", LeaderReady: b.Intn(2) == 1}
+	switch b.Intn(10) {
 	case 8:
 		in.Source.Problem, in.Source.ProblemReason = "the source does not exist", "SourceNotFound"
 	case 9:
-		in.Source.Replicas = ptr.To(int32(-1 - b.intn(3)))
+		in.Source.Replicas = ptr.To(int32(-1 - b.Intn(3)))
 	default:
-		in.Source.Replicas = ptr.To(int32(b.intn(12)))
+		in.Source.Replicas = ptr.To(int32(b.Intn(12)))
 	}
-	if b.rare(6) {
-		in.Force = ptr.To(int32(b.intn(12)))
+	if b.Rare(6) {
+		in.Force = ptr.To(int32(b.Intn(12)))
 	}
-	if b.rare(16) {
+	if b.Rare(16) {
 		in.ClaimedBy = []string{"other"}
 	}
-	if !b.rare(4) {
-		g := &Group{Name: "ingester", RollingTarget: b.rare(6)}
-		for i := range b.intn(4) {
-			m := Member{Name: fmt.Sprintf("zone-%c", 'c'+i), Ready: !b.rare(5)}
-			if b.intn(2) == 1 {
-				m.LastDownscale = now.Add(-time.Duration(b.intn(48)) * 30 * time.Minute)
+	if !b.Rare(4) {
+		g := &Group{Name: "ingester", RollingTarget: b.Rare(6)}
+		for i := range b.Intn(4) {
+			m := Member{Name: fmt.Sprintf("zone-%c", 'c'+i), Ready: !b.Rare(5)}
+			if b.Intn(2) == 1 {
+				m.LastDownscale = now.Add(-time.Duration(b.Intn(48)) * 30 * time.Minute)
 			}
 			g.Others = append(g.Others, m)
 		}
