@@ -13,7 +13,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -126,39 +125,37 @@ func TestUpgrade(t *testing.T) {
 	}
 }
 
-// previousChart extracts charts/echelon as it was at the newest commit whose
-// Chart.yaml has another version than the working tree's, and returns its
-// directory and version. It needs the git history: a shallow clone fails the
-// test rather than skip the upgrade path.
+// previousChartArchive is charts/echelon as the previous release shipped it
+// (0.1.0, the chart of commit 4ccb600), made with
+// `git archive --format=tar 4ccb600 charts/echelon`. It is kept in the
+// repository rather than read from git history so that the test also runs on
+// a shallow clone; when the chart's version changes, replace it with the
+// release before.
+const previousChartArchive = "testdata/echelon-0.1.0.tar"
+
+// previousChart extracts the previous release's chart and returns its
+// directory and version, which must differ from the working tree's.
 func previousChart(t *testing.T) (dir, version string) {
 	t.Helper()
-	current := chartMeta(t).Version
-	git := func(args ...string) []byte {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = repoRoot
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("git %s: %v\n%s\nthe upgrade test needs the history of charts/echelon (a full clone)", strings.Join(args, " "), err, stderr.String())
-		}
-		return out
+	data, err := os.ReadFile(previousChartArchive)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, commit := range strings.Fields(string(git("log", "--format=%H", "--", "charts/echelon"))) {
-		var meta chartYAML
-		if err := yaml.Unmarshal(git("show", commit+":charts/echelon/Chart.yaml"), &meta); err != nil {
-			t.Fatalf("Chart.yaml at %s: %v", commit, err)
-		}
-		if meta.Version == current {
-			continue
-		}
-		dir = t.TempDir()
-		extractTar(t, git("archive", "--format=tar", commit, "charts/echelon"), dir)
-		return filepath.Join(dir, "charts", "echelon"), meta.Version + " (" + commit[:12] + ")"
+	dir = t.TempDir()
+	extractTar(t, data, dir)
+	dir = filepath.Join(dir, "charts", "echelon")
+	raw, err := os.ReadFile(filepath.Join(dir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no commit of charts/echelon has a version other than %s: nothing to upgrade from", current)
-	return "", ""
+	var meta chartYAML
+	if err := yaml.Unmarshal(raw, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta.Version == chartMeta(t).Version {
+		t.Fatalf("%s holds chart version %s, the current one: it must hold the release before", previousChartArchive, meta.Version)
+	}
+	return dir, meta.Version
 }
 
 func extractTar(t *testing.T, data []byte, dir string) {
