@@ -89,7 +89,8 @@ func TestInstall(t *testing.T) {
 	assertNamespaceUsersManageRolloutGroups(t, cp)
 
 	// The operator as the install runs it (its flags, environment and
-	// ServiceAccount) rolls out a group, and reports a stalled one; its metrics
+	// ServiceAccount) rolls out a group, reports a stalled one, and scales two
+	// zones one after the other through ScalingPolicies; its metrics
 	// then hold every series the chart's alerts and dashboard query.
 	op := installed.Run(t, cp, "echelon-system", "echelon")
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "rollout"}}); err != nil {
@@ -99,6 +100,9 @@ func TestInstall(t *testing.T) {
 		t.Fatalf("%v\n%s", err, op.LogTail(40))
 	}
 	if err := installed.Stall(ctx, c, "rollout", "stuck"); err != nil {
+		t.Fatalf("%v\n%s", err, op.LogTail(40))
+	}
+	if err := installed.Scale(ctx, c, "rollout", "scaled"); err != nil {
 		t.Fatalf("%v\n%s", err, op.LogTail(40))
 	}
 	scrape, err := op.Metrics()

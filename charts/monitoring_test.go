@@ -61,10 +61,11 @@ func renderedAlerts(t *testing.T, args ...string) []alertRule {
 	return rules
 }
 
-// wantAlerts are the alerts issue "Install and operate" asks for, by name.
+// wantAlerts are the alerts the chart ships, by name, in the order rendered:
+// those issue "Install and operate" asks for, and the ScalingPolicy's.
 var wantAlerts = []string{
 	"EchelonRolloutGroupStalled", "EchelonRolloutGroupBlocked", "EchelonRolloutGroupPausedLong",
-	"EchelonReconcileErrors", "EchelonOperatorAbsent", "EchelonNoLeader",
+	"EchelonReconcileErrors", "EchelonOperatorAbsent", "EchelonScalingPolicyBlocked", "EchelonNoLeader",
 }
 
 func TestPrometheusRule(t *testing.T) {

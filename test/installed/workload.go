@@ -258,3 +258,47 @@ func Scheme() *runtime.Scheme {
 	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
 	return scheme
 }
+
+// Scale gives zones a and b of a new group named app a self-scaled
+// ScalingPolicy each, both down to one replica with a zone delay of two
+// seconds, and waits until both are scaled: the first at once, the second
+// after waiting out the delay. The operator then exports every
+// echelon_scalingpolicy_* series, the waiting histogram included.
+func Scale(ctx context.Context, c client.Client, namespace, app string) error {
+	if err := CreateGroup(ctx, c, namespace, app); err != nil {
+		return err
+	}
+	if err := WaitPhase(ctx, c, namespace, app, "Complete"); err != nil {
+		return err
+	}
+	zones := Zones(app)[:2]
+	for _, z := range zones {
+		sp := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "echelon.dev/v1alpha1",
+			"kind":       "ScalingPolicy",
+			"metadata":   map[string]any{"namespace": namespace, "name": z},
+			"spec": map[string]any{
+				"targetRef":                    map[string]any{"name": z},
+				"replicas":                     int64(1),
+				"minTimeBetweenZoneDownscales": "2s",
+			},
+		}}
+		if err := c.Create(ctx, sp); err != nil {
+			return fmt.Errorf("create ScalingPolicy %s: %w", z, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, rolloutTimeout)
+	defer cancel()
+	for _, z := range zones {
+		if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			sts := &appsv1.StatefulSet{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: z}, sts); err != nil {
+				return false, err
+			}
+			return *sts.Spec.Replicas == 1 && sts.Status.Replicas == 1 && sts.Status.ReadyReplicas == 1, nil
+		}); err != nil {
+			return fmt.Errorf("StatefulSet %s not scaled down to 1 by its ScalingPolicy: %w", z, err)
+		}
+	}
+	return nil
+}
