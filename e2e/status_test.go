@@ -100,10 +100,15 @@ var _ = Describe("RolloutGroup status and Events", func() {
 		mon := g.monitor(ctx)
 
 		g.scale(ctx, "ingester-zone-b", 12)
-		rg := g.waitPhase(ctx, v1alpha1.PhaseWaiting, 30*time.Second)
-		Expect(meta.FindStatusCondition(rg.Status.Conditions, v1alpha1.ConditionReady)).To(And(
-			HaveField("Status", BeEquivalentTo("False")), HaveField("Reason", v1alpha1.ReasonPodsUnavailable)))
-		rg = g.waitComplete(ctx, time.Minute)
+		// Until zone-b's StatefulSet controller has seen the new replicas the
+		// reason is WaitingForStatefulSet; then the new pods are what is missing.
+		Eventually(func(gm Gomega) {
+			rg := g.get(ctx)
+			gm.Expect(rg.Status.Phase).To(Equal(v1alpha1.PhaseWaiting), "message: %s", rg.Status.Message)
+			gm.Expect(meta.FindStatusCondition(rg.Status.Conditions, v1alpha1.ConditionReady)).To(And(
+				HaveField("Status", BeEquivalentTo("False")), HaveField("Reason", v1alpha1.ReasonPodsUnavailable)))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		rg := g.waitComplete(ctx, time.Minute)
 		g.waitPodsOn(ctx, "v2")
 
 		Expect(rg.Status.PodsRolled).To(Equal(int32(30)), "a scale-up resets no rollout counter")
