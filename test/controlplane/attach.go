@@ -33,13 +33,17 @@ func (cp *ControlPlane) Share() Handle {
 }
 
 // Attach returns a ControlPlane for one that another process started and still
-// owns. Clients, namespaces, RBAC bindings and log tails work as on the
-// original. Stop stops nothing, since the owner stops it; NewUser must not be
+// owns. Clients, namespaces, RBAC bindings, assets and log tails work as on
+// the original. Stop stops nothing, since the owner stops it; NewUser must not be
 // called, since the users' certificates come from the owner's envtest: share
 // the users' kubeconfig files instead.
 func Attach(h Handle, scheme *runtime.Scheme) (*ControlPlane, error) {
 	if scheme == nil {
 		scheme = clientgoscheme.Scheme
+	}
+	assets, err := FindAssets()
+	if err != nil {
+		return nil, fmt.Errorf("attach to control plane in %s: %w", h.Dir, err)
 	}
 	config, err := clientcmd.BuildConfigFromFlags("", h.Kubeconfig)
 	if err != nil {
@@ -48,6 +52,7 @@ func Attach(h Handle, scheme *runtime.Scheme) (*ControlPlane, error) {
 	config.QPS, config.Burst = clientQPS, clientBurst
 	cp := &ControlPlane{
 		opts:     Options{Scheme: scheme},
+		assets:   assets,
 		dir:      h.Dir,
 		admin:    &User{Name: "admin", Kubeconfig: h.Kubeconfig, Config: config},
 		nodes:    append([]string(nil), h.Nodes...),
