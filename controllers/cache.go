@@ -81,7 +81,7 @@ func stripPod(obj any) (any, error) {
 // leader; without this a standby would start its StatefulSet informer only after
 // winning the election, and act later than it could.
 func WarmCaches(ctx context.Context, c cache.Cache) error {
-	for _, obj := range []client.Object{&v1alpha1.RolloutGroup{}, &v1alpha1.ScalingPolicy{}, &appsv1.StatefulSet{}, &corev1.Pod{}} {
+	for _, obj := range []client.Object{&v1alpha1.RolloutGroup{}, &v1alpha1.ScalingPolicy{}, &v1alpha1.DelayedDownscale{}, &appsv1.StatefulSet{}, &corev1.Pod{}} {
 		if _, err := c.GetInformer(ctx, obj); err != nil {
 			return fmt.Errorf("register informer for %T: %w", obj, err)
 		}

@@ -147,6 +147,9 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if err := setupPolicyIndexes(ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
+	if err := setupDelayedIndexes(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
 	r := newRolloutGroupReconciler(mgr)
 	e := &env{t: t, ctx: ctx, admin: cp.Client(), ns: ns, r: r}
 	e.view = &podView{Client: r.Client}
@@ -163,6 +166,11 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	}
 	if opts.withScaling {
 		if err := newScalingPolicyReconciler(mgr).setupWithManager(mgr); err != nil {
+			t.Fatal(err)
+		}
+		// Pods are called on their IPs: the tests' pods get loopback IPs that a
+		// test server answers on.
+		if err := newDelayedDownscaleReconciler(mgr, PodAddressing{PodAddressIP: true}).setupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -285,6 +293,8 @@ type podSpec struct {
 	bound bool
 	// notReady leaves the pod Running but not Ready.
 	notReady bool
+	// ip is the pod's IP, if any.
+	ip string
 }
 
 // pod creates the StatefulSet's pod at ordinal on revision rev, Running and
@@ -316,9 +326,12 @@ func (e *env) pod(sts *appsv1.StatefulSet, ordinal int, rev string, spec podSpec
 	if spec.notReady {
 		ready = corev1.ConditionFalse
 	}
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: spec.ip, Conditions: []corev1.PodCondition{
 		{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.Now()},
 	}}
+	if spec.ip != "" {
+		pod.Status.PodIPs = []corev1.PodIP{{IP: spec.ip}}
+	}
 	if err := e.admin.Status().Update(e.ctx, pod); err != nil {
 		e.t.Fatal(err)
 	}

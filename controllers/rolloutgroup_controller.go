@@ -219,20 +219,22 @@ func (r *RolloutGroupReconciler) forget(key types.NamespacedName) {
 }
 
 // Setup registers Echelon's controllers with the manager, with the cache
-// indexes they share.
-func Setup(mgr ctrl.Manager) error {
+// indexes they share; addressing says how pods are called over HTTP.
+func Setup(mgr ctrl.Manager, addressing PodAddressing) error {
 	ctx := context.Background()
-	if err := setupIndexes(ctx, mgr); err != nil {
-		return err
-	}
-	if err := setupPolicyIndexes(ctx, mgr); err != nil {
-		return err
+	for _, setup := range []func(context.Context, ctrl.Manager) error{setupIndexes, setupPolicyIndexes, setupDelayedIndexes} {
+		if err := setup(ctx, mgr); err != nil {
+			return err
+		}
 	}
 	if err := newRolloutGroupReconciler(mgr).setupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the RolloutGroup controller: %w", err)
 	}
 	if err := newScalingPolicyReconciler(mgr).setupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the ScalingPolicy controller: %w", err)
+	}
+	if err := newDelayedDownscaleReconciler(mgr, addressing).setupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the DelayedDownscale controller: %w", err)
 	}
 	return nil
 }

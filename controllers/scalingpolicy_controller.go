@@ -238,6 +238,16 @@ var policyChanged = predicate.Funcs{
 	},
 }
 
+// delayedEligibleChanged passes DelayedDownscale updates that move the floor.
+var delayedEligibleChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*v1alpha1.DelayedDownscale)
+		n, okNew := e.ObjectNew.(*v1alpha1.DelayedDownscale)
+		return !okOld || !okNew || !equality.Semantic.DeepEqual(o.Status.EligibleReplicas, n.Status.EligibleReplicas) ||
+			o.Status.Replicas != n.Status.Replicas || !equality.Semantic.DeepEqual(o.Status.DesiredReplicas, n.Status.DesiredReplicas)
+	},
+}
+
 // scalingStatefulSetChanged passes the StatefulSet updates a policy reads: its
 // replicas (spec and status, Ready count) and generation.
 var scalingStatefulSetChanged = predicate.Funcs{
@@ -261,6 +271,7 @@ func (r *ScalingPolicyReconciler) setupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.ScalingPolicy{}, handler.EnqueueRequestsFromMapFunc(r.requestsForPolicy), builder.WithPredicates(policyChanged)).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.requestsForStatefulSet), builder.WithPredicates(scalingStatefulSetChanged)).
 		Watches(&v1alpha1.RolloutGroup{}, handler.EnqueueRequestsFromMapFunc(r.requestsForGroup), builder.WithPredicates(groupRolloutChanged)).
+		Watches(&v1alpha1.DelayedDownscale{}, handler.EnqueueRequestsFromMapFunc(r.requestsForDelayed), builder.WithPredicates(delayedEligibleChanged)).
 		Named(scalingControllerName).
 		Build(r)
 	if err != nil {

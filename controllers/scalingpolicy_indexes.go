@@ -130,6 +130,16 @@ func (r *ScalingPolicyReconciler) requestsForPolicy(ctx context.Context, o clien
 	return dedupe(reqs)
 }
 
+// requestsForDelayed maps a DelayedDownscale event (pods prepared long enough)
+// to the policy of its target.
+func (r *ScalingPolicyReconciler) requestsForDelayed(ctx context.Context, o client.Object) []reconcile.Request {
+	dd, ok := o.(*v1alpha1.DelayedDownscale)
+	if !ok {
+		return nil
+	}
+	return r.policiesBy(ctx, dd.Namespace, indexPolicyTarget, dd.Spec.TargetRef.Name)
+}
+
 // requestsForResource maps an event of a source resource to its policies.
 func (r *ScalingPolicyReconciler) requestsForResource(ctx context.Context, o client.Object) []reconcile.Request {
 	gvk := o.GetObjectKind().GroupVersionKind()

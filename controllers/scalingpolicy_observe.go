@@ -74,8 +74,33 @@ func (r *ScalingPolicyReconciler) observe(ctx context.Context, sp *v1alpha1.Scal
 		if in.Group, err = r.observeGroup(ctx, target); err != nil {
 			return obs, err
 		}
+		if err := r.observeDelayed(ctx, sp, target, in); err != nil {
+			return obs, err
+		}
 	}
 	return obs, nil
+}
+
+// observeDelayed sets the floor a DelayedDownscale of the target puts under
+// downscales. Its status counts only when it speaks of the present: the
+// target's current replicas and the policy's current desired count, for its
+// current spec. Otherwise (it has not caught up yet) the floor is the current
+// replicas: no downscale until it has.
+func (r *ScalingPolicyReconciler) observeDelayed(ctx context.Context, sp *v1alpha1.ScalingPolicy, target *appsv1.StatefulSet, in *scaling.Input) error {
+	items, err := delayedFor(ctx, r.Client, target.Namespace, target.Name)
+	if err != nil || len(items) == 0 {
+		return err
+	}
+	dd := items[0]
+	current := replicasOf(target)
+	floor := current
+	st := dd.Status
+	if st.ObservedGeneration == dd.Generation && st.Replicas == current && st.EligibleReplicas != nil &&
+		st.DesiredReplicas != nil && sp.Status.DesiredReplicas != nil && *st.DesiredReplicas == *sp.Status.DesiredReplicas {
+		floor = *st.EligibleReplicas
+	}
+	in.Floor, in.FloorSource = &floor, dd.Name
+	return nil
 }
 
 // observeSource reads the desired replicas from the policy's source.

@@ -170,6 +170,9 @@ const (
 	// ScalingReasonRollout: the RolloutGroup is rolling the target; the scale
 	// waits for it.
 	ScalingReasonRollout = "WaitingForRollout"
+	// ScalingReasonDelayedDownscale: a downscale waits for the pods of the
+	// target's DelayedDownscale to be prepared long enough.
+	ScalingReasonDelayedDownscale = "WaitingForDelayedDownscale"
 	// ScalingReasonPaused: spec.paused is set.
 	ScalingReasonPaused = "Paused"
 	// ScalingReasonTargetNotFound: the target StatefulSet does not exist.

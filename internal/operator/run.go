@@ -81,7 +81,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 	if err := mgr.Add(&cacheSyncWatcher{cache: mgr.GetCache(), ready: ready}); err != nil {
 		return fmt.Errorf("add cache sync watcher: %w", err)
 	}
-	if err := controllers.Setup(mgr); err != nil {
+	addressing := controllers.PodAddressing{PodAddressIP: opts.PodAddress == options.PodAddressIP, ClusterDomain: opts.ClusterDomain}
+	if err := controllers.Setup(mgr, addressing); err != nil {
 		return err
 	}
 	ctrl.Log.Info("starting echelon", "httpPort", opts.HTTPPort, "leaderElect", opts.LeaderElect,

@@ -85,6 +85,10 @@ type Input struct {
 	ClaimedBy []string
 	// Group is nil when no RolloutGroup claims the target.
 	Group *Group
+	// Floor, when set, is how far a DelayedDownscale lets the target shrink
+	// now (its pods prepared long enough); FloorSource names it.
+	Floor       *int32
+	FloorSource string
 }
 
 // Plan is the planner's decision.
@@ -114,7 +118,9 @@ type Plan struct {
 //  4. an upscale following a leader with upscaleOnlyWhenLeaderReady waits
 //     until every leader replica is Ready;
 //  5. a downscale waits until every other member of the target's RolloutGroup
-//     is Ready and none was downscaled within the zone delay.
+//     is Ready and none was downscaled within the zone delay;
+//  6. with a DelayedDownscale, a downscale goes no further than its floor: the
+//     pods it passes have been prepared for the delay.
 func Decide(in Input) Plan {
 	var p Plan
 	if in.Target == nil {
@@ -184,6 +190,17 @@ func Decide(in Input) Plan {
 			p.RequeueAfter = until.Sub(in.Now)
 			return p
 		}
+	}
+	if in.Floor != nil && *in.Floor > want {
+		if *in.Floor >= p.Current {
+			return waiting(p, v1alpha1.ScalingReasonDelayedDownscale, fmt.Sprintf(
+				"waiting: scaling down from %d to %d as the pods of DelayedDownscale %s are prepared long enough", p.Current, want, in.FloorSource))
+		}
+		floor := *in.Floor
+		p.Scale = &floor
+		p.Phase, p.Reason = v1alpha1.ScalingPhaseScalingDown, v1alpha1.ScalingReasonScaledDown
+		p.Message = fmt.Sprintf("scaled down from %d to %d of %d (%s), as far as DelayedDownscale %s allows", p.Current, floor, want, source, in.FloorSource)
+		return p
 	}
 	p.Scale = &want
 	p.Phase, p.Reason = v1alpha1.ScalingPhaseScalingDown, v1alpha1.ScalingReasonScaledDown

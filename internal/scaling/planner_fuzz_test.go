@@ -59,6 +59,9 @@ func generate(b *fuzzinput.Bytes) Input {
 	if b.Rare(16) {
 		in.ClaimedBy = []string{"other"}
 	}
+	if b.Rare(4) {
+		in.Floor, in.FloorSource = ptr.To(int32(b.Intn(12))), "dd"
+	}
 	if !b.Rare(4) {
 		g := &Group{Name: "ingester", RollingTarget: b.Rare(6)}
 		for i := range b.Intn(4) {
@@ -111,10 +114,20 @@ func check(in Input, p Plan) error {
 	} else if in.Source.Problem != "" {
 		return fmt.Errorf("scales on a source with a problem")
 	}
-	if want == nil || scale != *want {
+	cur := in.Target.Replicas
+	if want == nil {
+		return fmt.Errorf("scales to %d with no desired count", scale)
+	}
+	if floor := in.Floor; floor != nil && scale < cur {
+		if scale < *floor {
+			return fmt.Errorf("scales down to %d, below the DelayedDownscale floor %d", scale, *floor)
+		}
+		if scale != max(*want, *floor) {
+			return fmt.Errorf("scales down to %d, want max(desired %d, floor %d)", scale, *want, *floor)
+		}
+	} else if scale != *want {
 		return fmt.Errorf("scales to %d, want the desired %s", scale, ptrString(want))
 	}
-	cur := in.Target.Replicas
 	if scale == cur {
 		return fmt.Errorf("patches the target to the replicas it has")
 	}

@@ -229,3 +229,43 @@ func ptrString(p *int32) string {
 	}
 	return fmt.Sprint(*p)
 }
+
+func TestDecideWithADelayedDownscale(t *testing.T) {
+	tests := []struct {
+		name string
+		in   Input
+		want want
+	}{{
+		name: "no pod prepared long enough: the downscale waits",
+		in:   with(follower(8, 5), func(in *Input) { in.Floor, in.FloorSource = ptr.To[int32](8), "ingester-zone-b" }),
+		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonDelayedDownscale, message: "DelayedDownscale ingester-zone-b"},
+	}, {
+		name: "some pods prepared long enough: a partial downscale",
+		in:   with(follower(8, 5), func(in *Input) { in.Floor, in.FloorSource = ptr.To[int32](6), "dd" }),
+		want: want{phase: v1alpha1.ScalingPhaseScalingDown, reason: v1alpha1.ScalingReasonScaledDown, scale: ptr.To[int32](6), message: "as far as DelayedDownscale dd allows"},
+	}, {
+		name: "every pod prepared long enough: the whole downscale",
+		in:   with(follower(8, 5), func(in *Input) { in.Floor, in.FloorSource = ptr.To[int32](5), "dd" }),
+		want: want{phase: v1alpha1.ScalingPhaseScalingDown, reason: v1alpha1.ScalingReasonScaledDown, scale: ptr.To[int32](5)},
+	}, {
+		name: "the zone delay still holds a downscale the DelayedDownscale allows",
+		in: with(follower(8, 5), func(in *Input) {
+			in.Floor, in.ZoneDelay = ptr.To[int32](5), time.Hour
+			in.Group.Others[0].LastDownscale = now.Add(-time.Minute)
+		}),
+		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonZoneDelay, requeue: 59 * time.Minute},
+	}, {
+		name: "an upscale ignores the floor",
+		in:   with(follower(5, 8), func(in *Input) { in.Floor = ptr.To[int32](5) }),
+		want: want{phase: v1alpha1.ScalingPhaseScalingUp, reason: v1alpha1.ScalingReasonScaledUp, scale: ptr.To[int32](8)},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Decide(tt.in)
+			if p.Phase != tt.want.phase || p.Reason != tt.want.reason || (p.Scale == nil) != (tt.want.scale == nil) ||
+				p.Scale != nil && *p.Scale != *tt.want.scale || p.RequeueAfter != tt.want.requeue || !strings.Contains(p.Message, tt.want.message) {
+				t.Errorf("got %s %s scale %s requeue %s message %q, want %+v", p.Phase, p.Reason, ptrString(p.Scale), p.RequeueAfter, p.Message, tt.want)
+			}
+		})
+	}
+}

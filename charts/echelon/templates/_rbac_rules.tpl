@@ -35,6 +35,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
 - apiGroups:
   - echelon.dev
   resources:
+  - delayeddownscales
   - rolloutgroups
   - scalingpolicies
   verbs:
@@ -43,6 +44,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
 - apiGroups:
   - echelon.dev
   resources:
+  - delayeddownscales/status
   - rolloutgroups/status
   - scalingpolicies/status
   verbs:
@@ -90,6 +92,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
 - apiGroups:
   - echelon.dev
   resources:
+  - delayeddownscales
   - rolloutgroups
   - scalingpolicies
   verbs:
@@ -98,6 +101,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
 - apiGroups:
   - echelon.dev
   resources:
+  - delayeddownscales/status
   - rolloutgroups/status
   - scalingpolicies/status
   verbs:

@@ -1,0 +1,191 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PrepareEndpoint is the HTTP endpoint every pod serves for the delayed
+// downscale protocol: POST prepares the pod and answers {"timestamp": <unix
+// seconds>} (since when it has been prepared), DELETE cancels.
+type PrepareEndpoint struct {
+	// scheme is http or https. Defaults to http.
+	// +optional
+	// +kubebuilder:default=http
+	// +kubebuilder:validation:Enum=http;https
+	Scheme string `json:"scheme,omitempty"`
+	// port is the pod's port serving the endpoint.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+	// path of the endpoint, e.g. /ingester/prepare-partition-downscale.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/`
+	Path string `json:"path"`
+}
+
+// DelayedDownscaleSpec says how a StatefulSet's downscales are delayed.
+type DelayedDownscaleSpec struct {
+	// targetRef is the StatefulSet whose downscales are delayed, in the same
+	// namespace. Its replicas come from the ScalingPolicy that targets it, which
+	// shrinks it only as far as this resource allows.
+	// +required
+	TargetRef ScalingTargetReference `json:"targetRef"`
+
+	// delay is how long each removed pod must have been prepared before the
+	// StatefulSet shrinks past it: a Go or Prometheus-style duration such as
+	// "4h", "90m", "1d" or "1w".
+	// +required
+	// +kubebuilder:validation:MinLength=2
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^(([0-9]+)(y|w|d|h|m|s|ms|us|µs|ns))+$`
+	Delay string `json:"delay"`
+
+	// prepareEndpoint is where each pod is asked to prepare (POST) or to cancel
+	// (DELETE).
+	// +required
+	PrepareEndpoint PrepareEndpoint `json:"prepareEndpoint"`
+
+	// timeout bounds each call to a pod. Defaults to 5s.
+	// +optional
+	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// DelayedDownscalePhase summarises what a DelayedDownscale is doing.
+// +kubebuilder:validation:Enum=Idle;Preparing;Waiting;ScalingDown;Blocked
+type DelayedDownscalePhase string
+
+const (
+	// DelayedPhaseIdle: no downscale is pending; no pod is prepared.
+	DelayedPhaseIdle DelayedDownscalePhase = "Idle"
+	// DelayedPhasePreparing: pods to remove are being asked to prepare.
+	DelayedPhasePreparing DelayedDownscalePhase = "Preparing"
+	// DelayedPhaseWaiting: the pods to remove are prepared; the first becomes
+	// eligible at status.earliestDownscaleTime.
+	DelayedPhaseWaiting DelayedDownscalePhase = "Waiting"
+	// DelayedPhaseScalingDown: some pods have been prepared long enough; the
+	// ScalingPolicy may shrink the StatefulSet to status.eligibleReplicas.
+	DelayedPhaseScalingDown DelayedDownscalePhase = "ScalingDown"
+	// DelayedPhaseBlocked: the downscale cannot go on (a pod's answer, a missing
+	// target or ScalingPolicy); no replica is removed past it.
+	DelayedPhaseBlocked DelayedDownscalePhase = "Blocked"
+)
+
+// Condition types and reasons of a DelayedDownscale.
+const (
+	// DelayedConditionReady is True when no downscale is pending or held.
+	DelayedConditionReady = "Ready"
+
+	// DelayedReasonIdle: no downscale is pending.
+	DelayedReasonIdle = "NoDownscalePending"
+	// DelayedReasonPreparing: pods are asked to prepare.
+	DelayedReasonPreparing = "PreparingPods"
+	// DelayedReasonWaiting: prepared pods wait out the delay.
+	DelayedReasonWaiting = "WaitingForDelay"
+	// DelayedReasonEligible: pods have been prepared long enough.
+	DelayedReasonEligible = "PodsEligible"
+	// DelayedReasonPodErrors: pods answered with errors; the downscale is held.
+	DelayedReasonPodErrors = "PodCallsFailed"
+	// DelayedReasonTargetNotFound: the target StatefulSet does not exist.
+	DelayedReasonTargetNotFound = "TargetNotFound"
+	// DelayedReasonNoScalingPolicy: no ScalingPolicy gives the target's desired replicas.
+	DelayedReasonNoScalingPolicy = "NoScalingPolicy"
+)
+
+// PreparedPod is a pod asked to prepare for the downscale, with its answer.
+type PreparedPod struct {
+	// name of the pod.
+	Name string `json:"name"`
+	// preparedAt is since when the pod says it has been prepared.
+	// +optional
+	PreparedAt *metav1.Time `json:"preparedAt,omitempty"`
+	// eligibleAt is when the StatefulSet may shrink past this pod.
+	// +optional
+	EligibleAt *metav1.Time `json:"eligibleAt,omitempty"`
+	// error is the pod's failed answer, if any; it holds the downscale.
+	// +optional
+	Error string `json:"error,omitempty"`
+}
+
+// DelayedDownscaleStatus is the observed state of a DelayedDownscale.
+type DelayedDownscaleStatus struct {
+	// observedGeneration is the generation of the spec last acted upon.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// phase summarises what the downscale is doing.
+	// +optional
+	Phase DelayedDownscalePhase `json:"phase,omitempty"`
+	// message says what the downscale waits for, and until when.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// desiredReplicas is what the target's ScalingPolicy wants.
+	// +optional
+	DesiredReplicas *int32 `json:"desiredReplicas,omitempty"`
+	// replicas is the target's spec.replicas.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// eligibleReplicas is how far the target may be shrunk now: every pod at
+	// or above this ordinal has been prepared for at least the delay. The
+	// ScalingPolicy shrinks the target no further.
+	// +optional
+	EligibleReplicas *int32 `json:"eligibleReplicas,omitempty"`
+	// preparedPods are the pods asked to prepare, highest ordinal first.
+	// +optional
+	// +listType=atomic
+	PreparedPods []PreparedPod `json:"preparedPods,omitempty"`
+	// preparedCount is the number of preparedPods without error, for display.
+	// +optional
+	PreparedCount int32 `json:"preparedCount,omitempty"`
+	// earliestDownscaleTime is when the next pod becomes eligible.
+	// +optional
+	EarliestDownscaleTime *metav1.Time `json:"earliestDownscaleTime,omitempty"`
+	// conditions: Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// DelayedDownscale delays the downscales of a StatefulSet for hours, asking
+// each pod to be removed to prepare first and letting its ScalingPolicy shrink
+// the StatefulSet only past pods prepared for long enough. Wire-compatible
+// with services written for the Grafana rollout-operator's delayed downscale.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=dd,categories=echelon
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.targetRef.name`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredReplicas`
+// +kubebuilder:printcolumn:name="Current",type=integer,JSONPath=`.status.replicas`
+// +kubebuilder:printcolumn:name="Prepared",type=integer,JSONPath=`.status.preparedCount`
+// +kubebuilder:printcolumn:name="Earliest downscale",type=date,JSONPath=`.status.earliestDownscaleTime`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+type DelayedDownscale struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec declares the target, the delay and the pods' endpoint.
+	// +required
+	Spec DelayedDownscaleSpec `json:"spec"`
+	// status is the observed state, written by Echelon.
+	// +optional
+	Status DelayedDownscaleStatus `json:"status,omitempty"`
+}
+
+// DelayedDownscaleList is a list of DelayedDownscales.
+// +kubebuilder:object:root=true
+type DelayedDownscaleList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []DelayedDownscale `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&DelayedDownscale{}, &DelayedDownscaleList{})
+}

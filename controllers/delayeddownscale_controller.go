@@ -1,0 +1,233 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/delayed"
+	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/podcall"
+)
+
+const (
+	delayedControllerName = "delayeddownscale"
+	// defaultPodCallTimeout applies when spec.timeout is not set (the CRD
+	// defaults it, so only objects stored before that default lack it).
+	defaultPodCallTimeout = 5 * time.Second
+	// indexDelayedTarget indexes DelayedDownscales by spec.targetRef.name.
+	indexDelayedTarget = "echelon.dev/delayed-target"
+)
+
+// PodAddressing says how the operator reaches pods over HTTP.
+type PodAddressing struct {
+	// PodAddressIP calls pods on their IP instead of their DNS name.
+	PodAddressIP bool
+	// ClusterDomain ends pod DNS names: <pod>.<service>.<namespace>.svc.<domain>.
+	ClusterDomain string
+}
+
+// DelayedDownscaleReconciler asks the pods a downscale removes to prepare,
+// and tells the target's ScalingPolicy how far it may shrink the StatefulSet.
+type DelayedDownscaleReconciler struct {
+	client.Client
+	events recorder.EventRecorder
+	pods   *podcall.Client
+	config PodAddressing
+	now    func() time.Time
+}
+
+// +kubebuilder:rbac:groups=echelon.dev,resources=delayeddownscales,verbs=list;watch
+// +kubebuilder:rbac:groups=echelon.dev,resources=delayeddownscales/status,verbs=patch
+
+// Reconcile observes the target and its ScalingPolicy, calls the pods the plan
+// names (only when something changed or a pod became eligible), and writes
+// status once: the pods' answers and how far the StatefulSet may shrink.
+func (r *DelayedDownscaleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	dd := &v1alpha1.DelayedDownscale{}
+	if err := r.Get(ctx, req.NamespacedName, dd); err != nil {
+		if apierrors.IsNotFound(err) {
+			metrics.ForgetDelayed(req.Namespace, req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get DelayedDownscale: %w", err)
+	}
+	obs, err := r.observe(ctx, dd)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var plan delayed.Plan
+	if obs.problem == "" {
+		plan = r.callAndDecide(ctx, dd, obs)
+	}
+	st := computeDelayedStatus(dd, obs, plan)
+	r.recordDelayedTransition(dd, st, plan)
+	metrics.SetDelayed(dd.Namespace, dd.Name, st.PreparedCount, st.EarliestDownscaleTime, obs.in.Now)
+	if !equality.Semantic.DeepEqual(dd.Status, st) {
+		patched := dd.DeepCopy()
+		patched.Status = st
+		if err := r.Status().Patch(ctx, patched, client.MergeFrom(dd)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("patch DelayedDownscale status: %w", err)
+		}
+	}
+	after := plan.RequeueAfter
+	if obs.problem != "" {
+		after = delayed.RetryAfterError
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// callAndDecide makes the calls the planner asks for and decides from the answers.
+func (r *DelayedDownscaleReconciler) callAndDecide(ctx context.Context, dd *v1alpha1.DelayedDownscale, obs delayedObservation) delayed.Plan {
+	calls := delayed.Calls(obs.in)
+	timeout := defaultPodCallTimeout
+	if dd.Spec.Timeout != nil && dd.Spec.Timeout.Duration > 0 {
+		timeout = dd.Spec.Timeout.Duration
+	}
+	answers := map[string]delayed.Record{}
+	if len(calls.Prepare) > 0 {
+		targets, results := obs.targets(calls.Prepare)
+		for pod, res := range r.pods.Prepare(ctx, targets, timeout) {
+			results[pod] = res
+		}
+		for pod, res := range results {
+			rec := delayed.Record{Name: pod, PreparedAt: res.PreparedAt}
+			if res.Err != nil {
+				rec.Err = res.Err.Error()
+			}
+			answers[pod] = rec
+			metrics.CountPodCall(dd.Namespace, dd.Name, "POST", res.Err)
+		}
+	}
+	if len(calls.Cancel) > 0 {
+		targets, results := obs.targets(calls.Cancel)
+		for pod, res := range r.pods.Cancel(ctx, targets, timeout) {
+			results[pod] = res
+		}
+		var failed []error
+		for pod, res := range results {
+			metrics.CountPodCall(dd.Namespace, dd.Name, "DELETE", res.Err)
+			if res.Err != nil {
+				failed = append(failed, fmt.Errorf("%s: %w", pod, res.Err))
+			}
+		}
+		if len(failed) > 0 {
+			r.events.Eventf(dd, nil, corev1.EventTypeWarning, "CancelFailed", "Cancel",
+				"cancelling the preparation failed on %d pods (they may stay prepared): %v", len(failed), errors.Join(failed...))
+		}
+	}
+	return delayed.Decide(obs.in, answers)
+}
+
+// recordDelayedTransition emits an Event when the phase changes, and a Warning
+// for pod errors when they start or change.
+func (r *DelayedDownscaleReconciler) recordDelayedTransition(dd *v1alpha1.DelayedDownscale, st v1alpha1.DelayedDownscaleStatus, plan delayed.Plan) {
+	if dd.Status.Phase == st.Phase && dd.Status.Message == st.Message {
+		return
+	}
+	if st.Phase == v1alpha1.DelayedPhaseBlocked {
+		if dd.Status.Phase != st.Phase || len(plan.Errors) > 0 {
+			r.events.Eventf(dd, nil, corev1.EventTypeWarning, "DownscaleHeld", "Hold", "%s", st.Message)
+		}
+		return
+	}
+	if dd.Status.Phase != st.Phase {
+		r.events.Eventf(dd, nil, corev1.EventTypeNormal, string(st.Phase), "Downscale", "%s", st.Message)
+	}
+}
+
+// newDelayedDownscaleReconciler returns the reconciler, reading through the
+// manager's cache and calling pods as addressing says.
+func newDelayedDownscaleReconciler(mgr ctrl.Manager, addressing PodAddressing) *DelayedDownscaleReconciler {
+	return &DelayedDownscaleReconciler{
+		Client: mgr.GetClient(),
+		events: mgr.GetEventRecorder("echelon"),
+		// The per-call timeout bounds each call; this one only bounds a call
+		// whose context lost its deadline.
+		pods:   &podcall.Client{HTTP: &http.Client{Timeout: 5 * time.Minute}},
+		config: addressing,
+		now:    time.Now,
+	}
+}
+
+func setupDelayedIndexes(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.DelayedDownscale{}, indexDelayedTarget, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.DelayedDownscale).Spec.TargetRef.Name}
+	}); err != nil {
+		return fmt.Errorf("index DelayedDownscales by target: %w", err)
+	}
+	return nil
+}
+
+// delayedFor lists the DelayedDownscales of the named StatefulSet.
+func delayedFor(ctx context.Context, c client.Reader, namespace, name string) ([]v1alpha1.DelayedDownscale, error) {
+	var list v1alpha1.DelayedDownscaleList
+	if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexDelayedTarget: name}); err != nil {
+		return nil, fmt.Errorf("list DelayedDownscales of StatefulSet %s: %w", name, err)
+	}
+	return list.Items, nil
+}
+
+// requestsForTarget maps an event of a StatefulSet, or of a ScalingPolicy, to
+// the DelayedDownscales of the StatefulSet it is about.
+func (r *DelayedDownscaleReconciler) requestsForTarget(ctx context.Context, o client.Object) []reconcile.Request {
+	name := o.GetName()
+	if sp, ok := o.(*v1alpha1.ScalingPolicy); ok {
+		name = sp.Spec.TargetRef.Name
+	}
+	items, err := delayedFor(ctx, r.Client, o.GetNamespace(), name)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "map to DelayedDownscales", "statefulset", name)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(items))
+	for _, dd := range items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: dd.Namespace, Name: dd.Name}})
+	}
+	return reqs
+}
+
+// policyDesiredChanged passes ScalingPolicy updates that change the desired replicas.
+var policyDesiredChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*v1alpha1.ScalingPolicy)
+		n, okNew := e.ObjectNew.(*v1alpha1.ScalingPolicy)
+		return !okOld || !okNew || !equality.Semantic.DeepEqual(o.Status.DesiredReplicas, n.Status.DesiredReplicas) ||
+			o.Spec.TargetRef != n.Spec.TargetRef
+	},
+}
+
+// replicasChanged passes StatefulSet updates that change spec.replicas.
+var replicasChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*appsv1.StatefulSet)
+		n, okNew := e.ObjectNew.(*appsv1.StatefulSet)
+		return !okOld || !okNew || replicasOf(o) != replicasOf(n)
+	},
+}
+
+func (r *DelayedDownscaleReconciler) setupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.DelayedDownscale{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.requestsForTarget), builder.WithPredicates(replicasChanged)).
+		Watches(&v1alpha1.ScalingPolicy{}, handler.EnqueueRequestsFromMapFunc(r.requestsForTarget), builder.WithPredicates(policyDesiredChanged)).
+		Named(delayedControllerName).
+		Complete(r)
+}

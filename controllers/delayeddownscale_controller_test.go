@@ -1,0 +1,164 @@
+package controllers
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+)
+
+// preparePods answers the delayed-downscale protocol as each pod, told apart
+// by the loopback IP it is called on: POST prepares (remembering since when),
+// DELETE cancels.
+type preparePods struct {
+	port int
+
+	mu       sync.Mutex
+	since    map[string]time.Time // by IP
+	prepared map[string]time.Time // the answer to give, by IP, when set ahead
+	calls    []string             // "POST 127.0.0.12"
+}
+
+func startPreparePods(t *testing.T) *preparePods {
+	t.Helper()
+	l, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &preparePods{port: l.Addr().(*net.TCPAddr).Port, since: map[string]time.Time{}, prepared: map[string]time.Time{}}
+	srv := &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return p
+}
+
+func (p *preparePods) serve(w http.ResponseWriter, r *http.Request) {
+	ip, _, _ := net.SplitHostPort(r.Host)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls = append(p.calls, r.Method+" "+ip)
+	switch r.Method {
+	case http.MethodPost:
+		if _, ok := p.since[ip]; !ok {
+			p.since[ip] = time.Now()
+			if at, ok := p.prepared[ip]; ok {
+				p.since[ip] = at
+			}
+		}
+		fmt.Fprintf(w, `{"timestamp": %d}`, p.since[ip].Unix())
+	case http.MethodDelete:
+		delete(p.since, ip)
+	}
+}
+
+func (p *preparePods) callsOf(method string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, c := range p.calls {
+		if strings.HasPrefix(c, method+" ") {
+			out = append(out, strings.TrimPrefix(c, method+" "))
+		}
+	}
+	return out
+}
+
+func podIP(ordinal int) string { return fmt.Sprintf("127.0.0.%d", 10+ordinal) }
+
+// A ScalingPolicy downscale handed to a DelayedDownscale shrinks the
+// StatefulSet only past pods prepared for the delay, in steps; an upscale
+// cancels on every pod.
+func TestDelayedDownscaleShrinksOnlyPastPreparedPods(t *testing.T) {
+	e := newScalingEnv(t)
+	pods := startPreparePods(t)
+	sts := e.statefulSet("ing", 5, "r1")
+	for i := range 5 {
+		e.pod(sts, i, "r1", podSpec{ip: podIP(i)})
+	}
+	e.markReady("ing")
+	// Pod 4 has been prepared for long (an earlier downscale it kept), so the
+	// StatefulSet may lose it at once; pods 3 and 2 are prepared now.
+	pods.prepared[podIP(4)] = time.Now().Add(-time.Hour)
+	delay := 3 * time.Second
+	dd := &v1alpha1.DelayedDownscale{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "ing"},
+		Spec: v1alpha1.DelayedDownscaleSpec{
+			TargetRef: v1alpha1.ScalingTargetReference{Name: "ing"}, Delay: "3s",
+			PrepareEndpoint: v1alpha1.PrepareEndpoint{Port: int32(pods.port), Path: "/prepare"},
+			Timeout:         &metav1.Duration{Duration: time.Second},
+		},
+	}
+	if err := e.admin.Create(e.ctx, dd); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	e.policy("ing", "ing", func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = ptr.To[int32](2) })
+
+	// A partial downscale first: past pod 4 only, before pods 3 and 2 are
+	// eligible.
+	e.waitReplicas("ing", 4, 10*time.Second)
+	if first := time.Since(start); first >= delay {
+		t.Logf("the first step came %s after the start, no sooner than the others could (a slow machine): the partial step is not shown", first)
+	}
+	e.markReady("ing")
+	e.waitReplicas("ing", 2, 15*time.Second)
+	if took := time.Since(start); took < delay {
+		t.Errorf("shrunk to 2 after %s, before the pods were prepared for %s", took, delay)
+	}
+	if posts := pods.callsOf("POST"); len(posts) > 12 {
+		t.Errorf("%d POSTs for 3 pods: pods are called only when something changes or a pod becomes eligible: %v", len(posts), posts)
+	}
+}
+
+// An upscale while pods wait out the delay cancels: every pod gets DELETE,
+// and the StatefulSet keeps its replicas.
+func TestDelayedDownscaleCancelledByAnUpscale(t *testing.T) {
+	e := newScalingEnv(t)
+	pods := startPreparePods(t)
+	sts := e.statefulSet("ing", 4, "r1")
+	for i := range 4 {
+		e.pod(sts, i, "r1", podSpec{ip: podIP(i)})
+	}
+	e.markReady("ing")
+	dd := &v1alpha1.DelayedDownscale{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "ing"},
+		Spec: v1alpha1.DelayedDownscaleSpec{
+			TargetRef: v1alpha1.ScalingTargetReference{Name: "ing"}, Delay: "1h",
+			PrepareEndpoint: v1alpha1.PrepareEndpoint{Port: int32(pods.port), Path: "/prepare"},
+		},
+	}
+	if err := e.admin.Create(e.ctx, dd); err != nil {
+		t.Fatal(err)
+	}
+	e.policy("ing", "ing", func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = ptr.To[int32](2) })
+	e.eventually(10*time.Second, "pods 3 and 2 prepared", func() (bool, error) {
+		got := &v1alpha1.DelayedDownscale{}
+		err := e.admin.Get(e.ctx, client.ObjectKeyFromObject(dd), got)
+		return err == nil && got.Status.Phase == v1alpha1.DelayedPhaseWaiting && got.Status.PreparedCount == 2, err
+	})
+	sp := e.getPolicy("ing")
+	sp.Spec.Replicas = ptr.To[int32](4)
+	if err := e.admin.Update(e.ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(10*time.Second, "every pod cancelled", func() (bool, error) {
+		return len(pods.callsOf("DELETE")) >= 4, nil
+	})
+	e.eventually(10*time.Second, "the DelayedDownscale idle", func() (bool, error) {
+		got := &v1alpha1.DelayedDownscale{}
+		err := e.admin.Get(e.ctx, client.ObjectKeyFromObject(dd), got)
+		return err == nil && got.Status.Phase == v1alpha1.DelayedPhaseIdle && len(got.Status.PreparedPods) == 0, err
+	})
+	if n := *e.getSTS("ing").Spec.Replicas; n != 4 {
+		t.Errorf("StatefulSet has %d replicas, want its 4", n)
+	}
+}

@@ -1,0 +1,132 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/common/model"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/delayed"
+	"github.com/echelon-operator/echelon/internal/podcall"
+)
+
+// delayedObservation is what a pass read: the planner's input, and how to
+// reach each pod.
+type delayedObservation struct {
+	in delayed.Input
+	// urls are the prepare endpoint of each addressable pod, by name.
+	urls map[string]string
+	// problem, with its reason, says why the downscale cannot be worked on.
+	problem, problemReason string
+}
+
+// observe reads the target, its pods and the desired replicas of the
+// ScalingPolicy that targets it, all from the cache.
+func (r *DelayedDownscaleReconciler) observe(ctx context.Context, dd *v1alpha1.DelayedDownscale) (delayedObservation, error) {
+	obs := delayedObservation{urls: map[string]string{}}
+	in := &obs.in
+	in.Now = r.now()
+	in.NamePrefix = dd.Spec.TargetRef.Name
+	delay, err := model.ParseDuration(dd.Spec.Delay)
+	if err != nil {
+		obs.problem, obs.problemReason = fmt.Sprintf("spec.delay %q is not a duration: %v", dd.Spec.Delay, err), v1alpha1.DelayedReasonPodErrors
+		return obs, nil
+	}
+	in.Delay = time.Duration(delay)
+	for _, p := range dd.Status.PreparedPods {
+		rec := delayed.Record{Name: p.Name, Err: p.Error}
+		if p.PreparedAt != nil {
+			rec.PreparedAt = p.PreparedAt.Time
+		}
+		in.Previous = append(in.Previous, rec)
+	}
+	if t := dd.Status.EarliestDownscaleTime; t != nil {
+		in.EarliestEligible = t.Time
+	}
+
+	target := &appsv1.StatefulSet{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: dd.Namespace, Name: dd.Spec.TargetRef.Name}, target); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			obs.problem, obs.problemReason = fmt.Sprintf("StatefulSet %s does not exist", dd.Spec.TargetRef.Name), v1alpha1.DelayedReasonTargetNotFound
+			return obs, nil
+		}
+		return obs, fmt.Errorf("get StatefulSet %s: %w", dd.Spec.TargetRef.Name, err)
+	}
+	in.Current = replicasOf(target)
+
+	policies, err := policiesTargeting(ctx, r.Client, dd.Namespace, target.Name)
+	if err != nil {
+		return obs, err
+	}
+	for _, p := range policies {
+		if p.Status.DesiredReplicas != nil && p.Status.ObservedGeneration == p.Generation {
+			in.Desired = p.Status.DesiredReplicas
+		}
+	}
+	if len(policies) == 0 {
+		obs.problem, obs.problemReason = fmt.Sprintf("no ScalingPolicy targets StatefulSet %s: it alone says the desired replicas, and shrinks the StatefulSet", target.Name), v1alpha1.DelayedReasonNoScalingPolicy
+	}
+
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(dd.Namespace), client.MatchingFields{indexPodOwner: target.Name}); err != nil {
+		return obs, fmt.Errorf("list pods of StatefulSet %s: %w", target.Name, err)
+	}
+	in.Pods = map[string]delayed.Pod{}
+	for _, pod := range controlledBy(pods.Items, target) {
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		host, addrErr := r.podHost(pod, target.Spec.ServiceName)
+		p := delayed.Pod{Name: pod.Name, AddressError: addrErr}
+		if addrErr == "" {
+			ep := dd.Spec.PrepareEndpoint
+			scheme := ep.Scheme
+			if scheme == "" {
+				scheme = "http"
+			}
+			obs.urls[pod.Name] = (&url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(int(ep.Port))), Path: ep.Path}).String()
+		}
+		in.Pods[pod.Name] = p
+	}
+	return obs, nil
+}
+
+// podHost is how a pod is reached: its DNS name through the StatefulSet's
+// service (the default), or its IP (--pod-address=ip). The string says why it
+// cannot be reached.
+func (r *DelayedDownscaleReconciler) podHost(pod *corev1.Pod, service string) (string, string) {
+	if r.config.PodAddressIP {
+		if pod.Status.PodIP == "" {
+			return "", "the pod has no IP yet"
+		}
+		return pod.Status.PodIP, ""
+	}
+	if service == "" {
+		return "", "the StatefulSet has no spec.serviceName, so its pods have no DNS name (use --pod-address=ip)"
+	}
+	return fmt.Sprintf("%s.%s.%s.svc.%s", pod.Name, service, pod.Namespace, r.config.ClusterDomain), ""
+}
+
+// targets are the pods to call, with their URLs; pods that cannot be reached
+// answer at once with why.
+func (obs delayedObservation) targets(names []string) ([]podcall.Target, map[string]podcall.Result) {
+	var targets []podcall.Target
+	unreachable := map[string]podcall.Result{}
+	for _, name := range names {
+		if u, ok := obs.urls[name]; ok {
+			targets = append(targets, podcall.Target{Pod: name, URL: u})
+		} else if pod, exists := obs.in.Pods[name]; exists {
+			unreachable[name] = podcall.Result{Err: fmt.Errorf("%s", pod.AddressError)}
+		}
+	}
+	return targets, unreachable
+}

@@ -1,0 +1,68 @@
+package controllers
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/delayed"
+)
+
+// computeDelayedStatus derives a DelayedDownscale's status from the plan. It
+// has no client.
+func computeDelayedStatus(dd *v1alpha1.DelayedDownscale, obs delayedObservation, plan delayed.Plan) v1alpha1.DelayedDownscaleStatus {
+	in := obs.in
+	st := v1alpha1.DelayedDownscaleStatus{
+		ObservedGeneration: dd.Generation,
+		DesiredReplicas:    in.Desired,
+		Replicas:           in.Current,
+		EligibleReplicas:   plan.Eligible,
+		Conditions:         append([]metav1.Condition(nil), dd.Status.Conditions...),
+	}
+	for _, r := range plan.Records {
+		p := v1alpha1.PreparedPod{Name: r.Name, Error: r.Err}
+		if r.Err == "" && !r.PreparedAt.IsZero() {
+			at, eligible := metav1.NewTime(r.PreparedAt), metav1.NewTime(r.PreparedAt.Add(in.Delay))
+			p.PreparedAt, p.EligibleAt = &at, &eligible
+			st.PreparedCount++
+		}
+		st.PreparedPods = append(st.PreparedPods, p)
+	}
+	if !plan.EarliestEligible.IsZero() {
+		t := metav1.NewTime(plan.EarliestEligible)
+		st.EarliestDownscaleTime = &t
+	}
+
+	ready, reason := metav1.ConditionFalse, ""
+	switch {
+	case obs.problem != "":
+		st.Phase, reason, st.Message = v1alpha1.DelayedPhaseBlocked, obs.problemReason, "blocked: "+obs.problem+"; no replica is removed"
+		st.PreparedPods, st.PreparedCount, st.EligibleReplicas = dd.Status.PreparedPods, dd.Status.PreparedCount, nil
+	case !plan.Pending:
+		st.Phase, reason, ready = v1alpha1.DelayedPhaseIdle, v1alpha1.DelayedReasonIdle, metav1.ConditionTrue
+		st.Message = fmt.Sprintf("no downscale pending (%d replicas)", in.Current)
+	case len(plan.Errors) > 0:
+		st.Phase, reason = v1alpha1.DelayedPhaseBlocked, v1alpha1.DelayedReasonPodErrors
+		st.Message = fmt.Sprintf("holding the downscale to %d at %d replicas: %s; retried every %s", *in.Desired, *plan.Eligible, plan.Summary(), delayed.RetryAfterError)
+	case *plan.Eligible < in.Current:
+		st.Phase, reason = v1alpha1.DelayedPhaseScalingDown, v1alpha1.DelayedReasonEligible
+		st.Message = fmt.Sprintf("the StatefulSet may shrink from %d to %d: those pods have been prepared for %s", in.Current, *plan.Eligible, in.Delay)
+		if st.EarliestDownscaleTime != nil {
+			st.Message += fmt.Sprintf("; the next pod is eligible at %s", st.EarliestDownscaleTime.UTC().Format(time.RFC3339))
+		}
+	case st.PreparedCount == int32(len(plan.Records)):
+		st.Phase, reason = v1alpha1.DelayedPhaseWaiting, v1alpha1.DelayedReasonWaiting
+		st.Message = fmt.Sprintf("%d pods prepared for the downscale from %d to %d; the first is eligible at %s",
+			st.PreparedCount, in.Current, *in.Desired, plan.EarliestEligible.UTC().Format(time.RFC3339))
+	default:
+		st.Phase, reason = v1alpha1.DelayedPhasePreparing, v1alpha1.DelayedReasonPreparing
+		st.Message = fmt.Sprintf("preparing %d pods for the downscale from %d to %d", len(plan.Records), in.Current, *in.Desired)
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: v1alpha1.DelayedConditionReady, Status: ready, Reason: reason, Message: st.Message, ObservedGeneration: dd.Generation,
+	})
+	return st
+}

@@ -1,0 +1,225 @@
+// Package delayed decides, without any client or network, which pods a
+// DelayedDownscale calls and how far its StatefulSet may shrink. The controller
+// observes the target, its pods and its ScalingPolicy's desired replicas, asks
+// Calls which pods to call, makes the calls, and asks Decide for the outcome.
+//
+// The protocol is the Grafana rollout-operator's delayed downscale: POST to a
+// pod's prepare endpoint prepares it and answers {"timestamp": <unix seconds>},
+// since when it has been prepared; DELETE cancels. The StatefulSet may shrink
+// past a pod only once that pod, and every pod above it, has been prepared for
+// at least the delay.
+package delayed
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// MaxClockSkew is how far in the future a pod's timestamp may be before it is
+// taken as an error: a pod whose clock runs ahead would otherwise become
+// eligible early.
+const MaxClockSkew = time.Minute
+
+// RetryAfterError is how soon pods that answered with an error are called again.
+const RetryAfterError = 10 * time.Second
+
+// Pod is one pod of the target, by ordinal.
+type Pod struct {
+	Name    string
+	Ordinal int
+	// AddressError says why the pod cannot be called (no IP yet, no service).
+	AddressError string
+}
+
+// Record is what is known of a pod asked to prepare: from its last answer, or
+// from status when it was not called this pass.
+type Record struct {
+	Name       string
+	PreparedAt time.Time
+	// Err is the pod's failed answer; PreparedAt is then meaningless.
+	Err string
+}
+
+// Input is what the planner looks at.
+type Input struct {
+	Now   time.Time
+	Delay time.Duration
+	// Desired is the ScalingPolicy's desired replicas; nil when no policy
+	// targets the StatefulSet.
+	Desired *int32
+	// Current is the target's spec.replicas.
+	Current int32
+	// Pods are the target's pods that exist, by name.
+	Pods map[string]Pod
+	// Previous are the records of the last pass (from status).
+	Previous []Record
+	// EarliestEligible is when the next pod was to become eligible (from status).
+	EarliestEligible time.Time
+	// NamePrefix is the StatefulSet's name: pods are "<name>-<ordinal>".
+	NamePrefix string
+}
+
+// pending reports whether a downscale is pending: desired below current.
+func (in Input) pending() bool { return in.Desired != nil && *in.Desired < in.Current }
+
+// removed returns the names of the pods a pending downscale removes, highest
+// ordinal first.
+func (in Input) removed() []string {
+	if !in.pending() {
+		return nil
+	}
+	var names []string
+	for ord := int(in.Current) - 1; ord >= int(*in.Desired); ord-- {
+		names = append(names, fmt.Sprintf("%s-%d", in.NamePrefix, ord))
+	}
+	return names
+}
+
+// CallPlan says which pods to call now.
+type CallPlan struct {
+	// Prepare are the pods to POST to.
+	Prepare []string
+	// Cancel are the pods to DELETE: pods no longer to be removed, or every pod
+	// once no downscale is pending.
+	Cancel []string
+}
+
+// Calls decides which pods to call. Pods are called only when something
+// changed: the set of pods to remove, a pod that answered with an error, or a
+// pod reaching its eligibility (when its preparation is confirmed before the
+// StatefulSet may shrink past it). Otherwise no pod is called.
+func Calls(in Input) CallPlan {
+	var p CallPlan
+	removed := in.removed()
+	previous := map[string]Record{}
+	for _, r := range in.Previous {
+		previous[r.Name] = r
+	}
+	if !in.pending() {
+		if len(in.Previous) > 0 {
+			// Cancel on every pod, not only those recorded: a pod prepared before
+			// a restart that lost the record must not stay prepared.
+			for name := range in.Pods {
+				p.Cancel = append(p.Cancel, name)
+			}
+			slices.Sort(p.Cancel)
+		}
+		return p
+	}
+	for _, r := range in.Previous {
+		if !slices.Contains(removed, r.Name) {
+			if _, exists := in.Pods[r.Name]; exists {
+				p.Cancel = append(p.Cancel, r.Name)
+			}
+		}
+	}
+	changed := len(in.Previous) != len(removed)
+	anyError := false
+	for _, name := range removed {
+		r, ok := previous[name]
+		changed = changed || !ok
+		anyError = anyError || (ok && r.Err != "")
+	}
+	becameEligible := !in.EarliestEligible.IsZero() && !in.Now.Before(in.EarliestEligible)
+	if changed || anyError || becameEligible {
+		p.Prepare = removed
+	}
+	return p
+}
+
+// Plan is the outcome of a pass.
+type Plan struct {
+	// Records are the pods to remove with what is known of each, highest
+	// ordinal first.
+	Records []Record
+	// Eligible is how far the StatefulSet may shrink now; nil when no downscale
+	// is pending.
+	Eligible *int32
+	// EarliestEligible is when the next pod becomes eligible; zero when none waits.
+	EarliestEligible time.Time
+	// Errors describe the pods whose answers hold the downscale.
+	Errors []string
+	// RequeueAfter is when to look again: the next eligibility, or a retry.
+	RequeueAfter time.Duration
+	// Pending is true when a downscale is pending.
+	Pending bool
+	// NoPolicy is true when no ScalingPolicy gives the desired replicas.
+	NoPolicy bool
+}
+
+// Decide works out, from the answers of this pass (by pod name) and the
+// records of the last one, how far the StatefulSet may shrink. It never lets it
+// shrink past a pod that has not been prepared for the delay, whatever is above
+// it: eligibility runs from the highest ordinal down and stops at the first pod
+// that is not eligible.
+func Decide(in Input, answers map[string]Record) Plan {
+	p := Plan{Pending: in.pending(), NoPolicy: in.Desired == nil}
+	if !p.Pending {
+		return p
+	}
+	previous := map[string]Record{}
+	for _, r := range in.Previous {
+		previous[r.Name] = r
+	}
+	eligible := in.Current
+	open := true // still walking down through eligible pods
+	for _, name := range in.removed() {
+		r, answered := answers[name]
+		if !answered {
+			r = previous[name]
+			r.Name = name
+		}
+		if r.Err == "" {
+			r.Err = validate(in, name, r)
+		}
+		p.Records = append(p.Records, r)
+		if r.Err != "" {
+			p.Errors = append(p.Errors, name+": "+r.Err)
+			open = false
+			continue
+		}
+		at := r.PreparedAt.Add(in.Delay)
+		if open && !in.Now.Before(at) {
+			eligible--
+			continue
+		}
+		open = false
+		// Only a time still ahead tells when the decision changes: a lower pod
+		// already past its delay waits for the higher ones, not for a clock.
+		if in.Now.Before(at) && (p.EarliestEligible.IsZero() || at.Before(p.EarliestEligible)) {
+			p.EarliestEligible = at
+		}
+	}
+	p.Eligible = &eligible
+	if !p.EarliestEligible.IsZero() {
+		p.RequeueAfter = p.EarliestEligible.Sub(in.Now)
+	}
+	if len(p.Errors) > 0 && (p.RequeueAfter == 0 || p.RequeueAfter > RetryAfterError) {
+		p.RequeueAfter = RetryAfterError
+	}
+	return p
+}
+
+// validate says what is wrong with a record, or "".
+func validate(in Input, name string, r Record) string {
+	pod, exists := in.Pods[name]
+	switch {
+	case !exists:
+		return "the pod does not exist, so it cannot be prepared"
+	case pod.AddressError != "":
+		return pod.AddressError
+	case r.PreparedAt.IsZero():
+		return "not prepared yet"
+	case r.PreparedAt.Unix() == 0:
+		return "answered a zero timestamp"
+	case r.PreparedAt.After(in.Now.Add(MaxClockSkew)):
+		return fmt.Sprintf("answered a timestamp %s in the future (%s): its clock may be ahead",
+			r.PreparedAt.Sub(in.Now).Round(time.Second), r.PreparedAt.UTC().Format(time.RFC3339))
+	}
+	return ""
+}
+
+// Summary is one line naming the pods in error.
+func (p Plan) Summary() string { return strings.Join(p.Errors, "; ") }

@@ -1,0 +1,229 @@
+package delayed
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+)
+
+var now = time.Date(2026, time.July, 1, 12, 0, 0, 0, time.UTC)
+
+const delay = 4 * time.Hour
+
+// sts is a StatefulSet "ing" at current replicas whose policy wants desired,
+// every pod present and addressable.
+func sts(desired, current int32) Input {
+	in := Input{Now: now, Delay: delay, Desired: ptr.To(desired), Current: current, NamePrefix: "ing", Pods: map[string]Pod{}}
+	for i := range int(max(current, desired)) + 1 {
+		name := fmt.Sprintf("ing-%d", i)
+		in.Pods[name] = Pod{Name: name, Ordinal: i}
+	}
+	return in
+}
+
+// prepared records pods (by ordinal) prepared at the given times.
+func prepared(at map[int]time.Time) []Record {
+	var out []Record
+	for ord := 10; ord >= 0; ord-- {
+		if t, ok := at[ord]; ok {
+			out = append(out, Record{Name: fmt.Sprintf("ing-%d", ord), PreparedAt: t})
+		}
+	}
+	return out
+}
+
+func answersOf(records []Record) map[string]Record {
+	m := map[string]Record{}
+	for _, r := range records {
+		m[r.Name] = r
+	}
+	return m
+}
+
+func TestCalls(t *testing.T) {
+	tests := []struct {
+		name        string
+		in          Input
+		wantPrepare []string
+		wantCancel  []string
+	}{{
+		name:        "a new downscale prepares the removed pods, highest first",
+		in:          sts(2, 5),
+		wantPrepare: []string{"ing-4", "ing-3", "ing-2"},
+	}, {
+		name: "nothing changed and no pod became eligible: no call",
+		in: func() Input {
+			in := sts(2, 5)
+			in.Previous = prepared(map[int]time.Time{4: now.Add(-time.Hour), 3: now.Add(-time.Hour), 2: now.Add(-time.Hour)})
+			in.EarliestEligible = now.Add(3 * time.Hour)
+			return in
+		}(),
+	}, {
+		name: "a pod reaching eligibility: every removed pod is called to confirm",
+		in: func() Input {
+			in := sts(2, 5)
+			in.Previous = prepared(map[int]time.Time{4: now.Add(-delay), 3: now.Add(-time.Hour), 2: now.Add(-time.Hour)})
+			in.EarliestEligible = now
+			return in
+		}(),
+		wantPrepare: []string{"ing-4", "ing-3", "ing-2"},
+	}, {
+		name: "a pod that answered an error is called again",
+		in: func() Input {
+			in := sts(3, 4)
+			in.Previous = []Record{{Name: "ing-3", Err: "500"}}
+			return in
+		}(),
+		wantPrepare: []string{"ing-3"},
+	}, {
+		name: "desired went up: pods that stay get DELETE, the rest are confirmed",
+		in: func() Input {
+			in := sts(3, 5)
+			in.Previous = prepared(map[int]time.Time{4: now, 3: now, 2: now})
+			return in
+		}(),
+		wantPrepare: []string{"ing-4", "ing-3"},
+		wantCancel:  []string{"ing-2"},
+	}, {
+		name: "no downscale pending any more: every pod gets DELETE, once",
+		in: func() Input {
+			in := sts(5, 5)
+			in.Previous = prepared(map[int]time.Time{4: now, 3: now})
+			return in
+		}(),
+		wantCancel: []string{"ing-0", "ing-1", "ing-2", "ing-3", "ing-4", "ing-5"},
+	}, {
+		name: "idle and nothing recorded: no call",
+		in:   sts(5, 5),
+	}, {
+		name: "an upscale above current cancels",
+		in: func() Input {
+			in := sts(7, 5)
+			in.Previous = prepared(map[int]time.Time{4: now})
+			return in
+		}(),
+		wantCancel: []string{"ing-0", "ing-1", "ing-2", "ing-3", "ing-4", "ing-5", "ing-6", "ing-7"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Calls(tt.in)
+			if !slices.Equal(p.Prepare, tt.wantPrepare) || !slices.Equal(p.Cancel, tt.wantCancel) {
+				t.Errorf("Prepare %v Cancel %v, want %v %v", p.Prepare, p.Cancel, tt.wantPrepare, tt.wantCancel)
+			}
+		})
+	}
+}
+
+func TestDecide(t *testing.T) {
+	tests := []struct {
+		name         string
+		in           Input
+		answers      []Record
+		wantEligible *int32
+		wantEarliest time.Time
+		wantError    string
+		wantRequeue  time.Duration
+	}{{
+		name:         "freshly prepared: nothing eligible, look again when the first is",
+		in:           sts(2, 5),
+		answers:      prepared(map[int]time.Time{4: now, 3: now, 2: now.Add(-time.Minute)}),
+		wantEligible: ptr.To[int32](5), wantEarliest: now.Add(delay - time.Minute), wantRequeue: delay - time.Minute,
+	}, {
+		name:         "exactly at the delay: eligible",
+		in:           sts(2, 5),
+		answers:      prepared(map[int]time.Time{4: now.Add(-delay), 3: now.Add(-delay), 2: now.Add(-delay)}),
+		wantEligible: ptr.To[int32](2),
+	}, {
+		name:         "one nanosecond short of the delay: not eligible",
+		in:           sts(4, 5),
+		answers:      prepared(map[int]time.Time{4: now.Add(-delay + time.Nanosecond)}),
+		wantEligible: ptr.To[int32](5), wantEarliest: now.Add(time.Nanosecond), wantRequeue: time.Nanosecond,
+	}, {
+		name:         "partial downscale: the top pods are eligible, a lower one is not yet",
+		in:           sts(2, 5),
+		answers:      prepared(map[int]time.Time{4: now.Add(-5 * time.Hour), 3: now.Add(-5 * time.Hour), 2: now.Add(-time.Hour)}),
+		wantEligible: ptr.To[int32](3), wantEarliest: now.Add(3 * time.Hour), wantRequeue: 3 * time.Hour,
+	}, {
+		name:         "a lower pod eligible does not help while a higher one is not",
+		in:           sts(2, 5),
+		answers:      prepared(map[int]time.Time{4: now, 3: now.Add(-5 * time.Hour), 2: now.Add(-5 * time.Hour)}),
+		wantEligible: ptr.To[int32](5), wantEarliest: now.Add(delay), wantRequeue: delay,
+	}, {
+		name:    "a pod error holds everything below it, and is retried soon",
+		in:      sts(2, 5),
+		answers: []Record{{Name: "ing-4", PreparedAt: now.Add(-5 * time.Hour)}, {Name: "ing-3", Err: "answered 500"}, {Name: "ing-2", PreparedAt: now.Add(-5 * time.Hour)}},
+		// ing-4 may go; ing-3 holds ing-3 and ing-2.
+		wantEligible: ptr.To[int32](4), wantError: "ing-3: answered 500", wantRequeue: RetryAfterError,
+	}, {
+		name:         "a timestamp in the future (clock skew) is an error",
+		in:           sts(4, 5),
+		answers:      prepared(map[int]time.Time{4: now.Add(2 * time.Hour)}),
+		wantEligible: ptr.To[int32](5), wantError: "in the future", wantRequeue: RetryAfterError,
+	}, {
+		name:         "a timestamp slightly ahead (within the skew allowed) waits the delay from it",
+		in:           sts(4, 5),
+		answers:      prepared(map[int]time.Time{4: now.Add(30 * time.Second)}),
+		wantEligible: ptr.To[int32](5), wantEarliest: now.Add(30*time.Second + delay), wantRequeue: 30*time.Second + delay,
+	}, {
+		name:         "a zero timestamp is an error",
+		in:           sts(4, 5),
+		answers:      []Record{{Name: "ing-4", PreparedAt: time.Unix(0, 0)}},
+		wantEligible: ptr.To[int32](5), wantError: "zero timestamp", wantRequeue: RetryAfterError,
+	}, {
+		name: "a pod without an address is an error",
+		in: func() Input {
+			in := sts(4, 5)
+			in.Pods["ing-4"] = Pod{Name: "ing-4", Ordinal: 4, AddressError: "the pod has no IP yet"}
+			return in
+		}(),
+		answers:      []Record{{Name: "ing-4", Err: "the pod has no IP yet"}},
+		wantEligible: ptr.To[int32](5), wantError: "no IP", wantRequeue: RetryAfterError,
+	}, {
+		name: "a missing pod holds the downscale",
+		in: func() Input {
+			in := sts(3, 4)
+			delete(in.Pods, "ing-3")
+			return in
+		}(),
+		wantEligible: ptr.To[int32](4), wantError: "does not exist", wantRequeue: RetryAfterError,
+	}, {
+		name: "records from status stand in for pods not called",
+		in: func() Input {
+			in := sts(3, 5)
+			in.Previous = prepared(map[int]time.Time{4: now.Add(-5 * time.Hour), 3: now.Add(-5 * time.Hour)})
+			return in
+		}(),
+		wantEligible: ptr.To[int32](3),
+	}, {
+		name: "no downscale pending: nothing eligible to report",
+		in:   sts(5, 5),
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Decide(tt.in, answersOf(tt.answers))
+			if (p.Eligible == nil) != (tt.wantEligible == nil) || p.Eligible != nil && *p.Eligible != *tt.wantEligible {
+				t.Errorf("Eligible = %v, want %v", deref(p.Eligible), deref(tt.wantEligible))
+			}
+			if !p.EarliestEligible.Equal(tt.wantEarliest) {
+				t.Errorf("EarliestEligible = %s, want %s", p.EarliestEligible, tt.wantEarliest)
+			}
+			if tt.wantError == "" && len(p.Errors) > 0 || !strings.Contains(p.Summary(), tt.wantError) {
+				t.Errorf("errors %q, want %q", p.Summary(), tt.wantError)
+			}
+			if p.RequeueAfter != tt.wantRequeue {
+				t.Errorf("RequeueAfter = %s, want %s", p.RequeueAfter, tt.wantRequeue)
+			}
+		})
+	}
+}
+
+func deref(p *int32) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprint(*p)
+}

@@ -1,0 +1,141 @@
+// Package podcall calls the delayed-downscale endpoint of pods over HTTP: POST
+// to prepare, reading {"timestamp": <unix seconds>}, and DELETE to cancel. The
+// calls of one batch run concurrently, a bounded number at a time, each under
+// its own timeout.
+package podcall
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// maxBody bounds what is read of an answer: the protocol's is a few bytes.
+const maxBody = 64 << 10
+
+// Target is one pod to call.
+type Target struct {
+	Pod string
+	URL string
+}
+
+// Result is a pod's answer to a call.
+type Result struct {
+	// PreparedAt is the timestamp a POST answered.
+	PreparedAt time.Time
+	// Err describes a failed call: transport error, timeout, status, body.
+	Err error
+}
+
+// Client calls pods.
+type Client struct {
+	HTTP *http.Client
+	// Concurrency bounds the calls in flight; 0 means 8.
+	Concurrency int
+}
+
+// Prepare POSTs to every target and returns each pod's answer.
+func (c *Client) Prepare(ctx context.Context, targets []Target, timeout time.Duration) map[string]Result {
+	return c.each(ctx, targets, func(ctx context.Context, t Target) Result {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		status, body, err := c.do(ctx, http.MethodPost, t.URL)
+		if err != nil {
+			return Result{Err: err}
+		}
+		if status/100 != 2 {
+			return Result{Err: fmt.Errorf("POST answered %d: %s", status, excerpt(body))}
+		}
+		var answer struct {
+			Timestamp *int64 `json:"timestamp"`
+		}
+		if err := json.Unmarshal(body, &answer); err != nil {
+			return Result{Err: fmt.Errorf("POST answered %d with a body that is not JSON {\"timestamp\": <unix seconds>}: %s", status, excerpt(body))}
+		}
+		if answer.Timestamp == nil {
+			return Result{Err: fmt.Errorf("POST answered %d without a timestamp: %s", status, excerpt(body))}
+		}
+		return Result{PreparedAt: time.Unix(*answer.Timestamp, 0)}
+	})
+}
+
+// Cancel DELETEs on every target. A 409 Conflict is success: the protocol's
+// answer of a pod that has nothing to cancel.
+func (c *Client) Cancel(ctx context.Context, targets []Target, timeout time.Duration) map[string]Result {
+	return c.each(ctx, targets, func(ctx context.Context, t Target) Result {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		status, body, err := c.do(ctx, http.MethodDelete, t.URL)
+		switch {
+		case err != nil:
+			return Result{Err: err}
+		case status/100 == 2 || status == http.StatusConflict:
+			return Result{}
+		default:
+			return Result{Err: fmt.Errorf("DELETE answered %d: %s", status, excerpt(body))}
+		}
+	})
+}
+
+func (c *Client) each(ctx context.Context, targets []Target, call func(context.Context, Target) Result) map[string]Result {
+	limit := c.Concurrency
+	if limit <= 0 {
+		limit = 8
+	}
+	sem := make(chan struct{}, limit)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	out := make(map[string]Result, len(targets))
+	for _, t := range targets {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r := call(ctx, t)
+			mu.Lock()
+			out[t.Pod] = r
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (c *Client) do(ctx context.Context, method, url string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return 0, nil, fmt.Errorf("%s %s: no answer within the timeout", method, url)
+		}
+		return 0, nil, fmt.Errorf("%s %s: %w", method, url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s %s: reading the answer: %w", method, url, err)
+	}
+	return resp.StatusCode, body, nil
+}
+
+// excerpt is the start of a body, for a message.
+func excerpt(body []byte) string {
+	s := strings.TrimSpace(string(body))
+	if len(s) > 120 {
+		s = s[:120] + "..."
+	}
+	if s == "" {
+		return "(empty body)"
+	}
+	return fmt.Sprintf("%q", s)
+}

@@ -1,0 +1,44 @@
+package podcall
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPrepareAndCancel(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /ok", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"timestamp": 1700000000}`)) })
+	mux.HandleFunc("POST /fail", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "boom", http.StatusInternalServerError) })
+	mux.HandleFunc("POST /garbage", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`<html>`)) })
+	mux.HandleFunc("POST /empty", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{}`)) })
+	mux.HandleFunc("POST /hang", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	mux.HandleFunc("DELETE /ok", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("DELETE /conflict", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusConflict) })
+	mux.HandleFunc("DELETE /fail", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadGateway) })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := &Client{HTTP: srv.Client(), Concurrency: 2}
+	target := func(path string) Target { return Target{Pod: path, URL: srv.URL + "/" + path} }
+
+	got := c.Prepare(context.Background(), []Target{target("ok"), target("fail"), target("garbage"), target("empty"), target("hang")}, 200*time.Millisecond)
+	if r := got["ok"]; r.Err != nil || r.PreparedAt.Unix() != 1700000000 {
+		t.Errorf("ok: %+v", r)
+	}
+	for pod, want := range map[string]string{"fail": "answered 500", "garbage": "not JSON", "empty": "without a timestamp", "hang": "no answer within the timeout"} {
+		if r := got[pod]; r.Err == nil || !strings.Contains(r.Err.Error(), want) {
+			t.Errorf("%s: error %v, want one containing %q", pod, r.Err, want)
+		}
+	}
+
+	got = c.Cancel(context.Background(), []Target{target("ok"), target("conflict"), target("fail")}, time.Second)
+	if got["ok"].Err != nil || got["conflict"].Err != nil {
+		t.Errorf("DELETE answered 204 and 409 must both succeed: %+v %+v", got["ok"], got["conflict"])
+	}
+	if r := got["fail"]; r.Err == nil || !strings.Contains(r.Err.Error(), "502") {
+		t.Errorf("fail: %+v", r)
+	}
+}
