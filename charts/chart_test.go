@@ -273,7 +273,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"runbook URL", "prometheusRule.runbookBaseURL=docs/runbooks.md", "at '/prometheusRule/runbookBaseURL'"},
 		{"dashboard namespace", "dashboard.namespace=Monitoring", "at '/dashboard/namespace'"},
 		{"aggregated roles switch", "rbac.aggregateToDefaultRoles=maybe", "at '/rbac/aggregateToDefaultRoles'"},
-		{"no pod address value yet", "podAddress=ip", "additional properties 'podAddress' not allowed"},
+		{"pod address mode", "podAddress=dns", "at '/podAddress'"},
+		{"cluster domain", "clusterDomain=Cluster_Local", "at '/clusterDomain'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

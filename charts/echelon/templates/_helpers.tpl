@@ -87,6 +87,8 @@ until a feature uses them.
 {{- with .Values.watchNamespaces }}
 - --namespaces={{ join "," . }}
 {{- end }}
+- --pod-address={{ .Values.podAddress }}
+- --cluster-domain={{ .Values.clusterDomain }}
 - --kube-api-qps={{ .Values.kubeAPI.qps }}
 - --kube-api-burst={{ .Values.kubeAPI.burst }}
 - --log-format={{ .Values.logging.format }}
