@@ -36,7 +36,8 @@ func computeScalingStatus(sp *v1alpha1.ScalingPolicy, in scaling.Input, plan sca
 	if scaled {
 		st.Replicas = *plan.Scale
 		if *plan.Scale < plan.Current {
-			st.LastDownscaleTime = &ts
+			// metav1.Time keeps whole seconds: rounded up, the zone delay counted from it is never short.
+			st.LastDownscaleTime = &metav1.Time{Time: now.Add(time.Second - 1).Truncate(time.Second)}
 		}
 	}
 	switch {
