@@ -135,8 +135,8 @@ func TestInstall(t *testing.T) {
 	// (another release owns it) and says how; under the same name and
 	// namespace, it takes the CRD back with the groups in it.
 	args := []string{"install", "other", chartDir, "--namespace", "other", "--create-namespace", "--kubeconfig", cp.Kubeconfig()}
-	if _, stderr, err := runHelm(t, args...); err == nil || !strings.Contains(stderr, "rolloutgroups.echelon.dev") || !strings.Contains(stderr, "ownership") {
-		t.Errorf("helm install of a second release over the kept CRD: err=%v, want an error naming the CRD and its ownership\n%s", err, stderr)
+	if _, stderr, err := runHelm(t, args...); err == nil || !strings.Contains(stderr, ".echelon.dev") || !strings.Contains(stderr, "ownership") {
+		t.Errorf("helm install of a second release over the kept CRDs: err=%v, want an error naming an echelon.dev CRD and its ownership\n%s", err, stderr)
 	}
 	helm("install", "echelon", chartDir, "--namespace", "echelon-system", "--wait", "--timeout", "2m")
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "ingester"}, rolloutGroup("", "")); err != nil {

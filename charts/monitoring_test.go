@@ -62,10 +62,12 @@ func renderedAlerts(t *testing.T, args ...string) []alertRule {
 }
 
 // wantAlerts are the alerts the chart ships, by name, in the order rendered:
-// those issue "Install and operate" asks for, and the ScalingPolicy's.
+// those issue "Install and operate" asks for, and those of ScalingPolicies and
+// DelayedDownscales.
 var wantAlerts = []string{
 	"EchelonRolloutGroupStalled", "EchelonRolloutGroupBlocked", "EchelonRolloutGroupPausedLong",
-	"EchelonReconcileErrors", "EchelonOperatorAbsent", "EchelonScalingPolicyBlocked", "EchelonNoLeader",
+	"EchelonReconcileErrors", "EchelonOperatorAbsent", "EchelonScalingPolicyBlocked", "EchelonDelayedDownscaleBlocked",
+	"EchelonNoLeader",
 }
 
 func TestPrometheusRule(t *testing.T) {

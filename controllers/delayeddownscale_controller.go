@@ -79,7 +79,7 @@ func (r *DelayedDownscaleReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	}
 	st := computeDelayedStatus(dd, obs, plan)
 	r.recordDelayedTransition(dd, st, plan)
-	metrics.SetDelayed(dd.Namespace, dd.Name, st.PreparedCount, st.EarliestDownscaleTime, obs.in.Now)
+	metrics.SetDelayed(dd.Namespace, dd.Name, st.Phase, st.PreparedCount, st.EarliestDownscaleTime, obs.in.Now)
 	if !equality.Semantic.DeepEqual(dd.Status, st) {
 		patched := dd.DeepCopy()
 		patched.Status = st

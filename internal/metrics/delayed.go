@@ -6,11 +6,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
 )
 
 const labelDelayed = "delayeddownscale"
 
+// AllDelayedPhases lists every DelayedDownscale phase, so the phase gauge has one series each.
+var AllDelayedPhases = []v1alpha1.DelayedDownscalePhase{
+	v1alpha1.DelayedPhaseIdle, v1alpha1.DelayedPhasePreparing, v1alpha1.DelayedPhaseWaiting,
+	v1alpha1.DelayedPhaseScalingDown, v1alpha1.DelayedPhaseBlocked,
+}
+
 var (
+	// DelayedPhase is 1 for the phase a DelayedDownscale is in and 0 for the others.
+	DelayedPhase = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "echelon_delayeddownscale_phase",
+		Help: "Phase of a DelayedDownscale: 1 for the current phase, 0 for the others.",
+	}, []string{labelNamespace, labelDelayed, labelPhase})
+
 	// DelayedPrepared is the number of pods prepared for a pending downscale.
 	DelayedPrepared = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "echelon_delayeddownscale_prepared_pods",
@@ -32,11 +46,12 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(DelayedPrepared, DelayedUntilEligible, PodCalls)
+	crmetrics.Registry.MustRegister(DelayedPhase, DelayedPrepared, DelayedUntilEligible, PodCalls)
 }
 
 // SetDelayed sets the gauges of one DelayedDownscale.
-func SetDelayed(namespace, name string, prepared int32, earliest *metav1.Time, now time.Time) {
+func SetDelayed(namespace, name string, phase v1alpha1.DelayedDownscalePhase, prepared int32, earliest *metav1.Time, now time.Time) {
+	setPhase(DelayedPhase, namespace, name, AllDelayedPhases, phase)
 	DelayedPrepared.WithLabelValues(namespace, name).Set(float64(prepared))
 	until := 0.0
 	if earliest != nil {
@@ -57,6 +72,7 @@ func CountPodCall(namespace, name, method string, err error) {
 // ForgetDelayed drops every series of a deleted DelayedDownscale.
 func ForgetDelayed(namespace, name string) {
 	labels := prometheus.Labels{labelNamespace: namespace, labelDelayed: name}
+	DelayedPhase.DeletePartialMatch(labels)
 	DelayedPrepared.DeletePartialMatch(labels)
 	DelayedUntilEligible.DeletePartialMatch(labels)
 	PodCalls.DeletePartialMatch(labels)

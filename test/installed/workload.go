@@ -262,8 +262,11 @@ func Scheme() *runtime.Scheme {
 // Scale gives zones a and b of a new group named app a self-scaled
 // ScalingPolicy each, both down to one replica with a zone delay of two
 // seconds, and waits until both are scaled: the first at once, the second
-// after waiting out the delay. The operator then exports every
-// echelon_scalingpolicy_* series, the waiting histogram included.
+// after waiting out the delay. Zone c gets a ScalingPolicy down to one replica
+// through a DelayedDownscale whose pods (kwok's, which serve no HTTP) cannot
+// be prepared, and Scale waits until the DelayedDownscale reports that. The
+// operator then exports every echelon_scalingpolicy_* series, the waiting
+// histogram included, and every echelon_delayeddownscale_* series.
 func Scale(ctx context.Context, c client.Client, namespace, app string) error {
 	if err := CreateGroup(ctx, c, namespace, app); err != nil {
 		return err
@@ -287,8 +290,42 @@ func Scale(ctx context.Context, c client.Client, namespace, app string) error {
 			return fmt.Errorf("create ScalingPolicy %s: %w", z, err)
 		}
 	}
+	held := Zones(app)[2]
+	for _, obj := range []*unstructured.Unstructured{
+		{Object: map[string]any{
+			"apiVersion": "echelon.dev/v1alpha1", "kind": "DelayedDownscale",
+			"metadata": map[string]any{"namespace": namespace, "name": held},
+			"spec": map[string]any{
+				"targetRef":       map[string]any{"name": held},
+				"delay":           "1h",
+				"prepareEndpoint": map[string]any{"port": int64(8080), "path": "/prepare"},
+				"timeout":         "1s",
+			},
+		}},
+		{Object: map[string]any{
+			"apiVersion": "echelon.dev/v1alpha1", "kind": "ScalingPolicy",
+			"metadata": map[string]any{"namespace": namespace, "name": held},
+			"spec":     map[string]any{"targetRef": map[string]any{"name": held}, "replicas": int64(1)},
+		}},
+	} {
+		if err := c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("create %s %s: %w", obj.GetKind(), held, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, rolloutTimeout)
 	defer cancel()
+	if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		dd := &unstructured.Unstructured{}
+		dd.SetAPIVersion("echelon.dev/v1alpha1")
+		dd.SetKind("DelayedDownscale")
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: held}, dd); err != nil {
+			return false, err
+		}
+		phase, _, _ := unstructured.NestedString(dd.Object, "status", "phase")
+		return phase == "Blocked", nil
+	}); err != nil {
+		return fmt.Errorf("DelayedDownscale %s does not report its unreachable pods: %w", held, err)
+	}
 	for _, z := range zones {
 		if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			sts := &appsv1.StatefulSet{}
