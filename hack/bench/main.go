@@ -7,7 +7,7 @@ Licensed under the Apache License, Version 2.0.
 // Command bench measures a RolloutGroup rollout against the fastest rollout the
 // control plane allows: `make bench`, or
 //
-//	go run ./hack/bench [--scenarios=single,sigterm,sigkill,scale] [--pod-start=1s,5s] [--json=bench.json]
+//	go run ./hack/bench [--scenarios=single,sigterm,sigkill,scale,follow] [--pod-start=1s,5s] [--json=bench.json]
 //
 // Every run starts a fresh local control plane whose pods take a fixed time
 // from creation to Ready (played by kwok with no jitter), runs the echelon
@@ -19,7 +19,10 @@ Licensed under the Apache License, Version 2.0.
 //     has deleted half the rollout's pods it gets SIGTERM (it releases its
 //     Lease) or SIGKILL (its Lease must expire), at --failover-pod-start;
 //   - scale: one operator and --scale-groups groups of the same shape, of
-//     which one rolls, at --scale-pod-start.
+//     which one rolls, at --scale-pod-start;
+//   - follow: no rollout; two StatefulSets follow a third through
+//     ScalingPolicies, and the bench times --follow-changes changes of the
+//     leader's replicas until both followers have them (median and p99).
 //
 // Runs run one after the other in one invocation and print side by side. Each
 // reports:
@@ -84,6 +87,7 @@ func main() {
 	flag.DurationVar(&opts.failoverPodStart, "failover-pod-start", opts.failoverPodStart, "Pod start time of the sigterm and sigkill scenarios.")
 	flag.DurationVar(&opts.scalePodStart, "scale-pod-start", opts.scalePodStart, "Pod start time of the scale scenario.")
 	flag.IntVar(&opts.scaleGroups, "scale-groups", 50, "Groups of the scale scenario, the rolling one included.")
+	flag.IntVar(&opts.followChanges, "follow-changes", 50, "Changes of the leader's replicas the follow scenario times.")
 	flag.StringVar(&jsonPath, "json", "", "Also write the results as JSON to this file.")
 	flag.IntVar(&floorRepeats, "floor-repeats", 5, "How many batches to time with no operator; the floor uses their median.")
 	flag.IntVar(&replicas, "replicas", 30, "Pods per StatefulSet.")
@@ -91,8 +95,8 @@ func main() {
 	flag.StringVar(&logLevel, "operator-log-level", "info", "The operator's --log-level; debug explains every reconcile but costs CPU.")
 	flag.DurationVar(&timeout, "timeout", 10*time.Minute, "Bound on each wait.")
 	flag.Parse()
-	if floorRepeats < 1 || replicas < 1 || maxUnavailable < 1 || replicas < maxUnavailable || opts.scaleGroups < 1 {
-		fmt.Fprintln(os.Stderr, "bench: --floor-repeats, --replicas, --max-unavailable and --scale-groups must be at least 1, and --replicas at least --max-unavailable")
+	if floorRepeats < 1 || replicas < 1 || maxUnavailable < 1 || replicas < maxUnavailable || opts.scaleGroups < 1 || opts.followChanges < 1 {
+		fmt.Fprintln(os.Stderr, "bench: --floor-repeats, --replicas, --max-unavailable, --scale-groups and --follow-changes must be at least 1, and --replicas at least --max-unavailable")
 		os.Exit(2)
 	}
 	runs, err := cases(opts)
@@ -108,13 +112,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s := scenario{members: len(memberNames), replicas: int32(replicas), maxUnavailable: int32(maxUnavailable)}
-	if err := bench(ctx, runs, jsonPath, floorRepeats, s, logLevel, timeout); err != nil {
+	if err := bench(ctx, runs, jsonPath, floorRepeats, opts.followChanges, s, logLevel, timeout); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats int, s scenario, logLevel string, timeout time.Duration) error {
+func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats, followChanges int, s scenario, logLevel string, timeout time.Duration) error {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return err
@@ -142,11 +146,11 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats 
 
 	var (
 		results []*result
+		follows []*followResult
 		failed  []error
 	)
 	for _, c := range runs {
-		fmt.Printf("Measuring %s with a pod start of %s:\n", c.title(s), c.podStart)
-		r, err := run(ctx, runConfig{
+		cfg := runConfig{
 			benchCase:       c,
 			scenario:        s,
 			floorRepeats:    floorRepeats,
@@ -156,7 +160,20 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats 
 			operatorLogArgs: []string{"--log-level=" + logLevel},
 			timeout:         timeout,
 			progress:        os.Stdout,
-		})
+		}
+		if c.kind == kindFollow {
+			fmt.Printf("Measuring %s:\n", c.title(s))
+			f, err := runFollow(ctx, cfg, followChanges)
+			if err != nil {
+				failed = append(failed, fmt.Errorf("%s: %w", c.slug(), err))
+				fmt.Printf("  [%s] failed: %v\n", c.slug(), err)
+				continue
+			}
+			follows = append(follows, f)
+			continue
+		}
+		fmt.Printf("Measuring %s with a pod start of %s:\n", c.title(s), c.podStart)
+		r, err := run(ctx, cfg)
 		if err != nil {
 			// The other runs still tell something; say what failed at the end.
 			failed = append(failed, fmt.Errorf("%s: %w", c.slug(), err))
@@ -168,9 +185,10 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats 
 	if len(results) > 0 {
 		printTable(os.Stdout, s, results)
 	}
+	printFollow(os.Stdout, follows)
 	fmt.Printf("\nOperator logs and request logs: %s (took %s in all)\n", workDir, since(began))
-	if jsonPath != "" && len(results) > 0 {
-		if err := writeJSON(jsonPath, s, results); err != nil {
+	if jsonPath != "" && len(results)+len(follows) > 0 {
+		if err := writeJSON(jsonPath, s, results, follows); err != nil {
 			return err
 		}
 		fmt.Printf("Results written to %s\n", jsonPath)

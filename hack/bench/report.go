@@ -178,12 +178,14 @@ type report struct {
 		MaxUnavailable int `json:"maxUnavailable"`
 	} `json:"scenario"`
 	Results []*result `json:"results"`
+	// Follow holds the follow scenario's figures, which share nothing with a rollout's.
+	Follow []*followResult `json:"follow,omitempty"`
 }
 
-func writeJSON(path string, s scenario, results []*result) error {
+func writeJSON(path string, s scenario, results []*result, follows []*followResult) error {
 	var r report
 	r.Scenario.StatefulSets, r.Scenario.Replicas, r.Scenario.MaxUnavailable = s.members, int(s.replicas), int(s.maxUnavailable)
-	r.Results = results
+	r.Results, r.Follow = results, follows
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err

@@ -105,33 +105,14 @@ func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
 		fmt.Fprintf(cfg.progress, "  [%s] %s\n", cfg.slug(), fmt.Sprintf(format, args...))
 	}
 	began := time.Now()
-	// kwok takes PodStartDelay from scheduling to the pod's IP and
-	// PodReadyDelay from there to Ready; the bench puts all of it in the second,
-	// so the pod start is one fixed delay with no jitter.
-	cp, err := controlplane.Start(ctx, controlplane.Options{
-		Nodes:         nodes,
-		PodReadyDelay: cfg.podStart,
-		CRDDirs:       []string{controlplane.CRDBasesDir},
-		Scheme:        operator.NewScheme(),
-	})
+	cp, ns, stop, err := startControlPlane(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if retErr != nil {
-			retErr = fmt.Errorf("%w\n%s", retErr, cp.LogTails(20))
-		}
-		if err := cp.Stop(); err != nil {
-			retErr = errors.Join(retErr, err)
-		}
-	}()
+	defer stop(&retErr)
 	say("control plane up in %s", since(began))
 
 	c := cp.Client()
-	ns, err := cp.CreateNamespace(ctx, "bench")
-	if err != nil {
-		return nil, err
-	}
 	podLog, err := os.Create(filepath.Join(cfg.workDir, "pods-"+cfg.slug()+".log"))
 	if err != nil {
 		return nil, err
@@ -206,6 +187,38 @@ func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
 		}
 	}
 	return res, nil
+}
+
+// startControlPlane starts the run's control plane and creates the namespace
+// of the run. stop stops the control plane, adding the tails of its logs to
+// *runErr when that is a failure, and any failure to stop.
+func startControlPlane(ctx context.Context, cfg runConfig) (_ *controlplane.ControlPlane, ns string, stop func(runErr *error), _ error) {
+	// kwok takes PodStartDelay from scheduling to the pod's IP and
+	// PodReadyDelay from there to Ready; the bench puts all of it in the second,
+	// so the pod start is one fixed delay with no jitter. No pod start means
+	// Ready as soon as scheduled.
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		Nodes:         nodes,
+		PodReadyDelay: cfg.podStart,
+		CRDDirs:       []string{controlplane.CRDBasesDir},
+		Scheme:        operator.NewScheme(),
+	})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	stop = func(runErr *error) {
+		if *runErr != nil {
+			*runErr = fmt.Errorf("%w\n%s", *runErr, cp.LogTails(20))
+		}
+		if err := cp.Stop(); err != nil {
+			*runErr = errors.Join(*runErr, err)
+		}
+	}
+	if ns, err = cp.CreateNamespace(ctx, "bench"); err != nil {
+		stop(&err)
+		return nil, "", nil, err
+	}
+	return cp, ns, stop, nil
 }
 
 // startUp waits for one leader and every group Complete, and records what the

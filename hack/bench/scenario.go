@@ -67,9 +67,12 @@ const (
 	kindSIGTERM = "sigterm"
 	kindSIGKILL = "sigkill"
 	kindScale   = "scale"
+	// kindFollow times ScalingPolicy followers tracking a leader (follow.go);
+	// it rolls nothing.
+	kindFollow = "follow"
 )
 
-var allKinds = []string{kindSingle, kindSIGTERM, kindSIGKILL, kindScale}
+var allKinds = []string{kindSingle, kindSIGTERM, kindSIGKILL, kindScale, kindFollow}
 
 // caseOptions are the flags that decide the cases of an invocation.
 type caseOptions struct {
@@ -78,6 +81,7 @@ type caseOptions struct {
 	failoverPodStart time.Duration
 	scalePodStart    time.Duration
 	scaleGroups      int // in all, the rolling one included
+	followChanges    int // changes of the leader the follow scenario times
 }
 
 // cases lists the runs of an invocation in the order of allKinds, so that
@@ -104,6 +108,8 @@ func cases(o caseOptions) ([]benchCase, error) {
 			out = append(out, benchCase{kind: k, podStart: o.failoverPodStart, operators: 2, handover: syscall.SIGKILL})
 		case kindScale:
 			out = append(out, benchCase{kind: k, podStart: o.scalePodStart, operators: 1, idleGroups: o.scaleGroups - 1})
+		case kindFollow:
+			out = append(out, benchCase{kind: k, operators: 1})
 		}
 	}
 	return out, nil
@@ -113,7 +119,12 @@ func cases(o caseOptions) ([]benchCase, error) {
 func (c benchCase) groups() int { return 1 + c.idleGroups }
 
 // slug names the run's files.
-func (c benchCase) slug() string { return fmt.Sprintf("%s-pod-start-%s", c.kind, c.podStart) }
+func (c benchCase) slug() string {
+	if c.kind == kindFollow {
+		return c.kind
+	}
+	return fmt.Sprintf("%s-pod-start-%s", c.kind, c.podStart)
+}
 
 // title heads the run's column.
 func (c benchCase) title(s scenario) string {
@@ -122,6 +133,8 @@ func (c benchCase) title(s scenario) string {
 		return fmt.Sprintf("2 operators, %s handover", signalName(c.handover))
 	case c.idleGroups > 0:
 		return fmt.Sprintf("%d groups, %d pods", c.groups(), c.groups()*s.pods())
+	case c.kind == kindFollow:
+		return fmt.Sprintf("%d zones following %s", len(followers), memberNames[0])
 	default:
 		return "1 operator"
 	}
