@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -148,7 +149,11 @@ func (r *ScalingPolicyReconciler) observeResource(ctx context.Context, sp *v1alp
 	obj.SetNamespace(sp.Namespace)
 	obj.SetName(ref.Name)
 	scale := &autoscalingv1.Scale{}
-	err = r.SubResource("scale").Get(ctx, obj, scale)
+	// The client reads an unstructured object's subresource into an unstructured object only.
+	raw := &unstructured.Unstructured{}
+	if err = r.SubResource("scale").Get(ctx, obj, raw); err == nil {
+		err = runtime.DefaultUnstructuredConverter.FromUnstructured(raw.Object, scale)
+	}
 	switch {
 	case err == nil:
 	case meta.IsNoMatchError(err):
