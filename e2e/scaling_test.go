@@ -192,11 +192,7 @@ var _ = Describe("ScalingPolicy", func() {
 		})
 	})
 
-	// Pending until the operator reads a resource's scale subresource: it asks
-	// controller-runtime's client for it into a typed autoscaling/v1 Scale, which
-	// the unstructured client refuses ("unstructured client did not understand
-	// object: *v1.Scale"), so every resource-mode policy fails its reconciles.
-	PContext("following a resource with a scale subresource", func() {
+	Context("following a resource with a scale subresource", func() {
 		BeforeEach(func(ctx SpecContext) { installScaleSources(ctx) })
 
 		It("scales its StatefulSet to a custom resource's scale and writes the replicas back into its status", func(ctx SpecContext) {
