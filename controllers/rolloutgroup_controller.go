@@ -168,25 +168,25 @@ func (r *RolloutGroupReconciler) recordTransition(rg *v1alpha1.RolloutGroup, pla
 			r.events.Eventf(rg, nil, corev1.EventTypeNormal, "Unblocked", "Unblock", "%s", st.Message)
 		}
 	}
+	// A member completes during a rollout when it was rolling, or waiting for
+	// its last replaced pods; one merely unblocked or unpaused does not. The
+	// last member's completion comes before the rollout's.
+	if rolloutWasOpen(old) {
+		oldPhase := map[string]v1alpha1.MemberPhase{}
+		for _, m := range old.StatefulSets {
+			oldPhase[m.Name] = m.Phase
+		}
+		for _, m := range st.StatefulSets {
+			if prev := oldPhase[m.Name]; (prev == v1alpha1.MemberRolling || prev == v1alpha1.MemberWaiting) && m.Phase == v1alpha1.MemberComplete {
+				r.events.Eventf(rg, nil, corev1.EventTypeNormal, "MemberComplete", "Rollout",
+					"StatefulSet %s complete: %d/%d pods on revision %s", m.Name, m.UpdatedReplicas, m.Replicas, m.UpdateRevision)
+			}
+		}
+	}
 	if up.rolloutCompleted {
 		r.events.Eventf(rg, nil, corev1.EventTypeNormal, "RolloutComplete", "Rollout",
 			"rollout complete in %s: %d pods rolled, every pod of %s on its update revision",
 			st.RolloutCompletionTime.Sub(st.RolloutStartTime.Time).Round(time.Second), st.PodsRolled, plural(len(st.StatefulSets), "StatefulSet"))
-	}
-	// A member completes during a rollout when it was rolling, or waiting for
-	// its last replaced pods; one merely unblocked or unpaused does not.
-	if !rolloutWasOpen(old) {
-		return
-	}
-	oldPhase := map[string]v1alpha1.MemberPhase{}
-	for _, m := range old.StatefulSets {
-		oldPhase[m.Name] = m.Phase
-	}
-	for _, m := range st.StatefulSets {
-		if prev := oldPhase[m.Name]; (prev == v1alpha1.MemberRolling || prev == v1alpha1.MemberWaiting) && m.Phase == v1alpha1.MemberComplete {
-			r.events.Eventf(rg, nil, corev1.EventTypeNormal, "MemberComplete", "Rollout",
-				"StatefulSet %s complete: %d/%d pods on revision %s", m.Name, m.UpdatedReplicas, m.Replicas, m.UpdateRevision)
-		}
 	}
 }
 
