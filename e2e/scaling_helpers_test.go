@@ -71,6 +71,18 @@ func followLeader(leader string, delay time.Duration) func(*v1alpha1.ScalingPoli
 	}
 }
 
+// followingZones is a three-zone group of replicas pods each whose zone-b and
+// zone-c follow zone-a with the zone delay, and a recorder of their replicas.
+func followingZones(ctx context.Context, replicas int32, delay time.Duration) (*zoneGroup, *replicasRecorder) {
+	GinkgoHelper()
+	g := newZoneGroup(ctx, replicas, nil)
+	rec := recordReplicas(ctx, g.ns)
+	for _, z := range []string{zoneB, zoneC} {
+		createPolicy(ctx, g.ns, z, followLeader(zoneA, delay))
+	}
+	return g, rec
+}
+
 // selfScaled makes a policy its own source, at replicas.
 func selfScaled(replicas int32) func(*v1alpha1.ScalingPolicySpec) {
 	return func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = &replicas }

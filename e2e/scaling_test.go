@@ -28,11 +28,7 @@ var _ = Describe("ScalingPolicy", func() {
 	Context("followers of a leader zone", func() {
 		It("scale up together at once and down one zone at a time, the zone delay apart, as the StatefulSets see it", func(ctx SpecContext) {
 			const delay = 5 * time.Second
-			g := newZoneGroup(ctx, 3, nil)
-			rec := recordReplicas(ctx, g.ns)
-			for _, z := range []string{zoneB, zoneC} {
-				createPolicy(ctx, g.ns, z, followLeader(zoneA, delay))
-			}
+			g, rec := followingZones(ctx, 3, delay)
 			startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
 			waitStable(ctx, g.ns, zoneB, zoneC)
 
@@ -40,6 +36,7 @@ var _ = Describe("ScalingPolicy", func() {
 			g.scale(ctx, zoneA, 5)
 			for _, z := range []string{zoneB, zoneC} {
 				c := rec.waitChange(ctx, z, 5, 30*time.Second)
+				AddReportEntry(z+" upscaled after the leader's patch", c.At.Sub(up).String())
 				Expect(c.At.Sub(up)).To(BeNumerically("<", delay),
 					"%s scales up without waiting for the zone delay: upscales are never spaced", z)
 				g.scaled[z] = 5
@@ -54,6 +51,7 @@ var _ = Describe("ScalingPolicy", func() {
 			if c.At.Before(b.At) {
 				first, second = c, b
 			}
+			AddReportEntry("zone downscales apart", second.At.Sub(first.At).String())
 			Expect(second.At.Sub(first.At)).To(BeNumerically(">=", delay),
 				"%s scaled down %s after %s; the zone delay is %s", second.StatefulSet, second.At.Sub(first.At), first.StatefulSet, delay)
 			for _, z := range []string{zoneB, zoneC} {
@@ -101,11 +99,7 @@ var _ = Describe("ScalingPolicy", func() {
 			// Long enough to kill the operator, start another and let it take the
 			// Lease over (4s) well inside it.
 			const delay = 15 * time.Second
-			g := newZoneGroup(ctx, 4, nil)
-			rec := recordReplicas(ctx, g.ns)
-			for _, z := range []string{zoneB, zoneC} {
-				createPolicy(ctx, g.ns, z, followLeader(zoneA, delay))
-			}
+			g, rec := followingZones(ctx, 4, delay)
 			first := startOperator(ctx, "first", g.ns, fastLeaderElection...)
 			waitStable(ctx, g.ns, zoneB, zoneC)
 
@@ -133,6 +127,7 @@ var _ = Describe("ScalingPolicy", func() {
 			sp := waitPolicy(ctx, g.ns, other, v1alpha1.ScalingPhaseWaiting, v1alpha1.ScalingReasonZoneDelay, 30*time.Second)
 			Expect(sp.Status.Message).To(ContainSubstring(down.StatefulSet))
 			last := rec.waitChange(ctx, other, 2, time.Minute)
+			AddReportEntry("zone downscales apart across the restart", last.At.Sub(down.At).String())
 			Expect(last.At.Sub(down.At)).To(BeNumerically(">=", delay),
 				"%s scaled down %s after %s, across an operator restart; the zone delay is %s", other, last.At.Sub(down.At), down.StatefulSet, delay)
 			g.scaled[zoneB], g.scaled[zoneC] = 2, 2
