@@ -100,7 +100,9 @@ func TestDelayedDownscaleShrinksOnlyPastPreparedPods(t *testing.T) {
 	if err := e.admin.Create(e.ctx, dd); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
+	// Pods answer whole seconds: a pod prepared now says since the start of
+	// this second, and the delay counts from that.
+	start := time.Now().Truncate(time.Second)
 	e.policy("ing", "ing", func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = ptr.To[int32](2) })
 
 	// A partial downscale first: past pod 4 only, before pods 3 and 2 are

@@ -77,16 +77,17 @@ func (r *ScalingPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	// recorded downscale that then failed only delays the others).
 	written := sp.Status
 	if isDownscale(plan) {
-		intended := computeScalingStatus(sp, obs.in, plan, true, selector, now)
+		intended := computeScalingStatus(sp, obs.in, plan, true, selector, now, now)
 		if err := r.patchStatus(ctx, sp, written, intended); err != nil {
 			return ctrl.Result{}, err
 		}
 		written = intended
 	}
 	scaled, actErr := r.scale(ctx, sp, obs, plan)
+	scaledAt := r.now() // after the patch: the other zones' delay counts from here
 	actErr = errors.Join(actErr, r.writeBack(ctx, sp, obs, plan, scaled))
 
-	st := computeScalingStatus(sp, obs.in, plan, scaled, selector, now)
+	st := computeScalingStatus(sp, obs.in, plan, scaled, selector, now, scaledAt)
 	if isDownscale(plan) && !scaled {
 		st.LastDownscaleTime = written.LastDownscaleTime // keep the record: it may have happened
 	}

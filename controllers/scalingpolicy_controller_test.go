@@ -126,7 +126,7 @@ func TestScalingPolicyFollowsALeaderWithAZoneDelay(t *testing.T) {
 		c := meta.FindStatusCondition(waiting.Status.Conditions, v1alpha1.ScalingConditionReady)
 		return waiting.Status.Phase == v1alpha1.ScalingPhaseWaiting && c != nil && c.Reason == v1alpha1.ScalingReasonZoneDelay, nil
 	})
-	if waiting.Status.WaitingUntil == nil || !waiting.Status.WaitingUntil.Equal(&metav1.Time{Time: firstAt.Add(delay)}) {
+	if waiting.Status.WaitingUntil == nil || !waiting.Status.WaitingUntil.Time.Equal(firstAt.Add(delay)) {
 		t.Errorf("waitingUntil = %v, want %s", waiting.Status.WaitingUntil, firstAt.Add(delay))
 	}
 	e.waitReplicas(second, 2, 10*time.Second)

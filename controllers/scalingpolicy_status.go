@@ -17,7 +17,10 @@ import (
 // downscale records lastDownscaleTime, which the zone delay of the other
 // members' policies counts from. waitingSince marks when a due scale started
 // to wait, so the wait can be measured when the scale is finally made.
-func computeScalingStatus(sp *v1alpha1.ScalingPolicy, in scaling.Input, plan scaling.Plan, scaled bool, selector string, now time.Time) v1alpha1.ScalingPolicyStatus {
+//
+// scaledAt is when the scale was made (after the patch); a downscale records it
+// so the other zones' delay counts from the moment the StatefulSet changed.
+func computeScalingStatus(sp *v1alpha1.ScalingPolicy, in scaling.Input, plan scaling.Plan, scaled bool, selector string, now, scaledAt time.Time) v1alpha1.ScalingPolicyStatus {
 	old := sp.Status
 	st := v1alpha1.ScalingPolicyStatus{
 		ObservedGeneration: sp.Generation,
@@ -36,8 +39,8 @@ func computeScalingStatus(sp *v1alpha1.ScalingPolicy, in scaling.Input, plan sca
 	if scaled {
 		st.Replicas = *plan.Scale
 		if *plan.Scale < plan.Current {
-			// metav1.Time keeps whole seconds: rounded up, the zone delay counted from it is never short.
-			st.LastDownscaleTime = &metav1.Time{Time: now.Add(time.Second - 1).Truncate(time.Second)}
+			at := metav1.NewMicroTime(scaledAt)
+			st.LastDownscaleTime = &at
 		}
 	}
 	switch {
@@ -47,7 +50,7 @@ func computeScalingStatus(sp *v1alpha1.ScalingPolicy, in scaling.Input, plan sca
 		st.WaitingSince = &ts
 	}
 	if !plan.WaitingUntil.IsZero() {
-		until := metav1.NewTime(plan.WaitingUntil)
+		until := metav1.NewMicroTime(plan.WaitingUntil)
 		st.WaitingUntil = &until
 	}
 

@@ -217,14 +217,14 @@ type ScalingPolicyStatus struct {
 	// +optional
 	Selector string `json:"selector,omitempty"`
 	// lastDownscaleTime is when the target was last downscaled, by this policy
-	// (or, later, by the prepare-downscale webhook). The zone delay of the
-	// other members' policies counts from it; being in status, it survives
-	// restarts.
+	// (or, later, by the prepare-downscale webhook), to the microsecond: the
+	// zone delay of the other members' policies counts from it, and must not
+	// come short by a truncated second. Being in status, it survives restarts.
 	// +optional
-	LastDownscaleTime *metav1.Time `json:"lastDownscaleTime,omitempty"`
+	LastDownscaleTime *metav1.MicroTime `json:"lastDownscaleTime,omitempty"`
 	// waitingUntil is when a downscale held by the zone delay may go ahead.
 	// +optional
-	WaitingUntil *metav1.Time `json:"waitingUntil,omitempty"`
+	WaitingUntil *metav1.MicroTime `json:"waitingUntil,omitempty"`
 	// waitingSince is when the scale now waiting became due.
 	// +optional
 	WaitingSince *metav1.Time `json:"waitingSince,omitempty"`
