@@ -148,7 +148,8 @@ func (r *DelayedDownscaleReconciler) recordDelayedTransition(dd *v1alpha1.Delaye
 		}
 		return
 	}
-	if dd.Status.Phase != st.Phase {
+	// A new DelayedDownscale with nothing to do is not news.
+	if dd.Status.Phase != st.Phase && !(dd.Status.Phase == "" && st.Phase == v1alpha1.DelayedPhaseIdle) {
 		r.events.Eventf(dd, nil, corev1.EventTypeNormal, string(st.Phase), "Downscale", "%s", st.Message)
 	}
 }

@@ -85,8 +85,12 @@ func (r *DelayedDownscaleReconciler) observe(ctx context.Context, dd *v1alpha1.D
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
+		ordinal, ok := delayed.Ordinal(target.Name, pod.Name)
+		if !ok {
+			continue // not named as a pod of the StatefulSet
+		}
 		host, addrErr := r.podHost(pod, target.Spec.ServiceName)
-		p := delayed.Pod{Name: pod.Name, AddressError: addrErr}
+		p := delayed.Pod{Name: pod.Name, Ordinal: ordinal, AddressError: addrErr}
 		if addrErr == "" {
 			ep := dd.Spec.PrepareEndpoint
 			scheme := ep.Scheme

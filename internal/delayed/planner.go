@@ -13,6 +13,7 @@ package delayed
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -87,9 +88,14 @@ type CallPlan struct {
 }
 
 // Calls decides which pods to call. Pods are called only when something
-// changed: the set of pods to remove, a pod that answered with an error, or a
-// pod reaching its eligibility (when its preparation is confirmed before the
-// StatefulSet may shrink past it). Otherwise no pod is called.
+// changed: the set of pods to remove (all of them are asked, and the pods that
+// stay get DELETE), a pod that answered with an error (that pod again), or a
+// pod reaching its eligibility (all of them, to confirm before the StatefulSet
+// may shrink past them). Otherwise no pod is called.
+//
+// Cancelling goes only to pods that stay: below the current replicas when no
+// downscale is pending, below the desired replicas while one is. A pod being
+// removed keeps its preparation to the end.
 func Calls(in Input) CallPlan {
 	var p CallPlan
 	removed := in.removed()
@@ -99,32 +105,37 @@ func Calls(in Input) CallPlan {
 	}
 	if !in.pending() {
 		if len(in.Previous) > 0 {
-			// Cancel on every pod, not only those recorded: a pod prepared before
-			// a restart that lost the record must not stay prepared.
-			for name := range in.Pods {
-				p.Cancel = append(p.Cancel, name)
+			// Every pod that stays, not only those recorded: a pod prepared
+			// before a restart that lost the record must not stay prepared.
+			for name, pod := range in.Pods {
+				if pod.Ordinal < int(in.Current) {
+					p.Cancel = append(p.Cancel, name)
+				}
 			}
 			slices.Sort(p.Cancel)
 		}
 		return p
 	}
 	for _, r := range in.Previous {
-		if !slices.Contains(removed, r.Name) {
-			if _, exists := in.Pods[r.Name]; exists {
-				p.Cancel = append(p.Cancel, r.Name)
-			}
+		if pod, exists := in.Pods[r.Name]; exists && !slices.Contains(removed, r.Name) && pod.Ordinal < int(*in.Desired) {
+			p.Cancel = append(p.Cancel, r.Name)
 		}
 	}
 	changed := len(in.Previous) != len(removed)
-	anyError := false
+	var inError []string
 	for _, name := range removed {
 		r, ok := previous[name]
 		changed = changed || !ok
-		anyError = anyError || (ok && r.Err != "")
+		if ok && r.Err != "" {
+			inError = append(inError, name)
+		}
 	}
 	becameEligible := !in.EarliestEligible.IsZero() && !in.Now.Before(in.EarliestEligible)
-	if changed || anyError || becameEligible {
+	switch {
+	case changed || becameEligible:
 		p.Prepare = removed
+	case len(inError) > 0:
+		p.Prepare = inError
 	}
 	return p
 }
@@ -219,6 +230,20 @@ func validate(in Input, name string, r Record) string {
 			r.PreparedAt.Sub(in.Now).Round(time.Second), r.PreparedAt.UTC().Format(time.RFC3339))
 	}
 	return ""
+}
+
+// Ordinal is the ordinal of a StatefulSet pod from its name ("<set>-<n>"), or
+// false when the name is not one of the set's.
+func Ordinal(set, pod string) (int, bool) {
+	suffix, ok := strings.CutPrefix(pod, set+"-")
+	if !ok || suffix == "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(suffix)
+	if err != nil || n < 0 || strconv.Itoa(n) != suffix {
+		return 0, false
+	}
+	return n, true
 }
 
 // Summary is one line naming the pods in error.

@@ -59,6 +59,11 @@ func FuzzDecide(f *testing.F) {
 				in.Previous = append(in.Previous, r)
 			}
 		}
+		for _, name := range Calls(in).Cancel {
+			if ord := in.Pods[name].Ordinal; in.Desired != nil && ord >= int(*in.Desired) && ord < int(in.Current) {
+				t.Fatalf("cancels %s, a pod the downscale from %d to %d removes", name, in.Current, *in.Desired)
+			}
+		}
 		p := Decide(in, answers)
 		if p.RequeueAfter < 0 {
 			t.Fatalf("negative RequeueAfter %s", p.RequeueAfter)

@@ -72,10 +72,11 @@ func TestCalls(t *testing.T) {
 		}(),
 		wantPrepare: []string{"ing-4", "ing-3", "ing-2"},
 	}, {
-		name: "a pod that answered an error is called again",
+		name: "a pod that answered an error is called again, alone",
 		in: func() Input {
-			in := sts(3, 4)
-			in.Previous = []Record{{Name: "ing-3", Err: "500"}}
+			in := sts(2, 4)
+			in.Previous = []Record{{Name: "ing-3", Err: "500"}, {Name: "ing-2", PreparedAt: now.Add(-time.Hour)}}
+			in.EarliestEligible = now.Add(3 * time.Hour)
 			return in
 		}(),
 		wantPrepare: []string{"ing-3"},
@@ -89,24 +90,32 @@ func TestCalls(t *testing.T) {
 		wantPrepare: []string{"ing-4", "ing-3"},
 		wantCancel:  []string{"ing-2"},
 	}, {
-		name: "no downscale pending any more: every pod gets DELETE, once",
+		name: "no downscale pending any more: every pod that stays gets DELETE, once",
 		in: func() Input {
 			in := sts(5, 5)
 			in.Previous = prepared(map[int]time.Time{4: now, 3: now})
 			return in
 		}(),
-		wantCancel: []string{"ing-0", "ing-1", "ing-2", "ing-3", "ing-4", "ing-5"},
+		wantCancel: []string{"ing-0", "ing-1", "ing-2", "ing-3", "ing-4"},
+	}, {
+		name: "the downscale done: pods it removed, still terminating, get no DELETE",
+		in: func() Input {
+			in := sts(2, 2)
+			in.Previous = prepared(map[int]time.Time{4: now, 3: now, 2: now})
+			return in
+		}(),
+		wantCancel: []string{"ing-0", "ing-1"},
 	}, {
 		name: "idle and nothing recorded: no call",
 		in:   sts(5, 5),
 	}, {
-		name: "an upscale above current cancels",
+		name: "an upscale above current cancels on every pod there is",
 		in: func() Input {
 			in := sts(7, 5)
 			in.Previous = prepared(map[int]time.Time{4: now})
 			return in
 		}(),
-		wantCancel: []string{"ing-0", "ing-1", "ing-2", "ing-3", "ing-4", "ing-5", "ing-6", "ing-7"},
+		wantCancel: []string{"ing-0", "ing-1", "ing-2", "ing-3", "ing-4"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

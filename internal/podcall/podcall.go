@@ -65,8 +65,9 @@ func (c *Client) Prepare(ctx context.Context, targets []Target, timeout time.Dur
 	})
 }
 
-// Cancel DELETEs on every target. A 409 Conflict is success: the protocol's
-// answer of a pod that has nothing to cancel.
+// Cancel DELETEs on every target. A 409 Conflict counts as success, as the
+// Grafana rollout-operator counts it: the pod refuses to change its state now
+// (it is locked), which leaves nothing for Echelon to undo or retry.
 func (c *Client) Cancel(ctx context.Context, targets []Target, timeout time.Duration) map[string]Result {
 	return c.each(ctx, targets, func(ctx context.Context, t Target) Result {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
