@@ -43,12 +43,7 @@ type Operator struct {
 // StartOperator starts binary with kubeconfig and extra flags, logging to a file
 // in logDir. It picks a free HTTP port.
 func StartOperator(binary, kubeconfig, logDir, name string, flags ...string) (*Operator, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	logFile := filepath.Join(logDir, name+".log")
-	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -59,14 +54,41 @@ func StartOperator(binary, kubeconfig, logDir, name string, flags ...string) (*O
 		"--log-format=text",
 		"--log-level=debug",
 	}, flags...)
-	cmd := exec.Command(binary, args...)
+	return StartProcess(Process{Name: name, Binary: binary, Args: args, LogDir: logDir, HTTPPort: port})
+}
+
+// Process says how to start an echelon process.
+type Process struct {
+	Name   string
+	Binary string
+	// Args are the whole command line after the binary; they must make it
+	// serve HTTP on 127.0.0.1:HTTPPort.
+	Args     []string
+	HTTPPort int
+	// Env is the environment; nil inherits the test's.
+	Env []string
+	// LogDir receives <Name>.log, the process's output.
+	LogDir string
+}
+
+// StartProcess starts an echelon process as p says, in its own process group
+// and killed with the test binary, so that a test that dies leaves nothing
+// running.
+func StartProcess(p Process) (*Operator, error) {
+	logFile := filepath.Join(p.LogDir, p.Name+".log")
+	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(p.Binary, p.Args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = p.Env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
+		return nil, fmt.Errorf("start %s: %w", p.Name, err)
 	}
-	op := &Operator{Name: name, HTTPPort: port, LogFile: logFile, cmd: cmd, done: make(chan struct{})}
+	op := &Operator{Name: p.Name, HTTPPort: p.HTTPPort, LogFile: logFile, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
 		f.Close()
@@ -160,7 +182,8 @@ func (o *Operator) LogTail(lines int) string {
 	return fmt.Sprintf("--- %s (last %d lines of %s) ---\n%s\n", o.Name, len(all), o.LogFile, bytes.Join(all, []byte("\n")))
 }
 
-func freePort() (int, error) {
+// FreePort returns a TCP port of 127.0.0.1 that nothing listens on now.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

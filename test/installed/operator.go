@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/echelon-operator/echelon/e2e/framework"
 	"github.com/echelon-operator/echelon/test/controlplane"
 )
 
@@ -117,7 +118,7 @@ func StartFromDeployment(t controlplane.TB, admin *rest.Config, binary, namespac
 	if err := writeServiceAccountKubeconfig(ctx, cs, admin, namespace, sa, kubeconfig); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := framework.FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,6 @@ package installed
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,13 +107,4 @@ func (p *process) logTail(lines int) string {
 		all = all[len(all)-lines:]
 	}
 	return fmt.Sprintf("--- %s (last %d lines of %s) ---\n%s\n", p.name, len(all), p.logPath, bytes.Join(all, []byte("\n")))
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
