@@ -17,6 +17,7 @@ import (
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/delayed"
 	"github.com/echelon-operator/echelon/internal/podcall"
+	"github.com/echelon-operator/echelon/internal/podname"
 )
 
 // delayedObservation is what a pass read: the planner's input, and how to
@@ -85,7 +86,7 @@ func (r *DelayedDownscaleReconciler) observe(ctx context.Context, dd *v1alpha1.D
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
-		ordinal, ok := delayed.Ordinal(target.Name, pod.Name)
+		ordinal, ok := podname.Ordinal(target.Name, pod.Name)
 		if !ok {
 			continue // not named as a pod of the StatefulSet
 		}

@@ -13,7 +13,6 @@ package delayed
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -230,20 +229,6 @@ func validate(in Input, name string, r Record) string {
 			r.PreparedAt.Sub(in.Now).Round(time.Second), r.PreparedAt.UTC().Format(time.RFC3339))
 	}
 	return ""
-}
-
-// Ordinal is the ordinal of a StatefulSet pod from its name ("<set>-<n>"), or
-// false when the name is not one of the set's.
-func Ordinal(set, pod string) (int, bool) {
-	suffix, ok := strings.CutPrefix(pod, set+"-")
-	if !ok || suffix == "" {
-		return 0, false
-	}
-	n, err := strconv.Atoi(suffix)
-	if err != nil || n < 0 || strconv.Itoa(n) != suffix {
-		return 0, false
-	}
-	return n, true
 }
 
 // Summary is one line naming the pods in error.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/podname"
 )
 
 // Member is one member StatefulSet as observed.
@@ -315,8 +316,8 @@ func planDeletions(in Input, ms *MemberState) ([]*corev1.Pod, string, string) {
 	// already counted as unavailable. Then the highest ordinals go first, as the
 	// StatefulSet controller does for RollingUpdate.
 	byOrdinalDesc := func(a, b *corev1.Pod) int {
-		oa, _ := podOrdinal(ms.Name, a.Name)
-		ob, _ := podOrdinal(ms.Name, b.Name)
+		oa, _ := podname.Ordinal(ms.Name, a.Name)
+		ob, _ := podname.Ordinal(ms.Name, b.Name)
 		return cmp.Compare(ob, oa)
 	}
 	slices.SortFunc(notReady, byOrdinalDesc)
@@ -354,7 +355,7 @@ func observeMember(m Member, in Input) MemberState {
 	start, end := ordinalRange(sts)
 	live := map[int]*corev1.Pod{}
 	for _, pod := range m.Pods {
-		ord, ok := podOrdinal(m.Name, pod.Name)
+		ord, ok := podname.Ordinal(m.Name, pod.Name)
 		if !ok {
 			continue // not named as a pod of this StatefulSet
 		}

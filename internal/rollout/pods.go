@@ -1,8 +1,6 @@
 package rollout
 
 import (
-	"strconv"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -10,20 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
-
-// podOrdinal returns the ordinal of a StatefulSet pod from its name
-// ("<set>-<ordinal>"), or false when the name does not belong to the set.
-func podOrdinal(setName, podName string) (int, bool) {
-	suffix, found := strings.CutPrefix(podName, setName+"-")
-	if !found || suffix == "" {
-		return 0, false
-	}
-	n, err := strconv.Atoi(suffix)
-	if err != nil || n < 0 || strconv.Itoa(n) != suffix {
-		return 0, false
-	}
-	return n, true
-}
 
 // ordinalRange is the half-open range of ordinals the StatefulSet wants to exist.
 func ordinalRange(sts *appsv1.StatefulSet) (start, end int) {
