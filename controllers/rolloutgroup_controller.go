@@ -40,9 +40,11 @@ const (
 	// group is never reconciled twice at once.
 	maxConcurrentReconciles = 4
 	// statusProgressInterval is how long progress-only status changes (counters,
-	// message) may wait to be written. Phase, member and condition changes are
-	// written at once.
-	statusProgressInterval = 5 * time.Second
+	// message, the step of a rollout) may wait to be written. Phase, member and
+	// condition changes are written at once. 10 s keeps a slow rollout (pods
+	// taking 5 s to start) under 2 API writes per pod rolled, Events included
+	// (make bench: 2.03 with 5 s).
+	statusProgressInterval = 10 * time.Second
 )
 
 // RolloutGroupReconciler rolls out the pods of RolloutGroups.
