@@ -87,11 +87,9 @@ func (r *DelayedDownscaleReconciler) Reconcile(ctx context.Context, req ctrl.Req
 			return ctrl.Result{}, fmt.Errorf("patch DelayedDownscale status: %w", err)
 		}
 	}
-	after := plan.RequeueAfter
-	if obs.problem != "" {
-		after = delayed.RetryAfterError
-	}
-	return ctrl.Result{RequeueAfter: after}, nil
+	// A missing target or ScalingPolicy needs no polling: their creation is
+	// watched. Pods in error are retried on the plan's own clock.
+	return ctrl.Result{RequeueAfter: plan.RequeueAfter}, nil
 }
 
 // callAndDecide makes the calls the planner asks for and decides from the answers.
