@@ -33,9 +33,9 @@ func TestComputeDelayedStatus(t *testing.T) {
 		wantPhase: v1alpha1.DelayedPhaseIdle, wantReason: v1alpha1.DelayedReasonIdle, wantReady: metav1.ConditionTrue,
 		wantMessage: "no downscale pending",
 	}, {
-		name: "some pods eligible: ScalingDown to the eligible replicas",
-		obs:  pending,
-		plan: delayed.Plan{Pending: true, Records: prepared, Eligible: ptr.To[int32](3), EarliestEligible: now.Add(59 * time.Minute)},
+		name:      "some pods eligible: ScalingDown to the eligible replicas",
+		obs:       pending,
+		plan:      delayed.Plan{Pending: true, Records: prepared, Eligible: ptr.To[int32](3), EarliestEligible: now.Add(59 * time.Minute)},
 		wantPhase: v1alpha1.DelayedPhaseScalingDown, wantReason: v1alpha1.DelayedReasonEligible, wantReady: metav1.ConditionFalse,
 		wantPrepared: 2, wantMessage: "may shrink from 4 to 3",
 	}, {

@@ -39,8 +39,8 @@ func TestComputeScalingStatus(t *testing.T) {
 		plan:   scaling.Plan{Phase: v1alpha1.ScalingPhaseScalingUp, Reason: v1alpha1.ScalingReasonScaledUp, Current: 3, Desired: ptr.To[int32](5), Scale: ptr.To[int32](5)},
 		scaled: true, wantReady: metav1.ConditionFalse, wantScaling: metav1.ConditionTrue, wantReplicas: 5,
 	}, {
-		name: "a planned downscale that was not made keeps the current replicas",
-		plan: scaling.Plan{Phase: v1alpha1.ScalingPhaseScalingDown, Reason: v1alpha1.ScalingReasonScaledDown, Current: 5, Desired: ptr.To[int32](3), Scale: ptr.To[int32](3)},
+		name:      "a planned downscale that was not made keeps the current replicas",
+		plan:      scaling.Plan{Phase: v1alpha1.ScalingPhaseScalingDown, Reason: v1alpha1.ScalingReasonScaledDown, Current: 5, Desired: ptr.To[int32](3), Scale: ptr.To[int32](3)},
 		wantReady: metav1.ConditionFalse, wantScaling: metav1.ConditionTrue, wantReplicas: 5,
 	}, {
 		name: "waiting: scaling due, waitingUntil and waitingSince set",
