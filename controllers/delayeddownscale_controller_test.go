@@ -164,3 +164,44 @@ func TestDelayedDownscaleCancelledByAnUpscale(t *testing.T) {
 		t.Errorf("StatefulSet has %d replicas, want its 4", n)
 	}
 }
+
+// The API server refuses a bad DelayedDownscale with a message naming the field.
+func TestDelayedDownscaleValidation(t *testing.T) {
+	cp := apiServer(t)
+	ns, err := cp.CreateNamespace(t.Context(), "dd-validation")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := v1alpha1.DelayedDownscaleSpec{
+		TargetRef: v1alpha1.ScalingTargetReference{Name: "ing"}, Delay: "4h",
+		PrepareEndpoint: v1alpha1.PrepareEndpoint{Port: 8080, Path: "/ingester/prepare-partition-downscale"},
+	}
+	tests := []struct {
+		name   string
+		mutate func(*v1alpha1.DelayedDownscaleSpec)
+		want   string // "" means accepted
+	}{
+		{"hours", func(*v1alpha1.DelayedDownscaleSpec) {}, ""},
+		{"days and weeks, Prometheus style", func(s *v1alpha1.DelayedDownscaleSpec) { s.Delay = "1w2d" }, ""},
+		{"a delay in words", func(s *v1alpha1.DelayedDownscaleSpec) { s.Delay = "4 hours" }, "spec.delay"},
+		{"a negative delay", func(s *v1alpha1.DelayedDownscaleSpec) { s.Delay = "-4h" }, "spec.delay"},
+		{"port 0", func(s *v1alpha1.DelayedDownscaleSpec) { s.PrepareEndpoint.Port = 0 }, "spec.prepareEndpoint.port"},
+		{"a path without its slash", func(s *v1alpha1.DelayedDownscaleSpec) { s.PrepareEndpoint.Path = "prepare" }, "spec.prepareEndpoint.path"},
+		{"an unknown scheme", func(s *v1alpha1.DelayedDownscaleSpec) { s.PrepareEndpoint.Scheme = "ftp" }, "spec.prepareEndpoint.scheme"},
+		{"a target of another kind", func(s *v1alpha1.DelayedDownscaleSpec) { s.TargetRef.Kind = "Deployment" }, "spec.targetRef.kind"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := good
+			tt.mutate(&spec)
+			dd := &v1alpha1.DelayedDownscale{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("d%d", i)}, Spec: spec}
+			err := cp.Client().Create(t.Context(), dd, client.DryRunAll)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
