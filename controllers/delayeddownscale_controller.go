@@ -80,12 +80,8 @@ func (r *DelayedDownscaleReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	st := computeDelayedStatus(dd, obs, plan)
 	r.recordDelayedTransition(dd, st, plan)
 	metrics.SetDelayed(dd.Namespace, dd.Name, st.Phase, st.PreparedCount, st.EarliestDownscaleTime, obs.in.Now)
-	if !equality.Semantic.DeepEqual(dd.Status, st) {
-		patched := dd.DeepCopy()
-		patched.Status = st
-		if err := r.Status().Patch(ctx, patched, client.MergeFrom(dd)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("patch DelayedDownscale status: %w", err)
-		}
+	if err := patchStatus(ctx, r, dd, dd.Status, st, func(o *v1alpha1.DelayedDownscale, s v1alpha1.DelayedDownscaleStatus) { o.Status = s }); err != nil {
+		return ctrl.Result{}, fmt.Errorf("DelayedDownscale: %w", err)
 	}
 	// A missing target or ScalingPolicy needs no polling: their creation is
 	// watched. Pods in error are retried on the plan's own clock.

@@ -135,16 +135,14 @@ func (r *RolloutGroupReconciler) saveStatus(ctx context.Context, rg *v1alpha1.Ro
 	if wait > 0 && !urgentStatusChange(rg.Spec, written, next) {
 		return wait, nil
 	}
-	base := rg.DeepCopy()
-	base.Status = written
-	patched := rg.DeepCopy()
-	patched.Status = next
-	if err := r.Status().Patch(ctx, patched, client.MergeFrom(base)); err != nil {
-		return 0, fmt.Errorf("patch RolloutGroup status: %w", err)
+	if err := patchStatus(ctx, r, rg, written, next, setGroupStatus); err != nil {
+		return 0, fmt.Errorf("RolloutGroup: %w", err)
 	}
 	r.status.Wrote(rg, next, now)
 	return 0, nil
 }
+
+func setGroupStatus(rg *v1alpha1.RolloutGroup, st v1alpha1.RolloutGroupStatus) { rg.Status = st }
 
 // recordTransition emits the Events of a rollout (started, each member complete,
 // complete) and of the phases a user must notice (paused, resumed, blocked,

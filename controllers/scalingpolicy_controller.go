@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -104,17 +105,10 @@ func (r *ScalingPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 func isDownscale(p scaling.Plan) bool { return p.Scale != nil && *p.Scale < p.Current }
 
-// patchStatus writes next over written, when they differ.
+// patchStatus writes the policy's status next over written, when they differ.
 func (r *ScalingPolicyReconciler) patchStatus(ctx context.Context, sp *v1alpha1.ScalingPolicy, written, next v1alpha1.ScalingPolicyStatus) error {
-	if equality.Semantic.DeepEqual(written, next) {
-		return nil
-	}
-	base := sp.DeepCopy()
-	base.Status = written
-	patched := sp.DeepCopy()
-	patched.Status = next
-	if err := r.Status().Patch(ctx, patched, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("patch ScalingPolicy status: %w", err)
+	if err := patchStatus(ctx, r, sp, written, next, func(o *v1alpha1.ScalingPolicy, s v1alpha1.ScalingPolicyStatus) { o.Status = s }); err != nil {
+		return fmt.Errorf("ScalingPolicy: %w", err)
 	}
 	return nil
 }
@@ -165,7 +159,7 @@ func (r *ScalingPolicyReconciler) recordScalingTransition(sp *v1alpha1.ScalingPo
 	case scaled:
 		r.events.Eventf(sp, nil, corev1.EventTypeNormal, plan.Reason, "Scale", "%s", plan.Message)
 	case plan.Phase == v1alpha1.ScalingPhaseWaiting || plan.Phase == v1alpha1.ScalingPhaseBlocked || plan.Phase == v1alpha1.ScalingPhasePaused:
-		if old := readyReason(sp.Status); old == plan.Reason && sp.Status.Phase == plan.Phase {
+		if old := meta.FindStatusCondition(sp.Status.Conditions, v1alpha1.ScalingConditionReady); old != nil && old.Reason == plan.Reason && sp.Status.Phase == plan.Phase {
 			return
 		}
 		eventType := corev1.EventTypeNormal
@@ -174,15 +168,6 @@ func (r *ScalingPolicyReconciler) recordScalingTransition(sp *v1alpha1.ScalingPo
 		}
 		r.events.Eventf(sp, nil, eventType, plan.Reason, "Hold", "%s", plan.Message)
 	}
-}
-
-func readyReason(st v1alpha1.ScalingPolicyStatus) string {
-	for _, c := range st.Conditions {
-		if c.Type == v1alpha1.ScalingConditionReady {
-			return c.Reason
-		}
-	}
-	return ""
 }
 
 func (r *ScalingPolicyReconciler) exportScalingMetrics(sp *v1alpha1.ScalingPolicy, plan scaling.Plan, st v1alpha1.ScalingPolicyStatus, scaled bool, now time.Time) {
