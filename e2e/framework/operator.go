@@ -57,7 +57,8 @@ func StartOperator(binary, kubeconfig, logDir, name string, flags ...string) (*O
 	return StartProcess(Process{Name: name, Binary: binary, Args: args, LogDir: logDir, HTTPPort: port})
 }
 
-// Process says how to start an echelon process.
+// Process says how to start a process: the echelon binary, or a control-plane
+// component a test adds.
 type Process struct {
 	Name   string
 	Binary string
@@ -71,7 +72,7 @@ type Process struct {
 	LogDir string
 }
 
-// StartProcess starts an echelon process as p says, in its own process group
+// StartProcess starts a process as p says, in its own process group
 // and killed with the test binary, so that a test that dies leaves nothing
 // running.
 func StartProcess(p Process) (*Operator, error) {

@@ -9,6 +9,7 @@ package installed
 import (
 	"os"
 
+	"github.com/echelon-operator/echelon/e2e/framework"
 	"github.com/echelon-operator/echelon/test/controlplane"
 )
 
@@ -26,19 +27,20 @@ func StartRoleAggregation(t controlplane.TB, cp *controlplane.ControlPlane) erro
 	if err != nil {
 		return err
 	}
-	p, err := startProcess("clusterrole-aggregation", dir, cp.Assets().KubeControllerManager, []string{
-		"--kubeconfig=" + user.Kubeconfig,
-		"--controllers=clusterrole-aggregation",
-		"--leader-elect=false",
-		"--secure-port=0",
-	}, os.Environ())
+	p, err := framework.StartProcess(framework.Process{Name: "clusterrole-aggregation", Binary: cp.Assets().KubeControllerManager, LogDir: dir,
+		Args: []string{
+			"--kubeconfig=" + user.Kubeconfig,
+			"--controllers=clusterrole-aggregation",
+			"--leader-elect=false",
+			"--secure-port=0",
+		}})
 	if err != nil {
 		return err
 	}
 	t.Cleanup(func() {
-		p.stop()
+		_ = p.Stop(stopGrace)
 		if t.Failed() {
-			t.Logf("%s", p.logTail(30))
+			t.Logf("%s", p.LogTail(30))
 		}
 	})
 	return nil

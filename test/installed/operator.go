@@ -9,7 +9,6 @@ package installed
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -75,10 +74,9 @@ type Operator struct {
 	Args []string
 	// ServiceAccount it authenticates as.
 	ServiceAccount string
-	// HTTPPort serves /metrics, /healthz and /ready on 127.0.0.1.
-	HTTPPort int
-
-	proc *process
+	// Operator is the process: its HTTP port (/metrics, /healthz and /ready on
+	// 127.0.0.1), readiness, log and signals.
+	*framework.Operator
 }
 
 // StartFromDeployment reads the Deployment namespace/name with admin and starts
@@ -127,15 +125,15 @@ func StartFromDeployment(t controlplane.TB, admin *rest.Config, binary, namespac
 		"--http-port="+strconv.Itoa(port),
 		"--http-bind-host=127.0.0.1",
 	)
-	proc, err := startProcess("echelon-"+namespace, dir, binary, args, env)
+	proc, err := framework.StartProcess(framework.Process{Name: "echelon-" + namespace, Binary: binary, Args: args, Env: env, LogDir: dir, HTTPPort: port})
 	if err != nil {
 		return nil, err
 	}
-	op := &Operator{Namespace: namespace, Deployment: name, Args: args, ServiceAccount: sa, HTTPPort: port, proc: proc}
+	op := &Operator{Namespace: namespace, Deployment: name, Args: args, ServiceAccount: sa, Operator: proc}
 	t.Cleanup(func() {
-		op.proc.stop()
+		op.Stop()
 		if t.Failed() {
-			t.Logf("%s", op.proc.logTail(60))
+			t.Logf("%s", op.LogTail(60))
 		}
 	})
 	return op, nil
@@ -202,38 +200,14 @@ func writeServiceAccountKubeconfig(ctx context.Context, cs kubernetes.Interface,
 	return clientcmd.WriteToFile(*cfg, path)
 }
 
-// Get fetches a path of the operator's HTTP server.
-func (o *Operator) Get(path string) (int, string, error) {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", o.HTTPPort, path))
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
-
-// WaitReady waits until /ready answers 200, failing early if the process exits.
-func (o *Operator) WaitReady(ctx context.Context) error {
-	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
-		if err := o.proc.exited(); err != nil {
-			return false, err
-		}
-		code, _, err := o.Get("/ready")
-		return err == nil && code == http.StatusOK, nil
-	})
-	if err != nil && !strings.Contains(err.Error(), "exited") {
-		err = fmt.Errorf("operator from %s/%s not ready: %w\n%s", o.Namespace, o.Deployment, err, o.proc.logTail(40))
-	}
-	return err
-}
-
 // WaitLeader waits until the process holds its leader Lease, as its
 // leader_election_master_status metric says.
 func (o *Operator) WaitLeader(ctx context.Context) error {
 	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
-		if err := o.proc.exited(); err != nil {
-			return false, err
+		select {
+		case <-o.Exited():
+			return false, fmt.Errorf("%s exited: %v\n%s", o.Name, o.ExitErr(), o.LogTail(30))
+		default:
 		}
 		_, body, err := o.Get("/metrics")
 		if err != nil {
@@ -257,14 +231,9 @@ func (o *Operator) Metrics() (string, error) {
 	return body, err
 }
 
-// Exited returns an error once the process has ended.
-func (o *Operator) Exited() error { return o.proc.exited() }
-
-// LogTail returns the end of the operator's log.
-func (o *Operator) LogTail(lines int) string { return o.proc.logTail(lines) }
-
-// Stop stops the process (SIGTERM, then SIGKILL).
-func (o *Operator) Stop() { o.proc.stop() }
+// Stop stops the process: SIGTERM, then SIGKILL after stopGrace. Stopping it
+// twice (the test, then its cleanup) is harmless.
+func (o *Operator) Stop() { _ = o.Operator.Stop(stopGrace) }
 
 // startTimeout bounds how long an operator may take to sync its caches and
 // take its Lease; seconds are usual.
