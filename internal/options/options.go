@@ -43,6 +43,34 @@ type Options struct {
 
 	LogFormat string
 	LogLevel  string
+
+	// Webhook is the HTTPS admission webhook server, served by every replica.
+	Webhook WebhookOptions
+}
+
+// WebhookOptions configure the admission webhook server and its certificate.
+type WebhookOptions struct {
+	// Port of the HTTPS webhook server; 0 disables it.
+	Port int
+	// BindHost restricts the listener to one host; empty means all.
+	BindHost string
+	// CertFile and KeyFile, set together, are served and reloaded when they
+	// change (as cert-manager rotates them). Unset, a self-signed CA and
+	// serving certificate are kept in CertSecret.
+	CertFile string
+	KeyFile  string
+	// CertSecret is the Secret, in the operator's namespace, that holds the
+	// self-signed CA and serving certificate shared by every replica.
+	CertSecret string
+	// Service is the Service in front of the webhook: the serving
+	// certificate names it. ExtraSANs adds DNS names or IPs (e.g. 127.0.0.1
+	// when the API server calls a loopback URL in tests).
+	Service   string
+	ExtraSANs []string
+	// CertValidity and CAValidity are the lifetimes of self-signed
+	// certificates; each is renewed once two thirds of it has passed.
+	CertValidity time.Duration
+	CAValidity   time.Duration
 }
 
 // Default returns the options a flag-less start uses.
@@ -60,6 +88,13 @@ func Default() Options {
 		KubeAPIBurst:             100,
 		LogFormat:                "json",
 		LogLevel:                 "info",
+		Webhook: WebhookOptions{
+			Port:         8443,
+			CertSecret:   "echelon-webhook-tls",
+			Service:      "echelon-webhook",
+			CertValidity: 365 * 24 * time.Hour,
+			CAValidity:   10 * 365 * 24 * time.Hour,
+		},
 	}
 }
 
@@ -83,6 +118,19 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of requests to the Kubernetes API.")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "Log format: json or text.")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "Log level: debug, info, warn or error.")
+	w := &o.Webhook
+	fs.IntVar(&w.Port, "webhook-port", w.Port, "Port of the HTTPS admission webhook server, served by every replica; 0 disables it.")
+	fs.StringVar(&w.BindHost, "webhook-bind-host", w.BindHost, "Host or IP the webhook server listens on; empty listens on all interfaces.")
+	fs.StringVar(&w.CertFile, "tls-cert-file", w.CertFile, "PEM certificate the webhook server serves, reloaded when it changes. With --tls-key-file; unset, a self-signed certificate is kept in --webhook-cert-secret.")
+	fs.StringVar(&w.KeyFile, "tls-key-file", w.KeyFile, "PEM private key of --tls-cert-file, reloaded when it changes.")
+	fs.StringVar(&w.CertSecret, "webhook-cert-secret", w.CertSecret, "Secret in the operator's namespace holding the self-signed CA and serving certificate, shared by every replica.")
+	fs.StringVar(&w.Service, "webhook-service", w.Service, "Service in front of the webhook server; the self-signed serving certificate names it.")
+	fs.Func("webhook-cert-extra-sans", "Comma-separated extra DNS names or IPs for the self-signed serving certificate.", func(v string) error {
+		w.ExtraSANs = splitList(v)
+		return nil
+	})
+	fs.DurationVar(&w.CertValidity, "webhook-cert-validity", w.CertValidity, "Lifetime of the self-signed serving certificate; renewed after two thirds of it.")
+	fs.DurationVar(&w.CAValidity, "webhook-ca-validity", w.CAValidity, "Lifetime of the self-signed CA; renewed after two thirds of it.")
 }
 
 // Validate returns an error naming the first bad flag, or nil.
@@ -114,6 +162,7 @@ func (o *Options) Validate() error {
 	if _, err := ParseLogLevel(o.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, o.Webhook.validate()...)
 	if o.LeaderElect {
 		if o.LeaderElectLeaseDuration <= o.LeaderElectRenewDeadline {
 			errs = append(errs, fmt.Errorf("--leader-elect-lease-duration=%s: must be greater than --leader-elect-renew-deadline=%s", o.LeaderElectLeaseDuration, o.LeaderElectRenewDeadline))
@@ -125,11 +174,44 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
+func (w *WebhookOptions) validate() []error {
+	var errs []error
+	if w.Port < 0 || w.Port > 65535 {
+		errs = append(errs, fmt.Errorf("--webhook-port=%d: must be between 0 (disabled) and 65535", w.Port))
+	}
+	if (w.CertFile == "") != (w.KeyFile == "") {
+		errs = append(errs, errors.New("--tls-cert-file and --tls-key-file: set both or neither"))
+	}
+	if w.CertFile == "" {
+		if msgs := validation.IsDNS1123Subdomain(w.CertSecret); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--webhook-cert-secret=%q: %s", w.CertSecret, strings.Join(msgs, "; ")))
+		}
+		if msgs := validation.IsDNS1123Label(w.Service); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--webhook-service=%q: %s", w.Service, strings.Join(msgs, "; ")))
+		}
+	}
+	if w.CertValidity < time.Minute {
+		errs = append(errs, fmt.Errorf("--webhook-cert-validity=%s: must be at least 1m", w.CertValidity))
+	}
+	if w.CAValidity < w.CertValidity {
+		errs = append(errs, fmt.Errorf("--webhook-ca-validity=%s: must be at least --webhook-cert-validity=%s", w.CAValidity, w.CertValidity))
+	}
+	return errs
+}
+
 // ResolvedLeaderElectionNamespace is where the Lease lives when none was given.
 func (o *Options) ResolvedLeaderElectionNamespace() string {
-	switch {
-	case o.LeaderElectionNamespace != "":
+	if o.LeaderElectionNamespace != "" {
 		return o.LeaderElectionNamespace
+	}
+	return o.OperatorNamespace()
+}
+
+// OperatorNamespace is the namespace the operator runs in: $POD_NAMESPACE,
+// else the first of --namespaces, else "default". The webhook certificate
+// Secret lives there.
+func (o *Options) OperatorNamespace() string {
+	switch {
 	case os.Getenv("POD_NAMESPACE") != "":
 		return os.Getenv("POD_NAMESPACE")
 	case len(o.Namespaces) > 0:
