@@ -38,6 +38,17 @@ func TestParseAndValidate(t *testing.T) {
 		{name: "lease shorter than renew deadline", args: []string{"--leader-elect", "--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=10s"},
 			wantErr: "--leader-elect-lease-duration=5s"},
 		{name: "lease timings ignored without leader election", args: []string{"--leader-elect-lease-duration=1s"}},
+		{name: "webhook disabled", args: []string{"--webhook-port=0"}},
+		{name: "bad webhook port", args: []string{"--webhook-port=70000"}, wantErr: "--webhook-port=70000"},
+		{name: "cert file without key", args: []string{"--tls-cert-file=/tls/tls.crt"}, wantErr: "--tls-cert-file and --tls-key-file"},
+		{name: "cert and key files", args: []string{"--tls-cert-file=/tls/tls.crt", "--tls-key-file=/tls/tls.key"}},
+		{name: "bad cert secret", args: []string{"--webhook-cert-secret=Bad_Name"}, wantErr: `--webhook-cert-secret="Bad_Name"`},
+		{name: "CA shorter than cert", args: []string{"--webhook-cert-validity=2h", "--webhook-ca-validity=1h"}, wantErr: "--webhook-ca-validity=1h0m0s"},
+		{name: "extra SANs split", args: []string{"--webhook-cert-extra-sans=127.0.0.1, localhost"}, check: func(t *testing.T, o Options) {
+			if strings.Join(o.Webhook.ExtraSANs, "|") != "127.0.0.1|localhost" || o.Webhook.Port != 8443 {
+				t.Errorf("webhook = %+v", o.Webhook)
+			}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
