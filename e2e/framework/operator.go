@@ -41,7 +41,9 @@ type Operator struct {
 }
 
 // StartOperator starts binary with kubeconfig and extra flags, logging to a file
-// in logDir. It picks a free HTTP port.
+// in logDir. It picks a free HTTP port. The webhook server is off unless flags
+// set --webhook-port (a later flag wins), since parallel operators would
+// otherwise all bind its default port.
 func StartOperator(binary, kubeconfig, logDir, name string, flags ...string) (*Operator, error) {
 	port, err := FreePort()
 	if err != nil {
@@ -53,6 +55,7 @@ func StartOperator(binary, kubeconfig, logDir, name string, flags ...string) (*O
 		"--http-bind-host=127.0.0.1",
 		"--log-format=text",
 		"--log-level=debug",
+		"--webhook-port=0",
 	}, flags...)
 	return StartProcess(Process{Name: name, Binary: binary, Args: args, LogDir: logDir, HTTPPort: port})
 }
