@@ -25,7 +25,7 @@ func (e *env) policy(name, target string, mutate func(*v1alpha1.ScalingPolicySpe
 	e.t.Helper()
 	sp := &v1alpha1.ScalingPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
-		Spec:       v1alpha1.ScalingPolicySpec{TargetRef: v1alpha1.ScalingTargetReference{Name: target}},
+		Spec:       v1alpha1.ScalingPolicySpec{TargetRef: v1alpha1.PolicyTargetReference{Name: target}},
 	}
 	mutate(&sp.Spec)
 	if err := e.admin.Create(e.ctx, sp); err != nil {
@@ -178,8 +178,27 @@ func TestScalingPolicyValidation(t *testing.T) {
 		{"a leader", v1alpha1.ScalingPolicySpec{ReplicasFrom: leader}, ""},
 		{"its own replicas", v1alpha1.ScalingPolicySpec{Replicas: ptr.To[int32](3)}, ""},
 		{"a resource with writeBack", v1alpha1.ScalingPolicySpec{ReplicasFrom: resource, WriteBack: ptr.To(false)}, ""},
-		{"no source", v1alpha1.ScalingPolicySpec{}, "exactly one source"},
-		{"two sources", v1alpha1.ScalingPolicySpec{ReplicasFrom: leader, Replicas: ptr.To[int32](3)}, "exactly one source"},
+		{"no source: guards only", v1alpha1.ScalingPolicySpec{Downscale: &v1alpha1.DownscaleRules{Allowed: ptr.To(false)}}, ""},
+		{"two sources", v1alpha1.ScalingPolicySpec{ReplicasFrom: leader, Replicas: ptr.To[int32](3)}, "at most one source"},
+		{"a guarded Deployment", v1alpha1.ScalingPolicySpec{TargetRef: v1alpha1.PolicyTargetReference{Kind: "Deployment", Name: "web"},
+			Downscale: &v1alpha1.DownscaleRules{Allowed: ptr.To(false)}}, ""},
+		{"a scaled Deployment", v1alpha1.ScalingPolicySpec{TargetRef: v1alpha1.PolicyTargetReference{Kind: "Deployment", Name: "web"}, Replicas: ptr.To[int32](3)},
+			"spec.targetRef.kind Deployment or ReplicaSet is only guarded"},
+		{"a forced ReplicaSet", v1alpha1.ScalingPolicySpec{TargetRef: v1alpha1.PolicyTargetReference{Kind: "ReplicaSet", Name: "web"}, ForceReplicas: ptr.To[int32](3)},
+			"spec.targetRef.kind Deployment or ReplicaSet is only guarded"},
+		{"a prepared Deployment", v1alpha1.ScalingPolicySpec{TargetRef: v1alpha1.PolicyTargetReference{Kind: "Deployment", Name: "web"},
+			Downscale: &v1alpha1.DownscaleRules{Prepare: &v1alpha1.PrepareDownscaleEndpoint{Path: "/prepare", Port: 8080}}},
+			"spec.downscale.prepare applies to StatefulSet targets only"},
+		{"a prepared StatefulSet", v1alpha1.ScalingPolicySpec{ReplicasFrom: leader,
+			Downscale: &v1alpha1.DownscaleRules{Prepare: &v1alpha1.PrepareDownscaleEndpoint{Path: "/ingester/prepare-shutdown", Port: 8080, Scheme: "https"}}}, ""},
+		{"a prepare path without a slash", v1alpha1.ScalingPolicySpec{ReplicasFrom: leader,
+			Downscale: &v1alpha1.DownscaleRules{Prepare: &v1alpha1.PrepareDownscaleEndpoint{Path: "prepare", Port: 8080}}}, "spec.downscale.prepare.path"},
+		{"a prepare port of 0", v1alpha1.ScalingPolicySpec{ReplicasFrom: leader,
+			Downscale: &v1alpha1.DownscaleRules{Prepare: &v1alpha1.PrepareDownscaleEndpoint{Path: "/p", Port: 0}}}, "spec.downscale.prepare.port"},
+		{"a prepare scheme of ftp", v1alpha1.ScalingPolicySpec{ReplicasFrom: leader,
+			Downscale: &v1alpha1.DownscaleRules{Prepare: &v1alpha1.PrepareDownscaleEndpoint{Path: "/p", Port: 80, Scheme: "ftp"}}}, "spec.downscale.prepare.scheme"},
+		{"a negative prepare timeout", v1alpha1.ScalingPolicySpec{ReplicasFrom: leader,
+			Downscale: &v1alpha1.DownscaleRules{Prepare: &v1alpha1.PrepareDownscaleEndpoint{Path: "/p", Port: 80, Timeout: &metav1.Duration{Duration: -time.Second}}}}, "spec.downscale.prepare.timeout"},
 		{"leader and resource", v1alpha1.ScalingPolicySpec{ReplicasFrom: &v1alpha1.ReplicasSource{Leader: leader.Leader, Resource: resource.Resource}},
 			"spec.replicasFrom must set exactly one of leader or resource"},
 		{"following itself", v1alpha1.ScalingPolicySpec{ReplicasFrom: &v1alpha1.ReplicasSource{Leader: &v1alpha1.LeaderReference{Name: "zone-b"}}},
@@ -191,7 +210,9 @@ func TestScalingPolicyValidation(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.spec.TargetRef = v1alpha1.ScalingTargetReference{Name: "zone-b"}
+			if tt.spec.TargetRef.Name == "" {
+				tt.spec.TargetRef = v1alpha1.PolicyTargetReference{Name: "zone-b"}
+			}
 			sp := &v1alpha1.ScalingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("p%d", i)}, Spec: tt.spec}
 			err := cp.Client().Create(t.Context(), sp, client.DryRunAll)
 			switch {

@@ -51,7 +51,7 @@ func createPolicy(ctx context.Context, ns, target string, mutate func(*v1alpha1.
 	GinkgoHelper()
 	sp := &v1alpha1.ScalingPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: target},
-		Spec:       v1alpha1.ScalingPolicySpec{TargetRef: v1alpha1.ScalingTargetReference{Name: target}},
+		Spec:       v1alpha1.ScalingPolicySpec{TargetRef: v1alpha1.PolicyTargetReference{Name: target}},
 	}
 	if mutate != nil {
 		mutate(&sp.Spec)

@@ -4,13 +4,36 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// ScalingTargetReference names the workload a ScalingPolicy scales, in the
-// policy's namespace.
+// Target kinds of a ScalingPolicy.
+const (
+	TargetKindStatefulSet = "StatefulSet"
+	TargetKindDeployment  = "Deployment"
+	TargetKindReplicaSet  = "ReplicaSet"
+)
+
+// ScalingTargetReference names the StatefulSet a DelayedDownscale prepares,
+// in its namespace.
 type ScalingTargetReference struct {
-	// kind of the target. Only StatefulSet is scaled today.
+	// kind of the target: StatefulSet.
 	// +optional
 	// +kubebuilder:default=StatefulSet
 	// +kubebuilder:validation:Enum=StatefulSet
+	Kind string `json:"kind,omitempty"`
+	// name of the target, in the namespace of the DelayedDownscale.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// PolicyTargetReference names the workload a ScalingPolicy scales or guards,
+// in the policy's namespace.
+type PolicyTargetReference struct {
+	// kind of the target (apps/v1). A StatefulSet is scaled and guarded; a
+	// Deployment or ReplicaSet is only guarded: spec.downscale applies to it.
+	// +optional
+	// +kubebuilder:default=StatefulSet
+	// +kubebuilder:validation:Enum=StatefulSet;Deployment;ReplicaSet
 	Kind string `json:"kind,omitempty"`
 	// name of the target, in the namespace of the ScalingPolicy.
 	// +required
@@ -61,14 +84,70 @@ type ReplicasSource struct {
 	Resource *ScaleResourceReference `json:"resource,omitempty"`
 }
 
-// ScalingPolicySpec says how one StatefulSet is scaled.
-// +kubebuilder:validation:XValidation:rule="has(self.replicasFrom) != has(self.replicas)",message="exactly one source: spec.replicasFrom (a leader or a resource) or spec.replicas (the ScalingPolicy itself, e.g. scaled by an HPA)"
+// DownscaleRules guard decreases of the target's replicas, whoever makes them
+// (a person, a pipeline, an autoscaler): Echelon's admission webhooks enforce
+// them in the API server.
+type DownscaleRules struct {
+	// allowed: false makes the no-downscale webhook reject every decrease of
+	// the target's replicas, through a spec update or the scale subresource
+	// (kubectl scale), except those made by this policy's own controller,
+	// which follows its source. Defaults to true.
+	// +optional
+	// +kubebuilder:default=true
+	Allowed *bool `json:"allowed,omitempty"`
+	// prepare makes the prepare-downscale webhook call every pod a downscale
+	// would remove before admitting it, so the pods can hand off their data;
+	// when any call fails, the pods already prepared are told to cancel and
+	// the downscale is denied. StatefulSet targets only.
+	// +optional
+	Prepare *PrepareDownscaleEndpoint `json:"prepare,omitempty"`
+}
+
+// PrepareDownscaleEndpoint is the HTTP endpoint of each pod that the
+// prepare-downscale webhook calls: POST before the pod is removed, DELETE to
+// cancel. Any 2xx answer is success.
+type PrepareDownscaleEndpoint struct {
+	// path of the endpoint, e.g. "/ingester/prepare-shutdown".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/`
+	Path string `json:"path"`
+	// port of the endpoint on the pod.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+	// scheme is http (the default) or https. With https the pod's certificate
+	// is not verified: pods are addressed by name or IP, which their
+	// certificates rarely carry.
+	// +optional
+	// +kubebuilder:default=http
+	// +kubebuilder:validation:Enum=http;https
+	Scheme string `json:"scheme,omitempty"`
+	// timeout of each call. It must be shorter than the webhook's own
+	// timeoutSeconds (10 s in the chart), so that a pod that hangs is
+	// reported by name and the others are cancelled before the API server
+	// gives up. Defaults to 5s.
+	// +optional
+	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// ScalingPolicySpec says how one StatefulSet is scaled, and how the downscales
+// of a StatefulSet, Deployment or ReplicaSet are guarded.
+// +kubebuilder:validation:XValidation:rule="!(has(self.replicasFrom) && has(self.replicas))",message="at most one source: spec.replicasFrom (a leader or a resource) or spec.replicas (the ScalingPolicy itself, e.g. scaled by an HPA); with neither, the policy only guards downscales"
+// +kubebuilder:validation:XValidation:rule="self.targetRef.kind == 'StatefulSet' || !(has(self.replicasFrom) || has(self.replicas) || has(self.forceReplicas))",message="spec.targetRef.kind Deployment or ReplicaSet is only guarded: spec.replicasFrom, spec.replicas and spec.forceReplicas apply to StatefulSet targets"
+// +kubebuilder:validation:XValidation:rule="self.targetRef.kind == 'StatefulSet' || !has(self.downscale) || !has(self.downscale.prepare)",message="spec.downscale.prepare applies to StatefulSet targets only"
 // +kubebuilder:validation:XValidation:rule="!has(self.replicasFrom) || !has(self.replicasFrom.leader) || self.replicasFrom.leader.name != self.targetRef.name",message="spec.replicasFrom.leader.name must not be spec.targetRef.name: a StatefulSet cannot follow itself"
 // +kubebuilder:validation:XValidation:rule="!has(self.writeBack) || has(self.replicasFrom) && has(self.replicasFrom.resource)",message="spec.writeBack applies only with spec.replicasFrom.resource"
 type ScalingPolicySpec struct {
-	// targetRef is the StatefulSet this policy scales, in the same namespace.
+	// targetRef is the StatefulSet this policy scales, or the StatefulSet,
+	// Deployment or ReplicaSet whose downscales it guards, in the same namespace.
 	// +required
-	TargetRef ScalingTargetReference `json:"targetRef"`
+	TargetRef PolicyTargetReference `json:"targetRef"`
 
 	// replicasFrom is where the target's replicas come from: a leader
 	// StatefulSet or a resource with a scale subresource. Unset, spec.replicas
@@ -112,9 +191,27 @@ type ScalingPolicySpec struct {
 	ForceReplicas *int32 `json:"forceReplicas,omitempty"`
 
 	// paused freezes the target's replicas: nothing is scaled. Status keeps
-	// being reported.
+	// being reported. The downscale rules still hold.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// downscale guards decreases of the target's replicas, whoever makes
+	// them: allowed: false rejects them, prepare calls the pods being removed
+	// first. Enforced by the admission webhooks.
+	// +optional
+	Downscale *DownscaleRules `json:"downscale,omitempty"`
+}
+
+// DownscaleAllowed says whether spec.downscale lets anyone but the policy's
+// own controller decrease the target's replicas.
+func (s *ScalingPolicySpec) DownscaleAllowed() bool {
+	return s.Downscale == nil || s.Downscale.Allowed == nil || *s.Downscale.Allowed
+}
+
+// HasSource says whether the policy scales its target (a leader, a resource,
+// spec.replicas or forceReplicas), rather than only guarding its downscales.
+func (s *ScalingPolicySpec) HasSource() bool {
+	return s.ReplicasFrom != nil || s.Replicas != nil || s.ForceReplicas != nil
 }
 
 // ScalingPhase summarises what a ScalingPolicy is doing.
@@ -182,6 +279,9 @@ const (
 	// ScalingReasonSourceUnreadable: the resource has no scale subresource, its
 	// kind is unknown, or the operator may not read it.
 	ScalingReasonSourceUnreadable = "SourceUnreadable"
+	// ScalingReasonGuardOnly: the policy has no replica source; it only
+	// guards the target's downscales (spec.downscale).
+	ScalingReasonGuardOnly = "GuardingDownscales"
 	// ScalingReasonTargetClaimedByOtherPolicy: another ScalingPolicy targets the
 	// same StatefulSet; neither scales it.
 	ScalingReasonTargetClaimedByOtherPolicy = "TargetClaimedByOtherPolicy"
@@ -216,8 +316,8 @@ type ScalingPolicyStatus struct {
 	// subresource: an HorizontalPodAutoscaler reads pod metrics through it.
 	// +optional
 	Selector string `json:"selector,omitempty"`
-	// lastDownscaleTime is when the target was last downscaled, by this policy
-	// (or, later, by the prepare-downscale webhook), to the microsecond: the
+	// lastDownscaleTime is when the target was last downscaled, by this
+	// policy or as admitted by the prepare-downscale webhook, to the microsecond: the
 	// zone delay of the other members' policies counts from it, and must not
 	// come short by a truncated second. Being in status, it survives restarts.
 	// +optional
@@ -238,7 +338,9 @@ type ScalingPolicyStatus struct {
 // ScalingPolicy scales one StatefulSet to follow a leader StatefulSet, a
 // resource with a scale subresource, or its own spec.replicas (which an
 // HorizontalPodAutoscaler can drive), spacing downscales across the zones of a
-// RolloutGroup and never scaling a member while it is rolled.
+// RolloutGroup and never scaling a member while it is rolled. Its downscale
+// rules, enforced by admission webhooks, guard the target's downscales by
+// anyone: refused, or admitted only once the removed pods are prepared.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector

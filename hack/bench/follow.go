@@ -105,7 +105,7 @@ func runFollow(ctx context.Context, cfg runConfig, changes int) (_ *followResult
 		sp := &v1alpha1.ScalingPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: v1alpha1.ScalingPolicySpec{
-				TargetRef:    v1alpha1.ScalingTargetReference{Name: name},
+				TargetRef:    v1alpha1.PolicyTargetReference{Name: name},
 				ReplicasFrom: &v1alpha1.ReplicasSource{Leader: &v1alpha1.LeaderReference{Name: memberNames[0]}},
 			},
 		}
