@@ -43,6 +43,8 @@ type ScalingPolicyReconciler struct {
 // +kubebuilder:rbac:groups=echelon.dev,resources=scalingpolicies,verbs=list;watch
 // +kubebuilder:rbac:groups=echelon.dev,resources=scalingpolicies/status,verbs=patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments;replicasets,verbs=list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments/scale;replicasets/scale,verbs=get
 
 // Reconcile brings one ScalingPolicy's target one step closer to the desired
 // replicas: observe, plan (pure), scale, write back, then write status once.
@@ -66,7 +68,7 @@ func (r *ScalingPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 	}
 	now := obs.in.Now
-	selector := ""
+	selector := obs.guardedSelector
 	if obs.target != nil && obs.target.Spec.Selector != nil {
 		if sel, err := metav1.LabelSelectorAsSelector(obs.target.Spec.Selector); err == nil {
 			selector = sel.String()
@@ -122,7 +124,10 @@ func (r *ScalingPolicyReconciler) scale(ctx context.Context, sp *v1alpha1.Scalin
 	}
 	patched := obs.target.DeepCopy()
 	patched.Spec.Replicas = plan.Scale
-	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(obs.target, client.MergeFromWithOptimisticLock{})); err != nil {
+	// The field manager, with the operator's user, tells the no-downscale
+	// webhook that this downscale is the policy's own.
+	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(obs.target, client.MergeFromWithOptimisticLock{}),
+		client.FieldOwner(ScalingPolicyFieldManager)); err != nil {
 		r.events.Eventf(sp, obs.target, corev1.EventTypeWarning, "ScaleFailed", "Scale",
 			"scaling StatefulSet %s from %d to %d failed: %s", obs.target.Name, plan.Current, *plan.Scale, apiMessage(err))
 		return false, fmt.Errorf("scale StatefulSet %s to %d: %w", obs.target.Name, *plan.Scale, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -222,5 +223,47 @@ func TestScalingPolicyValidation(t *testing.T) {
 				t.Errorf("error %v, want one containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// A policy without a source only guards: it reports its target, a StatefulSet
+// or a Deployment read through its scale subresource, and never scales it.
+func TestScalingPolicyThatOnlyGuards(t *testing.T) {
+	e := newScalingEnv(t)
+	e.statefulSet("zone-a", 4, "r1")
+	e.markReady("zone-a")
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: e.ns},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web"}}}}},
+	}
+	if err := e.admin.Create(e.ctx, dep); err != nil {
+		t.Fatal(err)
+	}
+	guard := &v1alpha1.DownscaleRules{Allowed: ptr.To(false)}
+	e.policy("sts-guard", "zone-a", func(s *v1alpha1.ScalingPolicySpec) { s.Downscale = guard })
+	e.policy("web-guard", "web", func(s *v1alpha1.ScalingPolicySpec) {
+		s.TargetRef.Kind, s.Downscale = v1alpha1.TargetKindDeployment, guard
+	})
+	for name, want := range map[string]int32{"sts-guard": 4, "web-guard": 3} {
+		e.eventually(20*time.Second, name+" guarding", func() (bool, error) {
+			st := e.getPolicy(name).Status
+			return st.Phase == v1alpha1.ScalingPhaseStable && st.Replicas == want &&
+				meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ScalingConditionReady) &&
+				strings.Contains(st.Message, "only guards downscales"), nil
+		})
+	}
+	// The Deployment's replicas change: the metadata watch wakes its policy.
+	dep.Spec.Replicas = ptr.To[int32](5)
+	if err := e.admin.Update(e.ctx, dep); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(20*time.Second, "web-guard sees 5 replicas", func() (bool, error) {
+		return e.getPolicy("web-guard").Status.Replicas == 5, nil
+	})
+	if got := *e.getSTS("zone-a").Spec.Replicas; got != 4 {
+		t.Errorf("zone-a scaled to %d by a policy that only guards", got)
 	}
 }

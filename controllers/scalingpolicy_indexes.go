@@ -18,12 +18,14 @@ import (
 // Cache index names of ScalingPolicies: every event about a StatefulSet, a
 // RolloutGroup or a source resource is mapped to its policies through them.
 const (
-	// indexPolicyTarget indexes ScalingPolicies by spec.targetRef.name.
+	// indexPolicyTarget indexes ScalingPolicies by PolicyTargetKey of their
+	// target: its name for a StatefulSet, "<Kind>/<name>" otherwise.
 	indexPolicyTarget = "echelon.dev/policy-target"
 	// indexPolicyLeader indexes ScalingPolicies by spec.replicasFrom.leader.name.
 	indexPolicyLeader = "echelon.dev/policy-leader"
 	// indexPolicyResource indexes ScalingPolicies by their source resource,
-	// as "<group>/<kind>/<name>".
+	// and by a target that is not a StatefulSet, as "<group>/<kind>/<name>":
+	// the metadata watches of those kinds map their events through it.
 	indexPolicyResource = "echelon.dev/policy-resource"
 )
 
@@ -31,7 +33,8 @@ func setupPolicyIndexes(ctx context.Context, mgr ctrl.Manager) error {
 	idx := mgr.GetFieldIndexer()
 	for name, fn := range map[string]client.IndexerFunc{
 		indexPolicyTarget: func(o client.Object) []string {
-			return []string{o.(*v1alpha1.ScalingPolicy).Spec.TargetRef.Name}
+			ref := o.(*v1alpha1.ScalingPolicy).Spec.TargetRef
+			return []string{PolicyTargetKey(ref.Kind, ref.Name)}
 		},
 		indexPolicyLeader: func(o client.Object) []string {
 			if from := o.(*v1alpha1.ScalingPolicy).Spec.ReplicasFrom; from != nil && from.Leader != nil {
@@ -40,14 +43,17 @@ func setupPolicyIndexes(ctx context.Context, mgr ctrl.Manager) error {
 			return nil
 		},
 		indexPolicyResource: func(o client.Object) []string {
-			if from := o.(*v1alpha1.ScalingPolicy).Spec.ReplicasFrom; from != nil && from.Resource != nil {
-				gv, err := schema.ParseGroupVersion(from.Resource.APIVersion)
-				if err != nil {
-					return nil
+			spec := o.(*v1alpha1.ScalingPolicy).Spec
+			var keys []string
+			if from := spec.ReplicasFrom; from != nil && from.Resource != nil {
+				if gv, err := schema.ParseGroupVersion(from.Resource.APIVersion); err == nil {
+					keys = append(keys, resourceKey(gv.Group, from.Resource.Kind, from.Resource.Name))
 				}
-				return []string{resourceKey(gv.Group, from.Resource.Kind, from.Resource.Name)}
 			}
-			return nil
+			if !targetsStatefulSet(spec.TargetRef) {
+				keys = append(keys, resourceKey(appsv1.GroupName, spec.TargetRef.Kind, spec.TargetRef.Name))
+			}
+			return keys
 		},
 	} {
 		if err := idx.IndexField(ctx, &v1alpha1.ScalingPolicy{}, name, fn); err != nil {
@@ -58,6 +64,21 @@ func setupPolicyIndexes(ctx context.Context, mgr ctrl.Manager) error {
 }
 
 func resourceKey(group, kind, name string) string { return group + "/" + kind + "/" + name }
+
+// PolicyTargetKey is the key of a ScalingPolicy's target in the policy-target
+// index: the name of a StatefulSet (kind "" or StatefulSet), "<Kind>/<name>"
+// of a Deployment or ReplicaSet. StatefulSet names hold no "/", so the two
+// never collide.
+func PolicyTargetKey(kind, name string) string {
+	if kind == "" || kind == v1alpha1.TargetKindStatefulSet {
+		return name
+	}
+	return kind + "/" + name
+}
+
+func targetsStatefulSet(ref v1alpha1.PolicyTargetReference) bool {
+	return ref.Kind == "" || ref.Kind == v1alpha1.TargetKindStatefulSet
+}
 
 // requestsForStatefulSet maps a StatefulSet event to the policies that scale it
 // or follow it, and to the policies of the other members of its RolloutGroups,
@@ -105,6 +126,9 @@ func (r *ScalingPolicyReconciler) requestsForPolicy(ctx context.Context, o clien
 	sp, ok := o.(*v1alpha1.ScalingPolicy)
 	if !ok {
 		return nil
+	}
+	if !targetsStatefulSet(sp.Spec.TargetRef) {
+		return nil // a guarded Deployment or ReplicaSet: no other policy depends on it
 	}
 	names := []string{sp.Spec.TargetRef.Name}
 	target, err := r.statefulSet(ctx, sp.Namespace, sp.Spec.TargetRef.Name)

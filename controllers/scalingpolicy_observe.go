@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -31,6 +30,9 @@ type scalingObservation struct {
 	// scale subresource as read, for write-back.
 	resource      *unstructured.Unstructured
 	resourceScale *autoscalingv1.Scale
+	// guardedSelector is a guarded Deployment's or ReplicaSet's pod selector,
+	// from its scale subresource.
+	guardedSelector string
 }
 
 // observe reads the target, the source and the target's RolloutGroup. The
@@ -47,6 +49,9 @@ func (r *ScalingPolicyReconciler) observe(ctx context.Context, sp *v1alpha1.Scal
 		in.ZoneDelay = d.Duration
 	}
 
+	if !targetsStatefulSet(sp.Spec.TargetRef) {
+		return obs, r.observeGuardedTarget(ctx, sp, &obs)
+	}
 	target, err := r.statefulSet(ctx, sp.Namespace, sp.Spec.TargetRef.Name)
 	if err != nil {
 		return obs, err
@@ -61,12 +66,7 @@ func (r *ScalingPolicyReconciler) observe(ctx context.Context, sp *v1alpha1.Scal
 	if err != nil {
 		return obs, err
 	}
-	for _, other := range others {
-		if other.UID != sp.UID {
-			in.ClaimedBy = append(in.ClaimedBy, other.Name)
-		}
-	}
-	slices.Sort(in.ClaimedBy)
+	in.ClaimedBy = otherPolicies(sp, others)
 
 	if err := r.observeSource(ctx, sp, &obs); err != nil {
 		return obs, err
@@ -80,6 +80,55 @@ func (r *ScalingPolicyReconciler) observe(ctx context.Context, sp *v1alpha1.Scal
 		}
 	}
 	return obs, nil
+}
+
+// otherPolicies names the policies of others that are not sp, sorted.
+func otherPolicies(sp *v1alpha1.ScalingPolicy, others []v1alpha1.ScalingPolicy) []string {
+	var names []string
+	for _, other := range others {
+		if other.UID != sp.UID {
+			names = append(names, other.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// observeGuardedTarget observes a Deployment or ReplicaSet target, which the
+// policy only guards: its replicas, read through its scale subresource (so no
+// informer of every Deployment or ReplicaSet is needed beyond a metadata
+// watch, which wakes the policy when the target's replicas change).
+func (r *ScalingPolicyReconciler) observeGuardedTarget(ctx context.Context, sp *v1alpha1.ScalingPolicy, obs *scalingObservation) error {
+	in := &obs.in
+	in.Source.Kind = scaling.SourceNone
+	ref := sp.Spec.TargetRef
+	gvk := appsv1.SchemeGroupVersion.WithKind(ref.Kind)
+	if err := r.sources.watch(ctx, gvk); err != nil {
+		return err
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gvk)
+	obj.SetNamespace(sp.Namespace)
+	obj.SetName(ref.Name)
+	raw := &unstructured.Unstructured{}
+	if err := r.SubResource("scale").Get(ctx, obj, raw); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // in.Target stays nil: TargetNotFound
+		}
+		return fmt.Errorf("read the scale subresource of %s %s: %w", ref.Kind, ref.Name, err)
+	}
+	scale := &autoscalingv1.Scale{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw.Object, scale); err != nil {
+		return fmt.Errorf("decode the scale subresource of %s %s: %w", ref.Kind, ref.Name, err)
+	}
+	in.Target = &scaling.Target{Name: ref.Name, Replicas: scale.Spec.Replicas, StatusReplicas: scale.Status.Replicas, ReadyReplicas: scale.Status.Replicas}
+	others, err := r.policiesFor(ctx, sp.Namespace, ref.Kind, ref.Name)
+	if err != nil {
+		return err
+	}
+	in.ClaimedBy = otherPolicies(sp, others)
+	obs.guardedSelector = scale.Status.Selector
+	return nil
 }
 
 // observeDelayed sets the floor a DelayedDownscale of the target puts under
@@ -108,6 +157,8 @@ func (r *ScalingPolicyReconciler) observeDelayed(ctx context.Context, sp *v1alph
 func (r *ScalingPolicyReconciler) observeSource(ctx context.Context, sp *v1alpha1.ScalingPolicy, obs *scalingObservation) error {
 	src := &obs.in.Source
 	switch from := sp.Spec.ReplicasFrom; {
+	case from == nil && sp.Spec.Replicas == nil:
+		src.Kind, src.Name = scaling.SourceNone, "none"
 	case from == nil:
 		src.Kind, src.Name, src.Replicas = scaling.SourceSelf, "spec.replicas", sp.Spec.Replicas
 	case from.Leader != nil:
@@ -180,41 +231,7 @@ func (r *ScalingPolicyReconciler) observeResource(ctx context.Context, sp *v1alp
 // observeGroup returns the RolloutGroup that claims the target, with its other
 // members' readiness and last downscales; nil when none does.
 func (r *ScalingPolicyReconciler) observeGroup(ctx context.Context, target *appsv1.StatefulSet) (*scaling.Group, error) {
-	groups, err := groupsClaiming(ctx, r.Client, target.Namespace, target.Name, target)
-	if err != nil {
-		return nil, err
-	}
-	if len(groups) == 0 {
-		return nil, nil
-	}
-	// A StatefulSet claimed by two groups blocks both; the first by name is
-	// enough to space downscales.
-	slices.SortFunc(groups, func(a, b v1alpha1.RolloutGroup) int { return strings.Compare(a.Name, b.Name) })
-	rg := &groups[0]
-	g := &scaling.Group{Name: rg.Name,
-		RollingTarget: rg.Status.CurrentStatefulSet == target.Name &&
-			(rg.Status.Phase == v1alpha1.PhaseProgressing || rg.Status.Phase == v1alpha1.PhaseStalled)}
-	members, _, err := resolveMembers(ctx, r.Client, rg)
-	if err != nil {
-		return nil, err
-	}
-	for _, m := range members {
-		if m.Name == target.Name {
-			continue
-		}
-		member := scaling.Member{Name: m.Name, Ready: m.StatefulSet != nil && allReady(m.StatefulSet)}
-		policies, err := policiesTargeting(ctx, r.Client, target.Namespace, m.Name)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range policies {
-			if t := p.Status.LastDownscaleTime; t != nil && t.After(member.LastDownscale) {
-				member.LastDownscale = t.Time
-			}
-		}
-		g.Others = append(g.Others, member)
-	}
-	return g, nil
+	return DownscaleGroup(ctx, r.Client, target)
 }
 
 func (r *ScalingPolicyReconciler) statefulSet(ctx context.Context, namespace, name string) (*appsv1.StatefulSet, error) {
@@ -230,11 +247,11 @@ func (r *ScalingPolicyReconciler) statefulSet(ctx context.Context, namespace, na
 
 // policiesTargeting lists the ScalingPolicies whose target is the named StatefulSet.
 func policiesTargeting(ctx context.Context, c client.Reader, namespace, name string) ([]v1alpha1.ScalingPolicy, error) {
-	var list v1alpha1.ScalingPolicyList
-	if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexPolicyTarget: name}); err != nil {
-		return nil, fmt.Errorf("list ScalingPolicies of StatefulSet %s: %w", name, err)
-	}
-	return list.Items, nil
+	return PoliciesForTarget(ctx, c, namespace, v1alpha1.TargetKindStatefulSet, name)
+}
+
+func (r *ScalingPolicyReconciler) policiesFor(ctx context.Context, namespace, kind, name string) ([]v1alpha1.ScalingPolicy, error) {
+	return PoliciesForTarget(ctx, r.Client, namespace, kind, name)
 }
 
 // replicasOf is a StatefulSet's spec.replicas, which the API defaults to 1.

@@ -22,6 +22,8 @@ const (
 	SourceLeader   SourceKind = "leader"
 	SourceResource SourceKind = "resource"
 	SourceSelf     SourceKind = "self"
+	// SourceNone: the policy has no source and only guards downscales.
+	SourceNone SourceKind = "none"
 )
 
 // Target is the observed target StatefulSet.
@@ -133,6 +135,11 @@ func Decide(in Input) Plan {
 			in.Target.Name, strings.Join(in.ClaimedBy, ", ")))
 	}
 	desired, source := in.Source.Replicas, in.Source.Name
+	if in.Source.Kind == SourceNone && in.Force == nil {
+		p.Phase, p.Reason = v1alpha1.ScalingPhaseStable, v1alpha1.ScalingReasonGuardOnly
+		p.Message = fmt.Sprintf("%d replicas; no replica source: the policy only guards downscales", p.Current)
+		return p
+	}
 	if in.Force != nil {
 		desired, source = in.Force, "forceReplicas"
 	} else if in.Source.Problem != "" {
@@ -169,25 +176,12 @@ func Decide(in Input) Plan {
 	}
 
 	if in.Group != nil {
-		var notReady []string
-		for _, m := range in.Group.Others {
-			if !m.Ready {
-				notReady = append(notReady, m.Name)
+		if gate := DownscaleGate(in.Now, in.ZoneDelay, in.Group); !gate.Open {
+			p = waiting(p, gate.Reason, fmt.Sprintf("waiting: scaling down from %d to %d %s", p.Current, want, gate.Why))
+			if !gate.Until.IsZero() {
+				p.WaitingUntil = gate.Until
+				p.RequeueAfter = gate.Until.Sub(in.Now)
 			}
-		}
-		if len(notReady) > 0 {
-			slices.Sort(notReady)
-			return waiting(p, v1alpha1.ScalingReasonMembersNotReady, fmt.Sprintf(
-				"waiting: scaling down from %d to %d once every other member of RolloutGroup %s is Ready (not Ready: %s)",
-				p.Current, want, in.Group.Name, strings.Join(notReady, ", ")))
-		}
-		if last, who := lastDownscale(in.Group.Others); in.ZoneDelay > 0 && !last.IsZero() && in.Now.Before(last.Add(in.ZoneDelay)) {
-			until := last.Add(in.ZoneDelay)
-			p = waiting(p, v1alpha1.ScalingReasonZoneDelay, fmt.Sprintf(
-				"waiting: scaling down from %d to %d at %s, %s after StatefulSet %s was downscaled (minTimeBetweenZoneDownscales)",
-				p.Current, want, until.UTC().Format(time.RFC3339), in.ZoneDelay, who))
-			p.WaitingUntil = until
-			p.RequeueAfter = until.Sub(in.Now)
 			return p
 		}
 	}
@@ -234,6 +228,43 @@ func blocked(p Plan, reason, msg string) Plan {
 func waiting(p Plan, reason, msg string) Plan {
 	p.Phase, p.Reason, p.Message = v1alpha1.ScalingPhaseWaiting, reason, msg
 	return p
+}
+
+// Gate says whether a downscale of one member of a RolloutGroup may happen now.
+type Gate struct {
+	Open bool
+	// Reason (a ScalingReason* constant) and Why ("once ...", "at ...") say
+	// what a closed gate waits for; Until is when a zone delay ends.
+	Reason string
+	Why    string
+	Until  time.Time
+}
+
+// DownscaleGate is the rule both the ScalingPolicy controller and the
+// prepare-downscale webhook apply to a downscale of a member of group: every
+// other member is Ready, and none was downscaled within zoneDelay.
+func DownscaleGate(now time.Time, zoneDelay time.Duration, group *Group) Gate {
+	if group == nil {
+		return Gate{Open: true}
+	}
+	var notReady []string
+	for _, m := range group.Others {
+		if !m.Ready {
+			notReady = append(notReady, m.Name)
+		}
+	}
+	if len(notReady) > 0 {
+		slices.Sort(notReady)
+		return Gate{Reason: v1alpha1.ScalingReasonMembersNotReady, Why: fmt.Sprintf(
+			"once every other member of RolloutGroup %s is Ready (not Ready: %s)", group.Name, strings.Join(notReady, ", "))}
+	}
+	if last, who := lastDownscale(group.Others); zoneDelay > 0 && !last.IsZero() && now.Before(last.Add(zoneDelay)) {
+		until := last.Add(zoneDelay)
+		return Gate{Reason: v1alpha1.ScalingReasonZoneDelay, Until: until, Why: fmt.Sprintf(
+			"at %s, %s after StatefulSet %s was downscaled (minTimeBetweenZoneDownscales)",
+			until.UTC().Format(time.RFC3339), zoneDelay, who)}
+	}
+	return Gate{Open: true}
 }
 
 // lastDownscale is the latest downscale among the members, and whose.

@@ -40,6 +40,38 @@ type want struct {
 	message string
 }
 
+func TestDownscaleGate(t *testing.T) {
+	delay := time.Hour
+	group := func(members ...Member) *Group { return &Group{Name: "ingester", Others: members} }
+	tests := []struct {
+		name   string
+		delay  time.Duration
+		group  *Group
+		open   bool
+		reason string
+		until  time.Time
+	}{
+		{name: "no group", delay: delay, open: true},
+		{name: "all Ready, never downscaled", delay: delay, group: group(Member{Name: "a", Ready: true}), open: true},
+		{name: "a member not Ready", delay: delay, group: group(Member{Name: "a", Ready: true}, Member{Name: "c"}), reason: v1alpha1.ScalingReasonMembersNotReady},
+		{name: "inside the delay", delay: delay, group: group(Member{Name: "a", Ready: true, LastDownscale: now.Add(-time.Minute)}),
+			reason: v1alpha1.ScalingReasonZoneDelay, until: now.Add(59 * time.Minute)},
+		{name: "the delay just ended", delay: delay, group: group(Member{Name: "a", Ready: true, LastDownscale: now.Add(-delay)}), open: true},
+		{name: "no delay", group: group(Member{Name: "a", Ready: true, LastDownscale: now}), open: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := DownscaleGate(now, tt.delay, tt.group)
+			if g.Open != tt.open || g.Reason != tt.reason || !g.Until.Equal(tt.until) {
+				t.Errorf("gate = %+v, want open %v reason %q until %s", g, tt.open, tt.reason, tt.until)
+			}
+			if !g.Open && g.Why == "" {
+				t.Error("a closed gate must say why")
+			}
+		})
+	}
+}
+
 func TestDecide(t *testing.T) {
 	delay := 12 * time.Hour
 	tests := []struct {
@@ -47,6 +79,20 @@ func TestDecide(t *testing.T) {
 		in   Input
 		want want
 	}{{
+		name: "no source: guards only, never scales, whatever the group",
+		in: with(follower(5, 5), func(in *Input) {
+			in.Source = Source{Kind: SourceNone}
+			in.Group.Others[0].Ready = false
+		}),
+		want: want{phase: v1alpha1.ScalingPhaseStable, reason: v1alpha1.ScalingReasonGuardOnly, message: "only guards downscales"},
+	}, {
+		name: "no source but forceReplicas: scaled to it",
+		in: with(follower(5, 5), func(in *Input) {
+			in.Source = Source{Kind: SourceNone}
+			in.Force = ptr.To[int32](7)
+		}),
+		want: want{phase: v1alpha1.ScalingPhaseScalingUp, reason: v1alpha1.ScalingReasonScaledUp, scale: ptr.To[int32](7)},
+	}, {
 		name: "at the source's replicas: Stable",
 		in:   follower(5, 5),
 		want: want{phase: v1alpha1.ScalingPhaseStable, reason: v1alpha1.ScalingReasonAtDesiredReplicas},
