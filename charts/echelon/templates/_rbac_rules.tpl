@@ -18,6 +18,16 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   verbs:
   - create
 - apiGroups:
+  - admissionregistration.k8s.io
+  resources:
+  - mutatingwebhookconfigurations
+  - validatingwebhookconfigurations
+  verbs:
+  - get
+  - list
+  - patch
+  - watch
+- apiGroups:
   - apps
   resources:
   - deployments
@@ -147,4 +157,14 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
 
 {{- /* The rules on cluster-scoped resources, which only a ClusterRole can grant. */}}
 {{- define "echelon.rbac.clusterScopedRules" -}}
+- apiGroups:
+  - admissionregistration.k8s.io
+  resources:
+  - mutatingwebhookconfigurations
+  - validatingwebhookconfigurations
+  verbs:
+  - get
+  - list
+  - patch
+  - watch
 {{- end }}

@@ -1,0 +1,122 @@
+package certs
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/options"
+)
+
+// InjectCALabel marks the ValidatingWebhookConfigurations and
+// MutatingWebhookConfigurations whose webhooks get the self-signed CA bundle,
+// with the value "<namespace>.<secret>" of the Secret that holds it.
+const InjectCALabel = "echelon.dev/inject-ca-from"
+
+// Provider supplies the webhook server's certificate.
+//
+// The operator calls Bootstrap before the manager starts, so a certificate is
+// loaded before the server listens, and adds the Provider to the manager: it
+// is a Runnable that runs on every replica, since every replica serves.
+type Provider interface {
+	// GetCertificate is tls.Config.GetCertificate: each handshake gets the
+	// certificate current at that moment.
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// Check is a healthz checker: it fails while no certificate is loaded or
+	// the loaded one has expired.
+	Check(*http.Request) error
+	// Bootstrap loads the first certificate (creating it in self-signed mode).
+	Bootstrap(ctx context.Context) error
+	// Start keeps the certificate current until ctx ends.
+	Start(ctx context.Context) error
+	// NeedLeaderElection is false: every replica serves and needs its certificate.
+	NeedLeaderElection() bool
+	// Rotate replaces the serving certificate now and returns once this
+	// replica serves the new one: a new serving certificate in self-signed
+	// mode, a re-read of the files otherwise.
+	Rotate(ctx context.Context) error
+}
+
+var (
+	_ Provider                       = &SelfSigned{}
+	_ Provider                       = &Files{}
+	_ manager.LeaderElectionRunnable = &SelfSigned{}
+)
+
+// New returns the Provider the options ask for: the files of --tls-cert-file
+// and --tls-key-file, else a self-signed certificate kept in
+// --webhook-cert-secret in the operator's namespace.
+func New(cfg *rest.Config, o options.Options) (Provider, error) {
+	w := o.Webhook
+	if w.CertFile != "" {
+		return NewFiles(w.CertFile, w.KeyFile), nil
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("webhook certificates: %w", err)
+	}
+	ns := o.OperatorNamespace()
+	return NewSelfSigned(cs, SelfSignedOptions{
+		Namespace:    ns,
+		SecretName:   w.CertSecret,
+		SANs:         ServingSANs(w.Service, ns, o.ClusterDomain, w.ExtraSANs),
+		CertValidity: w.CertValidity,
+		CAValidity:   w.CAValidity,
+	})
+}
+
+// served is the certificate a replica presents, swapped atomically so that a
+// handshake never waits for a reload.
+type served struct {
+	cert atomic.Pointer[tls.Certificate]
+}
+
+var errNoCertificate = errors.New("no webhook serving certificate loaded yet")
+
+func (s *served) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if c := s.cert.Load(); c != nil {
+		return c, nil
+	}
+	return nil, errNoCertificate
+}
+
+func (s *served) Check(*http.Request) error {
+	c := s.cert.Load()
+	if c == nil {
+		return errNoCertificate
+	}
+	if now := time.Now(); expired(c.Leaf, now) {
+		return fmt.Errorf("webhook serving certificate expired at %s", c.Leaf.NotAfter.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// set serves cert from the next handshake on, and counts and logs the change
+// unless cert is the one already served. cert.Leaf must be set.
+func (s *served) set(cert *tls.Certificate, log logr.Logger) {
+	old := s.cert.Load()
+	if old != nil && bytes.Equal(old.Certificate[0], cert.Certificate[0]) {
+		return
+	}
+	s.cert.Store(cert)
+	metrics.WebhookCertExpiry.Set(float64(cert.Leaf.NotAfter.Unix()))
+	leaf := cert.Leaf
+	if old == nil {
+		log.Info("webhook serving certificate loaded", "serial", leaf.SerialNumber.Text(16), "issuer", leaf.Issuer.CommonName, "notAfter", leaf.NotAfter)
+		return
+	}
+	metrics.WebhookCertRotations.Inc()
+	log.Info("webhook serving certificate rotated", "serial", leaf.SerialNumber.Text(16), "issuer", leaf.Issuer.CommonName,
+		"notAfter", leaf.NotAfter, "previousSerial", old.Leaf.SerialNumber.Text(16), "previousIssuer", old.Leaf.Issuer.CommonName)
+}
