@@ -110,13 +110,12 @@ func (s *served) set(cert *tls.Certificate, log logr.Logger) {
 		return
 	}
 	s.cert.Store(cert)
-	metrics.WebhookCertExpiry.Set(float64(cert.Leaf.NotAfter.Unix()))
+	metrics.SetWebhookCertificate(cert.Leaf.NotAfter, old != nil)
 	leaf := cert.Leaf
 	if old == nil {
 		log.Info("webhook serving certificate loaded", "serial", leaf.SerialNumber.Text(16), "issuer", leaf.Issuer.CommonName, "notAfter", leaf.NotAfter)
 		return
 	}
-	metrics.WebhookCertRotations.Inc()
 	log.Info("webhook serving certificate rotated", "serial", leaf.SerialNumber.Text(16), "issuer", leaf.Issuer.CommonName,
 		"notAfter", leaf.NotAfter, "previousSerial", old.Leaf.SerialNumber.Text(16), "previousIssuer", old.Leaf.Issuer.CommonName)
 }
