@@ -137,6 +137,11 @@ type Prometheus struct {
 // (prometheus.log) and TSDB in dir. It returns once /-/ready answers. A zero
 // scrapeInterval means DefaultScrapeInterval. The process dies with the test
 // binary; Stop it when done.
+//
+// The first scrape comes about 5 s after the start, not one interval: this
+// Prometheus hands discovered targets to its scrapers at most every 5 s, and
+// does so at startup too. Use WaitTargetsUp or WaitForValue, not the interval,
+// to know that a value was scraped.
 func StartPrometheus(ctx context.Context, binary, dir string, targets []string, scrapeInterval time.Duration, options ...PrometheusOption) (*Prometheus, error) {
 	var opts prometheusOptions
 	for _, o := range options {
@@ -223,8 +228,11 @@ func (p *Prometheus) Running() bool {
 }
 
 // Start starts a stopped server again, on the same port and with the same
-// TSDB, and waits until it is ready. Samples scraped before the stop are kept.
-// Starting a running server is an error.
+// TSDB, and waits until it is ready. Samples scraped before the stop are kept,
+// and instant queries return the last of them (Prometheus looks back 5 min)
+// until scraping resumes, about 5 s after the start: a test that needs a fresh
+// value changes it while the server is down and waits for it. Starting a
+// running server is an error.
 func (p *Prometheus) Start(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -21,7 +21,8 @@ import (
 // These tests run the real Prometheus that the metric-gated e2e specs use,
 // against an Exporter, so that what those specs rely on (a set value becomes
 // visible, a stopped server refuses connections, bad credentials get 401) is
-// proved here once.
+// proved here once. Each test has its own exporter and server, so they run in
+// parallel: they spend their time waiting for scrapes.
 
 // prometheusForTest returns the installed binary, or skips the test when it is
 // not installed, saying how to install it. Under CI (CI set, as .ci/run has
@@ -62,6 +63,7 @@ func startScraped(t *testing.T, ctx context.Context, options ...PrometheusOption
 }
 
 func TestPrometheusSeesWhatTheExporterSets(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	exporter, prom := startScraped(t, ctx)
@@ -115,6 +117,7 @@ func TestPrometheusSeesWhatTheExporterSets(t *testing.T) {
 }
 
 func TestPrometheusStopRefusesQueriesAndStartResumes(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	exporter, prom := startScraped(t, ctx)
@@ -163,6 +166,7 @@ func TestPrometheusStopRefusesQueriesAndStartResumes(t *testing.T) {
 }
 
 func TestPrometheusBasicAuth(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	exporter, prom := startScraped(t, ctx, WithBasicAuth())
