@@ -86,6 +86,22 @@ type RolloutGroupSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	ProgressDeadline *metav1.Duration `json:"progressDeadline,omitempty"`
+
+	// analysis gates the rollout on Prometheus queries: after every batch of
+	// pods, or after each member completes and before the next starts. A failed
+	// gate triggers spec.onFailure. Without analysis nothing is gated.
+	// +optional
+	Analysis *RolloutAnalysis `json:"analysis,omitempty"`
+
+	// onFailure is what a failed analysis gate does: Pause (default) holds the
+	// group, deleting no pod, until the templates change or the user retries or
+	// skips the gate; Rollback restores the template of the stable revision on
+	// every member that moved and rolls the updated pods back, most recently
+	// rolled member first, under the same guarantees as a rollout. The
+	// echelon.dev/abort annotation rolls back whatever this says.
+	// +optional
+	// +kubebuilder:default=Pause
+	OnFailure FailurePolicy `json:"onFailure,omitempty"`
 }
 
 // RolloutMember is one StatefulSet of a RolloutGroup.
@@ -107,7 +123,7 @@ type RolloutMember struct {
 
 // RolloutPhase summarises what a RolloutGroup is doing. One table in the
 // controller decides the phase and the conditions together, so they agree.
-// +kubebuilder:validation:Enum=Complete;Progressing;Waiting;Paused;Blocked;Stalled
+// +kubebuilder:validation:Enum=Complete;Progressing;Waiting;Paused;Blocked;Stalled;Analyzing;Failed
 type RolloutPhase string
 
 const (
@@ -132,6 +148,15 @@ const (
 	// PhaseStalled: the rollout made no progress within spec.progressDeadline.
 	// It goes on; the phase says someone should look.
 	PhaseStalled RolloutPhase = "Stalled"
+	// PhaseAnalyzing: an analysis gate is being evaluated (its checks run, or
+	// the member soaks); no pod is deleted until it passes.
+	PhaseAnalyzing RolloutPhase = "Analyzing"
+	// PhaseFailed: an analysis gate failed or an abort was requested. With
+	// onFailure Pause the group holds; after a rollback it shows Failed once
+	// every member runs its stable revision again. Either way it stays Failed,
+	// deleting no pod, until the StatefulSet templates change to a new
+	// revision or the user retries (echelon.dev/retry).
+	PhaseFailed RolloutPhase = "Failed"
 )
 
 // MemberPhase summarises the state of one member StatefulSet.
@@ -211,6 +236,28 @@ const (
 	ReasonGroupDeleting = "GroupDeleting"
 	// ReasonInvalidSpec: the spec cannot be applied (for example a bad selector).
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonWaitingForAnalysis: phase Analyzing; the gate's checks run.
+	ReasonWaitingForAnalysis = "WaitingForAnalysis"
+	// ReasonSoaking: phase Analyzing; the gate's checks passed and the member
+	// soaks until spec.analysis.soakTime is over.
+	ReasonSoaking = "Soaking"
+	// ReasonAnalysisFailed: phase Failed; a check did not meet its condition
+	// failureThreshold times in a row.
+	ReasonAnalysisFailed = "AnalysisFailed"
+	// ReasonAnalysisError: phase Failed; a check's query failed errorThreshold
+	// times in a row (Prometheus unreachable, bad PromQL, credentials refused).
+	ReasonAnalysisError = "AnalysisError"
+	// ReasonAborted: phase Failed; the user asked for a rollback with the
+	// echelon.dev/abort annotation.
+	ReasonAborted = "Aborted"
+	// ReasonRollingBack: phase Progressing; after a failure or an abort, the
+	// templates of the stable revisions are restored and the updated pods are
+	// rolled back, most recently rolled member first.
+	ReasonRollingBack = "RollingBack"
+	// ReasonRollbackFailed: phase Failed; a member's template could not be
+	// restored (its stable ControllerRevision is gone). Nothing is deleted until
+	// the template is restored by hand or the user retries.
+	ReasonRollbackFailed = "RollbackFailed"
 )
 
 // MemberStatus is the observed state of one member StatefulSet.
@@ -233,6 +280,15 @@ type MemberStatus struct {
 	// updateRevision is the revision every pod is rolled to.
 	// +optional
 	UpdateRevision string `json:"updateRevision,omitempty"`
+	// stableRevision is the revision every pod of the member ran when the
+	// current (or last) rollout began: its last complete revision, and the
+	// revision a rollback restores. Between rollouts it is the update revision.
+	// +optional
+	StableRevision string `json:"stableRevision,omitempty"`
+	// gatePassedRevision is the update revision whose AfterMember gate this
+	// member passed in the current rollout.
+	// +optional
+	GatePassedRevision string `json:"gatePassedRevision,omitempty"`
 	// phase summarises this member.
 	Phase MemberPhase `json:"phase"`
 	// message says why the member is blocked or waiting.
@@ -287,6 +343,9 @@ type RolloutGroupStatus struct {
 	// podsRolled counts pods deleted for update during the current (or last) rollout.
 	// +optional
 	PodsRolled int32 `json:"podsRolled,omitempty"`
+	// analysis is the state of spec.analysis gates, failures and rollbacks.
+	// +optional
+	Analysis *AnalysisStatus `json:"analysis,omitempty"`
 	// conditions: Ready, Progressing, Paused.
 	// +optional
 	// +listType=map

@@ -1,0 +1,162 @@
+package analysis
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// DefaultTimeout bounds a query when the spec sets no timeout.
+const DefaultTimeout = 10 * time.Second
+
+// Querier runs instant queries.
+type Querier interface {
+	// Query runs an instant query evaluated at the given time and returns its
+	// samples: the series of an instant vector, or one sample for a scalar.
+	Query(ctx context.Context, query string, at time.Time) ([]Sample, error)
+}
+
+// PrometheusConfig says how to reach a Prometheus server.
+type PrometheusConfig struct {
+	// Address is the base URL of the HTTP API, without /api/v1.
+	Address string
+	// BearerToken, when set, is sent as "Authorization: Bearer <token>".
+	BearerToken string
+	// Username and Password, when Username is set and BearerToken is not, are
+	// sent as basic authentication.
+	Username string
+	Password string
+	// CAPEM holds the PEM certificates of the authorities that sign the
+	// server's certificate; the system's pool when empty.
+	CAPEM              []byte
+	InsecureSkipVerify bool
+	ServerName         string
+	// Timeout bounds each query (DefaultTimeout when zero); Prometheus is told
+	// too, so it stops evaluating.
+	Timeout time.Duration
+}
+
+// prometheusQuerier queries through client_golang's Prometheus API client.
+type prometheusQuerier struct {
+	address string
+	api     promv1.API
+	timeout time.Duration
+}
+
+// NewPrometheus returns a Querier for the server cfg describes. It keeps its
+// connections open between queries.
+func NewPrometheus(cfg PrometheusConfig) (Querier, error) {
+	transport, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return nil, errors.New("http.DefaultTransport is not an *http.Transport")
+	}
+	transport = transport.Clone()
+	tlsConfig := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: cfg.InsecureSkipVerify, //nolint:gosec // the user's explicit choice, documented as for tests only
+		ServerName:         cfg.ServerName,
+	}
+	if len(cfg.CAPEM) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(cfg.CAPEM) {
+			return nil, errors.New("the CA Secret holds no PEM certificate")
+		}
+		tlsConfig.RootCAs = pool
+	}
+	transport.TLSClientConfig = tlsConfig
+	var rt http.RoundTripper = transport
+	switch {
+	case cfg.BearerToken != "":
+		rt = authRoundTripper{next: rt, set: func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+cfg.BearerToken) }}
+	case cfg.Username != "":
+		rt = authRoundTripper{next: rt, set: func(r *http.Request) { r.SetBasicAuth(cfg.Username, cfg.Password) }}
+	}
+	client, err := api.NewClient(api.Config{Address: cfg.Address, RoundTripper: rt})
+	if err != nil {
+		return nil, fmt.Errorf("prometheus address %q: %w", cfg.Address, err)
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &prometheusQuerier{address: cfg.Address, api: promv1.NewAPI(client), timeout: timeout}, nil
+}
+
+// authRoundTripper sets the credentials on a copy of each request.
+type authRoundTripper struct {
+	next http.RoundTripper
+	set  func(*http.Request)
+}
+
+func (a authRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	a.set(r)
+	return a.next.RoundTrip(r)
+}
+
+// Query runs an instant query, bounded by the configured timeout.
+func (q *prometheusQuerier) Query(ctx context.Context, query string, at time.Time) ([]Sample, error) {
+	ctx, cancel := context.WithTimeout(ctx, q.timeout)
+	defer cancel()
+	value, _, _, err := q.api.Query(ctx, query, at, promv1.WithTimeout(q.timeout))
+	if err != nil {
+		return nil, q.explain(ctx, err)
+	}
+	return samplesOf(value)
+}
+
+// explain rewords client_golang's errors so that status says what went wrong.
+func (q *prometheusQuerier) explain(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("query to %s timed out after %s", q.address, q.timeout)
+	}
+	var apiErr *promv1.Error
+	if errors.As(err, &apiErr) {
+		switch {
+		case apiErr.Type == promv1.ErrBadData:
+			return fmt.Errorf("Prometheus refused the query (bad PromQL): %s", apiErr.Msg)
+		case apiErr.Msg == "client error: 401":
+			return fmt.Errorf("Prometheus at %s refused the credentials (HTTP 401 Unauthorized); check spec.analysis.prometheus.authSecretRef", q.address)
+		case apiErr.Msg == "client error: 403":
+			return fmt.Errorf("Prometheus at %s denied the query (HTTP 403 Forbidden); check spec.analysis.prometheus.authSecretRef", q.address)
+		}
+		detail := strings.TrimSpace(apiErr.Detail)
+		if len(detail) > 200 {
+			detail = detail[:200] + "..."
+		}
+		if detail != "" {
+			return fmt.Errorf("Prometheus at %s: %s: %s (%s)", q.address, apiErr.Type, apiErr.Msg, detail)
+		}
+		return fmt.Errorf("Prometheus at %s: %s: %s", q.address, apiErr.Type, apiErr.Msg)
+	}
+	return fmt.Errorf("query Prometheus at %s: %w", q.address, err)
+}
+
+// samplesOf turns an instant query's result into samples. A range vector or a
+// string is refused: a check needs numbers at one instant.
+func samplesOf(v model.Value) ([]Sample, error) {
+	switch r := v.(type) {
+	case model.Vector:
+		samples := make([]Sample, 0, len(r))
+		for _, s := range r {
+			samples = append(samples, Sample{Metric: s.Metric.String(), Value: float64(s.Value)})
+		}
+		return samples, nil
+	case *model.Scalar:
+		return []Sample{{Value: float64(r.Value)}}, nil
+	case model.Matrix:
+		return nil, errors.New("the query returns a range vector; a check needs an instant vector or a scalar (drop the [range] selector or wrap it in a function such as rate())")
+	case nil:
+		return nil, errors.New("Prometheus returned no result")
+	}
+	return nil, fmt.Errorf("the query returns a %s; a check needs an instant vector or a scalar", v.Type())
+}
