@@ -28,6 +28,7 @@ type Files struct {
 	mu      sync.Mutex
 	watcher *certwatcher.CertWatcher
 	log     logr.Logger
+	loadMu  sync.Mutex
 }
 
 // NewFiles returns a Provider of the certificate in certFile and its key in
@@ -49,18 +50,22 @@ func (f *Files) Bootstrap(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("webhook certificate from --tls-cert-file=%s and --tls-key-file=%s: %w", f.certFile, f.keyFile, err)
 	}
-	w = w.WithWatchInterval(filesPollInterval)
-	// The callback runs in a goroutine of its own per change, so two quick
-	// changes may call it out of order: it serves what the watcher holds now
-	// rather than the certificate it was called with.
-	w.RegisterCallback(func(tls.Certificate) { f.load() })
-	f.watcher = w
+	f.watcher = w.WithWatchInterval(filesPollInterval)
+	// The watcher calls back in a goroutine of its own per change, so two
+	// quick changes may call it out of order; and once at registration, with
+	// its lock held. The callback therefore serves what the watcher holds
+	// when it runs, from a goroutine of its own, rather than the certificate
+	// it was given.
+	w.RegisterCallback(func(tls.Certificate) { go f.load() })
 	f.load()
 	return nil
 }
 
-// load serves the watcher's current certificate.
+// load serves the watcher's current certificate. Loads run one at a time, so
+// the last to run serves the latest certificate.
 func (f *Files) load() {
+	f.loadMu.Lock()
+	defer f.loadMu.Unlock()
 	cert, err := f.watcher.GetCertificate(nil)
 	if err != nil || cert == nil {
 		return
