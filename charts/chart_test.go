@@ -84,13 +84,13 @@ func TestDefaults(t *testing.T) {
 	if !hasEnvFromField(c.Env, "POD_NAMESPACE", "metadata.namespace") {
 		t.Errorf("env %+v: want POD_NAMESPACE from the downward API (metadata.namespace)", c.Env)
 	}
-	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8001 {
-		t.Errorf("ports = %+v, want http:8001", c.Ports)
+	if len(c.Ports) != 2 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8001 || c.Ports[1].Name != "webhook" || c.Ports[1].ContainerPort != 8443 {
+		t.Errorf("ports = %+v, want http:8001 and webhook:8443", c.Ports)
 	}
 	assertProbe(t, "liveness", c.LivenessProbe, "/healthz")
 	assertProbe(t, "readiness", c.ReadinessProbe, "/ready")
 
-	svc := one[corev1.Service](m, "Service")
+	svc := service(t, m, "echelon-metrics")
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8001 || svc.Spec.Ports[0].TargetPort.String() != "http" {
 		t.Errorf("metrics Service ports = %+v, want 8001 -> http", svc.Spec.Ports)
 	}
@@ -131,6 +131,7 @@ func TestDefaults(t *testing.T) {
 	}
 	assertBinding(t, crb.RoleRef, crb.Subjects, "ClusterRole", cr.Name, sa)
 	assertLeaderElectionRBAC(t, m, sa, opts.LeaderElectionID)
+	assertWebhookCertRBAC(t, m, opts.Webhook.CertSecret)
 
 	assertCRDs(t, m, true)
 }
@@ -275,6 +276,15 @@ func TestSchemaRejects(t *testing.T) {
 		{"aggregated roles switch", "rbac.aggregateToDefaultRoles=maybe", "at '/rbac/aggregateToDefaultRoles'"},
 		{"pod address mode", "podAddress=dns", "at '/podAddress'"},
 		{"cluster domain", "clusterDomain=Cluster_Local", "at '/clusterDomain'"},
+		{"webhook failure policies", "webhooks.noDownscale.failurePolicy=Deny", "at '/webhooks/noDownscale/failurePolicy'"},
+		{"webhook timeout at most 30s", "webhooks.timeoutSeconds=31", "at '/webhooks/timeoutSeconds'"},
+		{"webhook port", "webhooks.port=0", "at '/webhooks/port'"},
+		{"certificate modes", "webhooks.certificates.mode=vault", "at '/webhooks/certificates/mode'"},
+		{"unknown webhook keys", "webhooks.noDownscale.enabled=false", "additional properties 'enabled' not allowed"},
+		{"namespace selector keys", "webhooks.namespaceSelector.matchLabel.a=b", "at '/webhooks/namespaceSelector'"},
+		{"self-signed validity", "webhooks.certificates.selfSigned.certValidity=1y", "at '/webhooks/certificates/selfSigned/certValidity'"},
+		{"issuerRef needs a name", "webhooks.certificates.certManager.issuerRef.kind=ClusterIssuer", "at '/webhooks/certificates/certManager/issuerRef'"},
+		{"caBundle is base64", "webhooks.certificates.secret.caBundle=-----BEGIN", "at '/webhooks/certificates/secret/caBundle'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -308,8 +318,8 @@ func TestSingleReplica(t *testing.T) {
 		if n := m.count("PodDisruptionBudget"); n != 0 {
 			t.Errorf("%d PodDisruptionBudgets for one replica, want none: it would block node drains", n)
 		}
-		if n := len(rolesIn(m, releaseNamespace)); n != 0 {
-			t.Errorf("leader election off but %d Lease rules in the release namespace", n)
+		if perms := permissions(rolesIn(m, releaseNamespace)); slices.ContainsFunc(perms, func(p string) bool { return strings.Contains(p, " leases ") }) {
+			t.Errorf("leader election off but the release namespace grants %v", perms)
 		}
 	})
 }
@@ -346,7 +356,7 @@ func TestServiceMonitor(t *testing.T) {
 	if sm.Metadata.Labels["release"] != "prometheus" {
 		t.Errorf("ServiceMonitor labels %v lack serviceMonitor.labels", sm.Metadata.Labels)
 	}
-	svc := one[corev1.Service](m, "Service")
+	svc := service(t, m, "echelon-metrics")
 	if !selects(sm.Spec.Selector.MatchLabels, svc.Labels) {
 		t.Errorf("ServiceMonitor selector %v does not select the metrics Service labels %v", sm.Spec.Selector.MatchLabels, svc.Labels)
 	}
@@ -403,7 +413,7 @@ func TestValuesMatrix(t *testing.T) {
 	if err != nil || len(valueFiles) < 3 {
 		t.Fatalf("ci/*-values.yaml: %v (%d files, want at least namespaced, monitoring and production)", err, len(valueFiles))
 	}
-	clusterScoped := []string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+	clusterScoped := []string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}
 	for _, values := range valueFiles {
 		t.Run(strings.TrimSuffix(filepath.Base(values), "-values.yaml"), func(t *testing.T) {
 			t.Parallel()
@@ -412,6 +422,7 @@ func TestValuesMatrix(t *testing.T) {
 			pod := deploy.Spec.Template.Spec
 			opts := parseArgs(t, pod.Containers[0].Args)
 			assertSecure(t, pod.SecurityContext, pod.Containers[0].SecurityContext)
+			assertWebhookWiring(t, m, opts)
 			for _, obj := range m.objs {
 				kind, _ := obj["kind"].(string)
 				meta, _ := obj["metadata"].(map[string]any)

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -150,16 +151,18 @@ func render(t testing.TB, args ...string) manifest {
 // typedKinds are decoded strictly into their Go types, so that a misspelt or
 // misplaced field in a template fails here rather than at the API server.
 var typedKinds = map[string]func() any{
-	"Deployment":               func() any { return &appsv1.Deployment{} },
-	"ServiceAccount":           func() any { return &corev1.ServiceAccount{} },
-	"Service":                  func() any { return &corev1.Service{} },
-	"ClusterRole":              func() any { return &rbacv1.ClusterRole{} },
-	"ClusterRoleBinding":       func() any { return &rbacv1.ClusterRoleBinding{} },
-	"Role":                     func() any { return &rbacv1.Role{} },
-	"RoleBinding":              func() any { return &rbacv1.RoleBinding{} },
-	"PodDisruptionBudget":      func() any { return &policyv1.PodDisruptionBudget{} },
-	"ConfigMap":                func() any { return &corev1.ConfigMap{} },
-	"CustomResourceDefinition": func() any { return &apiextensionsv1.CustomResourceDefinition{} },
+	"Deployment":                     func() any { return &appsv1.Deployment{} },
+	"ServiceAccount":                 func() any { return &corev1.ServiceAccount{} },
+	"Service":                        func() any { return &corev1.Service{} },
+	"ClusterRole":                    func() any { return &rbacv1.ClusterRole{} },
+	"ClusterRoleBinding":             func() any { return &rbacv1.ClusterRoleBinding{} },
+	"Role":                           func() any { return &rbacv1.Role{} },
+	"RoleBinding":                    func() any { return &rbacv1.RoleBinding{} },
+	"PodDisruptionBudget":            func() any { return &policyv1.PodDisruptionBudget{} },
+	"ConfigMap":                      func() any { return &corev1.ConfigMap{} },
+	"ValidatingWebhookConfiguration": func() any { return &admissionregistrationv1.ValidatingWebhookConfiguration{} },
+	"MutatingWebhookConfiguration":   func() any { return &admissionregistrationv1.MutatingWebhookConfiguration{} },
+	"CustomResourceDefinition":       func() any { return &apiextensionsv1.CustomResourceDefinition{} },
 }
 
 func (m manifest) checkTyped() {

@@ -105,10 +105,8 @@ func TestPrometheusRule(t *testing.T) {
 	if !slices.Equal(names, wantAlerts) {
 		t.Errorf("alerts %v, want %v", names, wantAlerts)
 	}
-	svc := one[corev1.Service](render(t), "Service")
-	if svc.Name != "echelon-metrics" {
-		t.Errorf("metrics Service %q: the alerts' default job selector assumes echelon-metrics", svc.Name)
-	}
+	// The alerts' default job selector assumes the metrics Service's name.
+	service(t, render(t), "echelon-metrics")
 
 	t.Run("values", func(t *testing.T) {
 		t.Parallel()

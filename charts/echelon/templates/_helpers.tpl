@@ -93,6 +93,20 @@ until a feature uses them.
 - --kube-api-burst={{ .Values.kubeAPI.burst }}
 - --log-format={{ .Values.logging.format }}
 - --log-level={{ .Values.logging.level }}
+{{- if .Values.webhooks.enabled }}
+- --webhook-port={{ .Values.webhooks.port }}
+{{- if eq .Values.webhooks.certificates.mode "selfSigned" }}
+- --webhook-cert-secret={{ include "echelon.webhookSecretName" . }}
+- --webhook-service={{ include "echelon.webhookServiceName" . }}
+- --webhook-cert-validity={{ .Values.webhooks.certificates.selfSigned.certValidity }}
+- --webhook-ca-validity={{ .Values.webhooks.certificates.selfSigned.caValidity }}
+{{- else }}
+- --tls-cert-file={{ include "echelon.webhookCertDir" . }}/tls.crt
+- --tls-key-file={{ include "echelon.webhookCertDir" . }}/tls.key
+{{- end }}
+{{- else }}
+- --webhook-port=0
+{{- end }}
 {{- range .Values.extraArgs }}
 - {{ . }}
 {{- end }}
@@ -105,6 +119,67 @@ cannot express clearly. Its output is empty.
 {{- define "echelon.validate" -}}
 {{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) }}
 {{- fail (printf "replicas=%d needs leaderElection.enabled=true: without a leader, every replica would roll pods at once" (int .Values.replicas)) }}
+{{- end }}
+{{- if and .Values.webhooks.enabled (eq .Values.webhooks.certificates.mode "secret") }}
+{{- if not .Values.webhooks.certificates.secret.name }}
+{{- fail "webhooks.certificates.mode=secret needs webhooks.certificates.secret.name: the Secret (tls.crt, tls.key) the webhook server serves" }}
+{{- end }}
+{{- if not .Values.webhooks.certificates.secret.caBundle }}
+{{- fail "webhooks.certificates.mode=secret needs webhooks.certificates.secret.caBundle: the base64 PEM of the CA that signed the Secret's certificate, which the API server must trust" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Webhook names. The Service and the Secret names are also the operator's
+--webhook-service and --webhook-cert-secret; for a release "echelon" they are
+the binary's defaults. The full name is cut so that each stays a valid
+Service name (63 characters).
+*/}}
+{{- define "echelon.webhookServiceName" -}}
+{{- printf "%s-webhook" (include "echelon.fullname" . | trunc 55 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "echelon.webhookSecretName" -}}
+{{- if eq .Values.webhooks.certificates.mode "secret" }}
+{{- .Values.webhooks.certificates.secret.name }}
+{{- else if eq .Values.webhooks.certificates.mode "selfSigned" }}
+{{- default (printf "%s-webhook-tls" (include "echelon.fullname" . | trunc 51 | trimSuffix "-")) .Values.webhooks.certificates.selfSigned.secretName }}
+{{- else }}
+{{- printf "%s-webhook-tls" (include "echelon.fullname" . | trunc 51 | trimSuffix "-") }}
+{{- end }}
+{{- end }}
+
+{{/*
+echelon.webhookCertDir is where the certManager and secret modes mount the
+serving certificate's Secret; the operator reloads the files when the kubelet
+updates them after a renewal.
+*/}}
+{{- define "echelon.webhookCertDir" -}}
+/etc/echelon/webhook-tls
+{{- end }}
+
+{{/*
+echelon.webhookNamespaceSelector is webhooks.namespaceSelector, or by default
+every namespace but kube-system and the release's (whose Deployment must stay
+scalable while no replica answers), and with watchNamespaces only those: the
+operator sees no ScalingPolicy elsewhere, so calling it there could only
+refuse requests while it is down.
+*/}}
+{{- define "echelon.webhookNamespaceSelector" -}}
+{{- if .Values.webhooks.namespaceSelector }}
+{{- toYaml .Values.webhooks.namespaceSelector }}
+{{- else -}}
+matchExpressions:
+  - key: kubernetes.io/metadata.name
+    operator: NotIn
+    values: [kube-system, {{ .Release.Namespace | quote }}]
+  {{- with .Values.watchNamespaces }}
+  - key: kubernetes.io/metadata.name
+    operator: In
+    values:
+      {{- toYaml . | nindent 6 }}
+  {{- end }}
 {{- end }}
 {{- end }}
 
