@@ -8,6 +8,7 @@ package charts
 
 import (
 	"context"
+	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,15 @@ func TestInstall(t *testing.T) {
 		}
 	}
 	assertMayHoldLease(t, c, operator, "echelon-system", "echelon")
+	for _, verb := range []string{"create", "get", "list", "watch", "update"} {
+		a := authorizationv1.ResourceAttributes{Namespace: "echelon-system", Resource: "secrets", Verb: verb, Name: "echelon-webhook-tls"}
+		if verb == "create" {
+			a.Name = ""
+		}
+		if !allowed(t, c, operator, a) {
+			t.Errorf("operator may not %s: it could not keep its self-signed webhook certificate", describe(a))
+		}
+	}
 	assertNamespaceUsersManageRolloutGroups(t, cp)
 
 	// The operator as the install runs it (its flags, environment and
@@ -103,6 +113,11 @@ func TestInstall(t *testing.T) {
 		t.Fatalf("%v\n%s", err, op.LogTail(40))
 	}
 	if err := installed.Scale(ctx, c, "rollout", "scaled"); err != nil {
+		t.Fatalf("%v\n%s", err, op.LogTail(40))
+	}
+	// The API server calls the installed webhooks, at the Service's paths,
+	// trusting the CA the operator injected into the labelled configurations.
+	if err := installed.GuardDownscales(ctx, c, "rollout", "guard"); err != nil {
 		t.Fatalf("%v\n%s", err, op.LogTail(40))
 	}
 	scrape, err := op.Metrics()
@@ -168,6 +183,35 @@ func TestInstall(t *testing.T) {
 	deletePods := authorizationv1.ResourceAttributes{Namespace: "team-b", Verb: "delete", Resource: "pods"}
 	if allowed(t, c, operator, deletePods) {
 		t.Errorf("after removing team-b from watchNamespaces the operator may still %s", describe(deletePods))
+	}
+	helm("uninstall", "scoped", "--namespace", "echelon-scoped", "--wait")
+
+	// A webhook certificate the user provides: the operator serves the
+	// mounted Secret's files, and the API server trusts the values' caBundle.
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "echelon-provided"}}); err != nil {
+		t.Fatal(err)
+	}
+	secret, caPEM, err := installed.ProvidedWebhookSecret("echelon-provided", "provided-webhook-tls", "provided-echelon-webhook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	helm("install", "provided", chartDir, "--namespace", "echelon-provided", "--wait", "--timeout", "2m",
+		"--set", "crds.enabled=false", "--set", "webhooks.certificates.mode=secret",
+		"--set", "webhooks.certificates.secret.name=provided-webhook-tls",
+		"--set", "webhooks.certificates.secret.caBundle="+base64.StdEncoding.EncodeToString(caPEM))
+	operator = serviceAccountUser("echelon-provided", "provided-echelon")
+	if allowed(t, c, operator, authorizationv1.ResourceAttributes{Namespace: "echelon-provided", Verb: "get", Resource: "secrets", Name: "provided-webhook-tls"}) {
+		t.Error("with a provided certificate the operator may still read Secrets: it needs none")
+	}
+	op = installed.Run(t, cp, "echelon-provided", "provided-echelon")
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "provided"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := installed.GuardDownscales(ctx, c, "provided", "guard"); err != nil {
+		t.Fatalf("%v\n%s", err, op.LogTail(40))
 	}
 }
 

@@ -74,6 +74,12 @@ type Operator struct {
 	Args []string
 	// ServiceAccount it authenticates as.
 	ServiceAccount string
+	// WebhookPort is the loopback port it serves the admission webhooks on;
+	// 0 when the Deployment turns the webhook server off.
+	WebhookPort int
+	// instance is the Deployment's app.kubernetes.io/instance label, which
+	// the installation's webhook configurations carry too.
+	instance string
 	// Operator is the process: its HTTP port (/metrics, /healthz and /ready on
 	// 127.0.0.1), readiness, log and signals.
 	*framework.Operator
@@ -83,8 +89,11 @@ type Operator struct {
 // the binary as one of its pods would run: the operator container's arguments
 // and environment (downward-API fields resolved), authenticated by a token of
 // the pod's ServiceAccount. Only the HTTP address differs, since the process
-// shares this machine with others: it listens on a free port of 127.0.0.1. The
-// process is stopped when the test ends, and its log printed if the test failed.
+// shares this machine with others: it listens on a free port of 127.0.0.1, and
+// so does its webhook server (see RouteWebhooks), whose certificate files, in
+// the chart's certManager and secret modes, are read from their Secret as the
+// kubelet would mount them. The process is stopped when the test ends, and its
+// log printed if the test failed.
 func StartFromDeployment(t controlplane.TB, admin *rest.Config, binary, namespace, name string) (*Operator, error) {
 	t.Helper()
 	ctx := context.Background()
@@ -120,16 +129,25 @@ func StartFromDeployment(t controlplane.TB, admin *rest.Config, binary, namespac
 	if err != nil {
 		return nil, err
 	}
-	args := append(append([]string(nil), container.Args...),
+	args, err := mountSecretVolumes(ctx, cs, deploy, container, container.Args, dir)
+	if err != nil {
+		return nil, err
+	}
+	webhookPort, webhookArgs, err := webhookFlags(args)
+	if err != nil {
+		return nil, err
+	}
+	args = append(append(args,
 		"--kubeconfig="+kubeconfig,
 		"--http-port="+strconv.Itoa(port),
 		"--http-bind-host=127.0.0.1",
-	)
+	), webhookArgs...)
 	proc, err := framework.StartProcess(framework.Process{Name: "echelon-" + namespace, Binary: binary, Args: args, Env: env, LogDir: dir, HTTPPort: port})
 	if err != nil {
 		return nil, err
 	}
-	op := &Operator{Namespace: namespace, Deployment: name, Args: args, ServiceAccount: sa, Operator: proc}
+	op := &Operator{Namespace: namespace, Deployment: name, Args: args, ServiceAccount: sa, WebhookPort: webhookPort,
+		instance: deploy.Labels[instanceLabel], Operator: proc}
 	t.Cleanup(func() {
 		op.Stop()
 		if t.Failed() {
@@ -240,8 +258,9 @@ func (o *Operator) Stop() { _ = o.Operator.Stop(stopGrace) }
 const startTimeout = 2 * time.Minute
 
 // Run builds the binary (once), starts it from the Deployment namespace/name
-// of the control plane (StartFromDeployment) and waits until it is ready and
-// holds its leader Lease, failing the test otherwise.
+// of the control plane (StartFromDeployment), waits until it is ready and
+// holds its leader Lease, and sends the installation's webhooks to it
+// (RouteWebhooks), failing the test otherwise.
 func Run(t controlplane.TB, cp *controlplane.ControlPlane, namespace, name string) *Operator {
 	t.Helper()
 	binary, err := Binary()
@@ -259,6 +278,13 @@ func Run(t controlplane.TB, cp *controlplane.ControlPlane, namespace, name strin
 	}
 	if err := op.WaitLeader(ctx); err != nil {
 		t.Fatalf("operator from %s/%s never took its leader Lease (its Lease RBAC, POD_NAMESPACE?): %v\n%s", namespace, name, err, op.LogTail(40))
+	}
+	cs, err := kubernetes.NewForConfig(cp.Config())
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	if err := op.RouteWebhooks(ctx, cs); err != nil {
+		t.Fatalf("operator from %s/%s: %v", namespace, name, err)
 	}
 	return op
 }
