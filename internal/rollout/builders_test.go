@@ -254,6 +254,18 @@ func (b *memberBuilder) ClaimedBy(groups ...string) *memberBuilder {
 	return b
 }
 
+// Stable sets the revision the member's pods ran when the rollout began.
+func (b *memberBuilder) Stable(rev string) *memberBuilder {
+	b.m.StableRevision = rev
+	return b
+}
+
+// GatePassed records that the member passed its AfterMember gate for rev.
+func (b *memberBuilder) GatePassed(rev string) *memberBuilder {
+	b.m.GatePassedRevision = rev
+	return b
+}
+
 func (b *memberBuilder) Obj() Member {
 	return b.m
 }

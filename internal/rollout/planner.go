@@ -33,6 +33,22 @@ type Member struct {
 	MaxUnavailable *intstr.IntOrString
 	// ClaimedBy names the other RolloutGroups that also claim this StatefulSet.
 	ClaimedBy []string
+	// StableRevision is the revision every pod ran when the rollout began, ""
+	// when unknown: the revision a rollback returns to. A member whose update
+	// revision differs from it has moved in this rollout.
+	StableRevision string
+	// GatePassedRevision is the update revision whose AfterMember gate the
+	// member passed in this rollout.
+	GatePassedRevision string
+}
+
+// Hold stops every deletion and says why: an analysis gate is pending or
+// failed, or a rollback waits for its templates.
+type Hold struct {
+	// Reason is a v1alpha1.Reason* constant.
+	Reason string
+	// Message explains the hold.
+	Message string
 }
 
 // Input is everything the planner looks at.
@@ -56,6 +72,18 @@ type Input struct {
 	// terminating.
 	Deleting sets.Set[types.UID]
 	Now      time.Time
+
+	// Hold, when set, deletes nothing: an analysis gate is pending or failed.
+	Hold *Hold
+	// MemberGates turns on AfterMember gates: a member that moved (update
+	// revision differs from its known stable revision) and is whole, but has not
+	// passed its gate for that revision, holds every deletion until it does;
+	// the plan names it in GateDue.
+	MemberGates bool
+	// RollingBack orders the members most recently rolled first, and deletes
+	// pods only of members whose update revision is their stable revision
+	// again (their template restored), so that nothing rolls forward.
+	RollingBack bool
 }
 
 // MemberState is what the planner computed for one member.
@@ -81,9 +109,26 @@ type MemberState struct {
 	// Outdated are the live pods (not terminating) that need the update revision.
 	Outdated []*corev1.Pod
 	// ToRoll counts the wanted pods, terminating or not, not on the update revision.
-	ToRoll  int32
-	Phase   v1alpha1.MemberPhase
-	Message string
+	ToRoll int32
+	// UniformRevision is the revision every wanted pod, terminating or not,
+	// carries; "" when they differ or there is none.
+	UniformRevision    string
+	StableRevision     string
+	GatePassedRevision string
+	Phase              v1alpha1.MemberPhase
+	Message            string
+}
+
+// whole reports whether every wanted pod runs the update revision and is
+// available, with nothing leaving and the StatefulSet's status agreeing.
+func (ms *MemberState) whole() bool {
+	return len(ms.Outdated) == 0 && ms.ToRoll == 0 && ms.disruption() == ""
+}
+
+// moved reports whether the member's update revision differs from its known
+// stable revision: its template changed in this rollout.
+func (ms *MemberState) moved() bool {
+	return ms.StableRevision != "" && ms.UpdateRevision != ms.StableRevision
 }
 
 // scaling reports whether the member is being scaled: pods above its wanted
@@ -146,6 +191,10 @@ type Plan struct {
 	// RequeueAfter is non-zero when the decision changes with time alone
 	// (minReadySeconds or batchInterval), so the controller must look again.
 	RequeueAfter time.Duration
+	// GateDue names the member whose AfterMember gate must open: it moved,
+	// is whole and has not passed its gate for its update revision. Nothing is
+	// deleted while it is set.
+	GateDue string
 }
 
 // ResolveMaxUnavailable turns a maxUnavailable value into a pod count for a member
@@ -171,7 +220,10 @@ func ResolveMaxUnavailable(v *intstr.IntOrString, replicas int32) int32 {
 //  3. deleting never takes the current member's not-available and leaving pods
 //     above its maxUnavailable (pods already not available may be replaced: that
 //     does not lower availability);
-//  4. nothing is deleted while paused or before batchInterval has passed.
+//  4. nothing is deleted while paused or before batchInterval has passed;
+//  5. nothing is deleted while Hold is set or an AfterMember gate is due;
+//  6. while rolling back, pods are deleted only from members whose update
+//     revision is their stable revision, most recently rolled member first.
 func Decide(in Input) Plan {
 	var p Plan
 	for _, m := range in.Members {
@@ -216,6 +268,7 @@ func Decide(in Input) Plan {
 // decideSettled is Decide for a group with no blocker whose StatefulSets have
 // all been observed by their controller.
 func decideSettled(in Input, p *Plan) {
+	p.GateDue = gateDue(in, p.Members)
 	var disrupted []string
 	for i := range p.Members {
 		ms := &p.Members[i]
@@ -233,7 +286,7 @@ func decideSettled(in Input, p *Plan) {
 		return
 	}
 
-	for _, i := range rollOrder(p.Members) {
+	for _, i := range rollOrder(p.Members, in.RollingBack) {
 		ms := &p.Members[i]
 		if len(ms.Outdated) == 0 {
 			if d := ms.disruption(); d != "" {
@@ -253,7 +306,7 @@ func decideSettled(in Input, p *Plan) {
 		}
 		p.Current = ms.Name
 		ms.Phase = v1alpha1.MemberRolling
-		p.Delete, p.Message, p.Reason = planDeletions(in, ms)
+		p.Delete, p.Message, p.Reason = planDeletions(in, ms, p.GateDue)
 		if wait := in.LastBatchTime.Add(in.BatchInterval).Sub(in.Now); len(p.Delete) == 0 && !in.Paused && in.BatchInterval > 0 && wait > 0 {
 			p.RequeueAfter = MinPositive(p.RequeueAfter, wait)
 		}
@@ -263,14 +316,36 @@ func decideSettled(in Input, p *Plan) {
 	p.Complete = true
 	p.Message = "all members updated and available"
 	p.Reason = v1alpha1.ReasonUpToDate
+	if p.GateDue != "" {
+		p.Current = p.GateDue
+		p.Message = fmt.Sprintf("all members updated and available, waiting for the AfterMember gate of %s", p.GateDue)
+		p.Reason = v1alpha1.ReasonWaitingForAnalysis
+	}
+}
+
+// gateDue is the first member, in list order, whose AfterMember gate must
+// pass before any other pod is deleted: it moved in this rollout, is whole,
+// and has not passed its gate for its update revision.
+func gateDue(in Input, members []MemberState) string {
+	if !in.MemberGates || in.RollingBack {
+		return ""
+	}
+	for i := range members {
+		ms := &members[i]
+		if ms.moved() && ms.whole() && ms.GatePassedRevision != ms.UpdateRevision {
+			return ms.Name
+		}
+	}
+	return ""
 }
 
 // rollOrder is the order in which members are considered: a member that uses
 // availability comes first, then a member already partly rolled (some pods
 // updated, some not), then the rest in list order. The second rule makes a member
 // that was started, for example because it had a not-Ready pod, finish before the
-// next one starts.
-func rollOrder(members []MemberState) []int {
+// next one starts. A rollback goes in reverse list order: a rollout rolls in list
+// order, so the most recently rolled member comes back first.
+func rollOrder(members []MemberState, rollingBack bool) []int {
 	rank := func(ms MemberState) int {
 		switch {
 		case ms.disruption() != "":
@@ -285,16 +360,28 @@ func rollOrder(members []MemberState) []int {
 	for i := range order {
 		order[i] = i
 	}
+	if rollingBack {
+		slices.Reverse(order)
+	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rank(members[a]), rank(members[b])) })
 	return order
 }
 
 // planDeletions picks the pods of the current member to delete now, and says
-// why in a message and a condition reason.
-func planDeletions(in Input, ms *MemberState) ([]*corev1.Pod, string, string) {
+// why in a message and a condition reason. gateDue names a member whose
+// AfterMember gate must pass first.
+func planDeletions(in Input, ms *MemberState, gateDue string) ([]*corev1.Pod, string, string) {
 	progress := fmt.Sprintf("%s: %d/%d updated", ms.Name, ms.Updated, ms.Replicas)
-	if in.Paused {
+	switch {
+	case in.Paused:
 		return nil, progress + ", paused", v1alpha1.ReasonPaused
+	case in.Hold != nil:
+		return nil, progress + ", " + in.Hold.Message, in.Hold.Reason
+	case gateDue != "":
+		return nil, fmt.Sprintf("%s, waiting for the AfterMember gate of %s", progress, gateDue), v1alpha1.ReasonWaitingForAnalysis
+	case in.RollingBack && (ms.StableRevision == "" || ms.UpdateRevision != ms.StableRevision):
+		return nil, fmt.Sprintf("%s, rolling back: waiting for the template of revision %s to be restored", progress, orUnknown(ms.StableRevision)),
+			v1alpha1.ReasonRollingBack
 	}
 	if in.BatchInterval > 0 && !in.LastBatchTime.IsZero() && in.Now.Before(in.LastBatchTime.Add(in.BatchInterval)) {
 		return nil, fmt.Sprintf("%s, next batch after batchInterval at %s", progress, in.LastBatchTime.Add(in.BatchInterval).UTC().Format(time.RFC3339)),
@@ -330,6 +417,13 @@ func planDeletions(in Input, ms *MemberState) ([]*corev1.Pod, string, string) {
 	return del, fmt.Sprintf("%s, deleting %s", progress, pods(int32(len(del)))), v1alpha1.ReasonDeletingPods
 }
 
+func orUnknown(rev string) string {
+	if rev == "" {
+		return "(unknown)"
+	}
+	return rev
+}
+
 // pods says "1 pod" or "n pods".
 func pods(n int32) string {
 	if n == 1 {
@@ -340,7 +434,8 @@ func pods(n int32) string {
 
 // observeMember counts a member's pods by ordinal.
 func observeMember(m Member, in Input) MemberState {
-	ms := MemberState{Name: m.Name, Phase: v1alpha1.MemberPending}
+	ms := MemberState{Name: m.Name, Phase: v1alpha1.MemberPending,
+		StableRevision: m.StableRevision, GatePassedRevision: m.GatePassedRevision}
 	sts := m.StatefulSet
 	if sts == nil {
 		return ms
@@ -354,6 +449,7 @@ func observeMember(m Member, in Input) MemberState {
 
 	start, end := ordinalRange(sts)
 	live := map[int]*corev1.Pod{}
+	revisions := sets.New[string]()
 	for _, pod := range m.Pods {
 		ord, ok := podname.Ordinal(m.Name, pod.Name)
 		if !ok {
@@ -363,6 +459,7 @@ func observeMember(m Member, in Input) MemberState {
 			ms.Leaving++ // being scaled away, or left by a move of ordinals.start
 			continue
 		}
+		revisions.Insert(podRevision(pod))
 		if podRevision(pod) == ms.UpdateRevision {
 			ms.Updated++
 		} else {
@@ -383,6 +480,9 @@ func observeMember(m Member, in Input) MemberState {
 		}
 	}
 	ms.Unavailable = ms.Replicas - ms.Available
+	if revisions.Len() == 1 {
+		ms.UniformRevision = revisions.UnsortedList()[0]
+	}
 	switch {
 	case len(ms.Outdated) == 0 && ms.Unavailable == 0:
 		ms.Phase = v1alpha1.MemberComplete

@@ -232,15 +232,30 @@ func generateGroup(b *fuzzinput.Bytes) fuzzGroup {
 		g.in.Members = append(g.in.Members, m)
 		g.members = append(g.members, fm)
 	}
+	// Analysis gates and rollbacks are decided last, so that the corpus written
+	// before them keeps its meaning (an exhausted input turns them off).
+	g.in.MemberGates = b.Rare(2)
+	g.in.RollingBack = b.Rare(4)
+	if b.Rare(8) {
+		g.in.Hold = &Hold{Reason: v1alpha1.ReasonWaitingForAnalysis, Message: "AfterBatch gate pending"}
+	}
+	for i := range g.in.Members {
+		// r2 is the update revision: a stable r2 has not moved (or, rolling
+		// back, has its template restored); r1 and r0 have moved.
+		g.in.Members[i].StableRevision = []string{"", "r1", "r2", "r0"}[b.Intn(4)]
+		g.in.Members[i].GatePassedRevision = []string{"", "r2", "r1"}[b.Intn(3)]
+	}
 	return g
 }
 
 func (g fuzzGroup) describe() string {
 	var s strings.Builder
-	fmt.Fprintf(&s, "group: deleting=%v invalidSpec=%q paused=%v minReadySeconds=%d batchInterval=%v lastBatch=%v deleting=%v\n",
-		g.in.GroupDeleting, g.in.InvalidSpec, g.in.Paused, g.in.MinReadySeconds, g.in.BatchInterval, g.in.LastBatchTime, sets.List(g.in.Deleting))
+	fmt.Fprintf(&s, "group: deleting=%v invalidSpec=%q paused=%v minReadySeconds=%d batchInterval=%v lastBatch=%v deleting=%v memberGates=%v rollingBack=%v hold=%v\n",
+		g.in.GroupDeleting, g.in.InvalidSpec, g.in.Paused, g.in.MinReadySeconds, g.in.BatchInterval, g.in.LastBatchTime, sets.List(g.in.Deleting),
+		g.in.MemberGates, g.in.RollingBack, g.in.Hold != nil)
 	for i, m := range g.in.Members {
-		fmt.Fprintf(&s, "member %s maxUnavailable=%v claimedBy=%v", m.Name, g.members[i].maxUnavailable, m.ClaimedBy)
+		fmt.Fprintf(&s, "member %s maxUnavailable=%v claimedBy=%v stable=%q gatePassed=%q", m.Name, g.members[i].maxUnavailable, m.ClaimedBy,
+			m.StableRevision, m.GatePassedRevision)
 		if sts := m.StatefulSet; sts == nil {
 			s.WriteString(" statefulset=missing")
 		} else {
@@ -271,6 +286,8 @@ func oracleReadySince(p *corev1.Pod) (time.Time, bool) {
 // memberView is the oracle's own reading of one member.
 type memberView struct {
 	name      string
+	stable    string
+	passed    string
 	maxUnav   int
 	updateRev string
 	wanted    []int
@@ -287,7 +304,7 @@ type memberView struct {
 func (g fuzzGroup) view(i int) memberView {
 	m, fm := g.in.Members[i], g.members[i]
 	v := memberView{name: m.Name, maxUnav: fm.maxUnavailable.resolve(len(fm.wanted)), wanted: fm.wanted,
-		live: map[int]*corev1.Pod{}, pods: sets.New(m.Pods...)}
+		live: map[int]*corev1.Pod{}, pods: sets.New(m.Pods...), stable: m.StableRevision, passed: m.GatePassedRevision}
 	if m.StatefulSet != nil {
 		v.updateRev = m.StatefulSet.Status.UpdateRevision
 		v.statusBehind = m.StatefulSet.Status.Replicas > m.StatefulSet.Status.ReadyReplicas
@@ -396,6 +413,29 @@ func (g fuzzGroup) settled() bool {
 	return true
 }
 
+// gateDue is the member whose AfterMember gate holds the group: the first, in
+// list order, that moved (update revision not its known stable one), runs the
+// update revision on every wanted pod with nothing disrupted, and has not
+// passed its gate for that revision.
+func (g fuzzGroup) gateDue(views []memberView) string {
+	if !g.in.MemberGates || g.in.RollingBack {
+		return ""
+	}
+	for _, v := range views {
+		if v.stable != "" && v.updateRev != v.stable && v.passed != v.updateRev &&
+			!g.disrupted(v) && g.updated(v) == len(v.wanted) {
+			return v.name
+		}
+	}
+	return ""
+}
+
+// restored reports whether a member may be rolled while rolling back: its
+// update revision is its known stable revision.
+func (v memberView) restored() bool {
+	return v.stable != "" && v.updateRev == v.stable
+}
+
 func (g fuzzGroup) batchWait() time.Duration {
 	if g.in.BatchInterval == 0 || g.in.LastBatchTime.IsZero() {
 		return 0
@@ -433,6 +473,18 @@ func (g fuzzGroup) check(plan Plan) error {
 	}
 	if err := g.checkMinReadyRequeue(plan, views); err != nil {
 		return err
+	}
+	// (g) gates: an AfterMember gate due is named, and nothing is deleted
+	// while one is due or a hold is set.
+	due := ""
+	if g.settled() {
+		due = g.gateDue(views)
+	}
+	if plan.GateDue != due {
+		return fmt.Errorf("GateDue = %q, want %q", plan.GateDue, due)
+	}
+	if len(plan.Delete) > 0 && (due != "" || g.in.Hold != nil) {
+		return fmt.Errorf("deletes %v while gate of %q due or hold %v", podNames(plan.Delete), due, g.in.Hold)
 	}
 	// currentRevision is advanced only on a member whose every wanted pod runs
 	// the update revision and is available, with nothing leaving.
@@ -484,6 +536,12 @@ func (g fuzzGroup) check(plan Plan) error {
 		}
 		if cur == nil {
 			return fmt.Errorf("deletes %v but Current %q is no member", podNames(plan.Delete), plan.Current)
+		}
+		// (h) a rollback rolls only members whose template is restored: nothing
+		// rolls forward.
+		if g.in.RollingBack && !cur.restored() {
+			return fmt.Errorf("rolling back, deletes %v of %s whose update revision %q is not its stable revision %q",
+				podNames(plan.Delete), cur.name, cur.updateRev, cur.stable)
 		}
 		// (a) and (e): one member's pods, each once, live, wanted and outdated.
 		if deleted.Len() != len(plan.Delete) {
@@ -555,10 +613,15 @@ func (g fuzzGroup) check(plan Plan) error {
 	target := -1
 	switch len(notAvailable) {
 	case 0:
-		// A member partly rolled already is finished before an untouched one.
+		// A member partly rolled already is finished before an untouched one;
+		// a rollback goes in reverse list order (most recently rolled first).
+		order := ords(0, len(views))
+		if g.in.RollingBack {
+			slices.Reverse(order)
+		}
 		for _, partly := range []bool{true, false} {
-			for i, v := range views {
-				if a, na := g.outdated(v); a+na > 0 && (!partly || g.updated(v) > 0) && target < 0 {
+			for _, i := range order {
+				if a, na := g.outdated(views[i]); a+na > 0 && (!partly || g.updated(views[i]) > 0) && target < 0 {
 					target = i
 				}
 			}
@@ -583,10 +646,14 @@ func (g fuzzGroup) check(plan Plan) error {
 	if avail+notAvail > 0 {
 		want = notAvail + min(avail, max(0, v.maxUnav-g.unavailable(v, nil)-v.leaving))
 	}
+	held := g.in.Hold != nil || due != "" || (g.in.RollingBack && !v.restored())
 	if wait := g.batchWait(); wait > 0 {
-		if avail+notAvail > 0 && (plan.RequeueAfter == 0 || plan.RequeueAfter > wait) {
+		if !held && avail+notAvail > 0 && (plan.RequeueAfter == 0 || plan.RequeueAfter > wait) {
 			return fmt.Errorf("within batchInterval: RequeueAfter = %v, want (0, %v]", plan.RequeueAfter, wait)
 		}
+		want = 0
+	}
+	if held {
 		want = 0
 	}
 	if len(plan.Delete) != want {
