@@ -62,13 +62,16 @@ func renderedAlerts(t *testing.T, args ...string) []alertRule {
 }
 
 // wantAlerts are the alerts the chart ships, by name, in the order rendered:
-// those issue "Install and operate" asks for, and those of ScalingPolicies and
-// DelayedDownscales.
+// those issue "Install and operate" asks for, those of ScalingPolicies and
+// DelayedDownscales, and those of the admission webhooks.
 var wantAlerts = []string{
 	"EchelonRolloutGroupStalled", "EchelonRolloutGroupBlocked", "EchelonRolloutGroupPausedLong",
 	"EchelonReconcileErrors", "EchelonOperatorAbsent", "EchelonScalingPolicyBlocked", "EchelonDelayedDownscaleBlocked",
-	"EchelonNoLeader",
+	"EchelonWebhookErrors", "EchelonWebhookCertificateExpiring", "EchelonNoLeader",
 }
+
+// webhookAlerts exist only with the webhooks.
+var webhookAlerts = []string{"EchelonWebhookErrors", "EchelonWebhookCertificateExpiring"}
 
 func TestPrometheusRule(t *testing.T) {
 	t.Parallel()
@@ -126,6 +129,17 @@ func TestPrometheusRule(t *testing.T) {
 		}
 		if s := byName["EchelonRolloutGroupStalled"]; s.For != "10m" || s.Labels["severity"] != "critical" {
 			t.Errorf("EchelonRolloutGroupStalled for=%q severity=%q, want the values' 10m and critical", s.For, s.Labels["severity"])
+		}
+	})
+	t.Run("no webhooks, no webhook alerts", func(t *testing.T) {
+		t.Parallel()
+		for _, r := range renderedAlerts(t, "--set", "prometheusRule.enabled=true", "--set", "webhooks.enabled=false") {
+			if slices.Contains(webhookAlerts, r.Alert) {
+				t.Errorf("%s rendered without webhooks", r.Alert)
+			}
+			if r.Alert == "EchelonOperatorAbsent" && strings.Contains(r.Annotations["description"], "webhook") {
+				t.Errorf("EchelonOperatorAbsent speaks of webhooks that are not installed: %s", r.Annotations["description"])
+			}
 		}
 	})
 	t.Run("no leader election, no leader alert", func(t *testing.T) {
@@ -247,7 +261,8 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 	// What the issue asks the dashboard to show.
-	for _, want := range []string{"Phase", "Rollout progress", "Rollout duration", "Reconcile errors", "Pods rolled", "Leader"} {
+	for _, want := range []string{"Phase", "Rollout progress", "Rollout duration", "Reconcile errors", "Pods rolled", "Leader",
+		"Webhook requests", "Webhook latency (p99)", "Pod call failures"} {
 		if !slices.Contains(titles, want) {
 			t.Errorf("dashboard panels %v lack %q", titles, want)
 		}
