@@ -45,8 +45,8 @@ type Plan struct {
 	Action Action
 	// Reason says why, for logs.
 	Reason string
-	// Next is when to decide again if nothing changes before; zero means only
-	// on a change (of the Secret or of a webhook configuration).
+	// Next is when to decide again if nothing changes before, always later
+	// than the time decided at; set only with ActionNone.
 	Next time.Time
 }
 
@@ -74,10 +74,11 @@ func Decide(now time.Time, s State, injected bool, p Policy) Plan {
 	if reason := unusable(s.Serving, s.Bundle, now); reason != "" {
 		return Plan{Action: ActionRenewServing, Reason: reason}
 	}
-	next := earliest(renewAt(s.CA.Cert), renewAt(s.Serving.Cert), oldestExpiry(s.Bundle[1:]))
 	if !signedBy(s.Serving.Cert, s.CA.Cert) {
 		// A CA rotation in progress: the serving certificate is signed by the
-		// previous CA, which clients still trust.
+		// previous CA, which clients still trust. Its renewal time may have
+		// passed; it waits, so the next look is due at its expiry at the latest.
+		next := earliest(renewAt(s.CA.Cert), s.Serving.Cert.NotAfter, oldestExpiry(s.Bundle[1:]))
 		switch {
 		case !injected:
 			return Plan{Action: ActionNone, Reason: "waiting for the bundle with the new CA to reach every labelled webhook configuration", Next: next}
@@ -95,7 +96,7 @@ func Decide(now time.Time, s State, injected bool, p Policy) Plan {
 	if !now.Before(renewAt(s.Serving.Cert)) {
 		return Plan{Action: ActionRenewServing, Reason: fmt.Sprintf("serving certificate is past two thirds of its lifetime (%s)", renewAt(s.Serving.Cert).Format(time.RFC3339))}
 	}
-	return Plan{Action: ActionNone, Next: next}
+	return Plan{Action: ActionNone, Next: earliest(renewAt(s.CA.Cert), renewAt(s.Serving.Cert), oldestExpiry(s.Bundle[1:]))}
 }
 
 // unusable says why the serving certificate cannot serve, or "" if it can:

@@ -107,6 +107,9 @@ func TestDecide(t *testing.T) {
 				t.Errorf("Reason = %q, want it to contain %q", got.Reason, tt.wantReason)
 			}
 			if got.Action == ActionNone {
+				if !got.Next.After(tt.now) {
+					t.Errorf("Next = %s, not after now %s: the loop would spin", got.Next, tt.now)
+				}
 				return
 			}
 			// Every action can be carried out, and changes what Decide sees.
@@ -163,6 +166,9 @@ func TestRotationNeverDrops(t *testing.T) {
 		for range maxWrites {
 			plan := Decide(now, s, injected, p)
 			if plan.Action == ActionNone {
+				if !plan.Next.After(now) {
+					t.Fatalf("%s: Next = %s, not after now: the loop would spin", now.Sub(t0), plan.Next.Sub(t0))
+				}
 				break
 			}
 			if plan.Action == ActionCreate && now != t0 {

@@ -139,7 +139,13 @@ func (in *injector) next(ctx context.Context) bool {
 	}
 	defer in.queue.Done(key)
 	if err := in.sync(ctx, key); err != nil {
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case apierrors.IsConflict(err):
+			// Another replica injected first, or someone else changed the
+			// configuration: the retry decides on what is there now.
+			in.log.V(1).Info("CA bundle injection raced with another change; retrying", "config", key.String())
+		default:
 			in.log.Error(err, "inject CA bundle", "config", key.String())
 		}
 		in.queue.AddRateLimited(key)

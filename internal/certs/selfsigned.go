@@ -35,6 +35,9 @@ const (
 	// retryAfterError is the first wait after a failed reconcile; it doubles
 	// up to resync.
 	retryAfterError = time.Second
+	// minWait keeps the loop from spinning should a decision ask to be
+	// taken again at once.
+	minWait = 10 * time.Millisecond
 	// rotatePoll is how often Rotate looks whether the informer has brought
 	// the new certificate.
 	rotatePoll = 10 * time.Millisecond
@@ -76,6 +79,8 @@ type SelfSigned struct {
 	secrets cache.SharedIndexInformer
 	inject  *injector
 	started bool
+	// waiting is the reason of the last decision to wait, logged once.
+	waiting string
 }
 
 // NewSelfSigned returns a SelfSigned Provider that works through client.
@@ -184,7 +189,7 @@ func (p *SelfSigned) Start(ctx context.Context) error {
 				wait = min(wait, time.Until(plan.Next))
 			}
 		}
-		timer := time.NewTimer(max(wait, 0))
+		timer := time.NewTimer(max(wait, minWait))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
@@ -267,11 +272,9 @@ func (p *SelfSigned) reconcile(ctx context.Context) (Plan, *corev1.Secret, error
 			return Plan{}, nil, err
 		}
 		s := ParseSecret(secret)
-		plan := Decide(time.Now(), s, p.injected(s), p.policy)
+		plan := Decide(time.Now(), s, p.injected(secret), p.policy)
 		if plan.Action == ActionNone {
-			if plan.Reason != "" {
-				p.logger().V(1).Info(plan.Reason)
-			}
+			p.logWaiting(plan)
 			return plan, secret, nil
 		}
 		if _, err := p.write(ctx, secret, s, plan); err != nil && !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
@@ -340,12 +343,25 @@ func (p *SelfSigned) get(ctx context.Context) (*corev1.Secret, error) {
 }
 
 // injected reports whether every labelled webhook configuration carries the
-// bundle of s; false before Start, when it is not known.
-func (p *SelfSigned) injected(s State) bool {
+// bundle of secret, byte for byte as the injector copies it; false before
+// Start, when it is not known.
+func (p *SelfSigned) injected(secret *corev1.Secret) bool {
 	p.mu.Lock()
 	inj := p.inject
 	p.mu.Unlock()
-	return inj != nil && s.CA != nil && inj.injected(s.BundlePEM())
+	return inj != nil && secret != nil && len(secret.Data[KeyCABundle]) > 0 && inj.injected(secret.Data[KeyCABundle])
+}
+
+// logWaiting logs why nothing is done while a rotation waits, once per reason.
+func (p *SelfSigned) logWaiting(plan Plan) {
+	p.mu.Lock()
+	changed := plan.Reason != p.waiting
+	p.waiting = plan.Reason
+	log := p.log
+	p.mu.Unlock()
+	if changed && plan.Reason != "" {
+		log.Info(plan.Reason, "next", plan.Next)
+	}
 }
 
 // load serves the serving certificate of secret.

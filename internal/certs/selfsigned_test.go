@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -76,7 +78,8 @@ func newCertEnv(t *testing.T) *certEnv {
 	t.Helper()
 	cp := apiServer(t)
 	cp.DumpLogsOnFailure(t, 30)
-	ctx := t.Context()
+	// The Providers log through the test, shown with -v or on failure.
+	ctx := logr.NewContext(t.Context(), testr.New(t))
 	ns := cp.NewNamespace(t)
 	user, err := cp.NewOperatorUser(ctx, "echelon-certs-"+ns)
 	if err != nil {
