@@ -22,7 +22,12 @@ Licensed under the Apache License, Version 2.0.
 //     which one rolls, at --scale-pod-start;
 //   - follow: no rollout; two StatefulSets follow a third through
 //     ScalingPolicies, and the bench times --follow-changes changes of the
-//     leader's replicas until both followers have them (median and p99).
+//     leader's replicas until both followers have them (median and p99);
+//   - webhook: no pods; --webhook-clients HTTPS clients send AdmissionReviews
+//     of /scale updates straight to the operator's no-downscale webhook at a
+//     fixed offered rate (open loop): latency at --webhook-rate, each step of
+//     --webhook-steps and the highest step with p99 <= 10ms, then the same
+//     rate across a rotation of the self-signed certificate (webhook.go).
 //
 // Runs run one after the other in one invocation and print side by side. Each
 // reports:
@@ -88,6 +93,7 @@ func main() {
 	flag.DurationVar(&opts.scalePodStart, "scale-pod-start", opts.scalePodStart, "Pod start time of the scale scenario.")
 	flag.IntVar(&opts.scaleGroups, "scale-groups", 50, "Groups of the scale scenario, the rolling one included.")
 	flag.IntVar(&opts.followChanges, "follow-changes", 50, "Changes of the leader's replicas the follow scenario times.")
+	bindWebhookFlags(flag.CommandLine, &opts.webhook)
 	flag.StringVar(&jsonPath, "json", "", "Also write the results as JSON to this file.")
 	flag.IntVar(&floorRepeats, "floor-repeats", 5, "How many batches to time with no operator; the floor uses their median.")
 	flag.IntVar(&replicas, "replicas", 30, "Pods per StatefulSet.")
@@ -97,6 +103,10 @@ func main() {
 	flag.Parse()
 	if floorRepeats < 1 || replicas < 1 || maxUnavailable < 1 || replicas < maxUnavailable || opts.scaleGroups < 1 || opts.followChanges < 1 {
 		fmt.Fprintln(os.Stderr, "bench: --floor-repeats, --replicas, --max-unavailable, --scale-groups and --follow-changes must be at least 1, and --replicas at least --max-unavailable")
+		os.Exit(2)
+	}
+	if err := opts.webhook.validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(2)
 	}
 	runs, err := cases(opts)
@@ -112,13 +122,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s := scenario{members: len(memberNames), replicas: int32(replicas), maxUnavailable: int32(maxUnavailable)}
-	if err := bench(ctx, runs, jsonPath, floorRepeats, opts.followChanges, s, logLevel, timeout); err != nil {
+	if err := bench(ctx, runs, jsonPath, floorRepeats, opts.followChanges, opts.webhook, s, logLevel, timeout); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats, followChanges int, s scenario, logLevel string, timeout time.Duration) error {
+func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats, followChanges int, webhook webhookOptions, s scenario, logLevel string, timeout time.Duration) error {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return err
@@ -145,9 +155,10 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats,
 	fmt.Printf("done (%s)\n", since(began))
 
 	var (
-		results []*result
-		follows []*followResult
-		failed  []error
+		results  []*result
+		follows  []*followResult
+		webhooks []*webhookResult
+		failed   []error
 	)
 	for _, c := range runs {
 		cfg := runConfig{
@@ -172,6 +183,17 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats,
 			follows = append(follows, f)
 			continue
 		}
+		if c.kind == kindWebhook {
+			fmt.Printf("Measuring the %s:\n", c.title(s))
+			wr, err := runWebhook(ctx, cfg, webhook)
+			if err != nil {
+				failed = append(failed, fmt.Errorf("%s: %w", c.slug(), err))
+				fmt.Printf("  [%s] failed: %v\n", c.slug(), err)
+				continue
+			}
+			webhooks = append(webhooks, wr)
+			continue
+		}
 		fmt.Printf("Measuring %s with a pod start of %s:\n", c.title(s), c.podStart)
 		r, err := run(ctx, cfg)
 		if err != nil {
@@ -186,9 +208,10 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats,
 		printTable(os.Stdout, s, results)
 	}
 	printFollow(os.Stdout, follows)
+	printWebhook(os.Stdout, webhooks)
 	fmt.Printf("\nOperator logs and request logs: %s (took %s in all)\n", workDir, since(began))
-	if jsonPath != "" && len(results)+len(follows) > 0 {
-		if err := writeJSON(jsonPath, s, results, follows); err != nil {
+	if jsonPath != "" && len(results)+len(follows)+len(webhooks) > 0 {
+		if err := writeJSON(jsonPath, s, results, follows, webhooks); err != nil {
 			return err
 		}
 		fmt.Printf("Results written to %s\n", jsonPath)

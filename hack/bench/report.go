@@ -180,12 +180,14 @@ type report struct {
 	Results []*result `json:"results"`
 	// Follow holds the follow scenario's figures, which share nothing with a rollout's.
 	Follow []*followResult `json:"follow,omitempty"`
+	// Webhook holds the webhook scenario's figures.
+	Webhook []*webhookResult `json:"webhook,omitempty"`
 }
 
-func writeJSON(path string, s scenario, results []*result, follows []*followResult) error {
+func writeJSON(path string, s scenario, results []*result, follows []*followResult, webhooks []*webhookResult) error {
 	var r report
 	r.Scenario.StatefulSets, r.Scenario.Replicas, r.Scenario.MaxUnavailable = s.members, int(s.replicas), int(s.maxUnavailable)
-	r.Results, r.Follow = results, follows
+	r.Results, r.Follow, r.Webhook = results, follows, webhooks
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err

@@ -202,6 +202,7 @@ func startControlPlane(ctx context.Context, cfg runConfig) (_ *controlplane.Cont
 		PodReadyDelay: cfg.podStart,
 		CRDDirs:       []string{controlplane.CRDBasesDir},
 		Scheme:        operator.NewScheme(),
+		APIServerOnly: cfg.apiServerOnly,
 	})
 	if err != nil {
 		return nil, "", nil, err

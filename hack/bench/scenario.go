@@ -59,6 +59,8 @@ type benchCase struct {
 	handover syscall.Signal
 	// idleGroups are groups of the same shape as the rolling one that do not roll.
 	idleGroups int
+	// apiServerOnly starts etcd and kube-apiserver and nothing else.
+	apiServerOnly bool
 }
 
 // The kinds of run `--scenarios` selects from.
@@ -70,9 +72,12 @@ const (
 	// kindFollow times ScalingPolicy followers tracking a leader (follow.go);
 	// it rolls nothing.
 	kindFollow = "follow"
+	// kindWebhook loads the no-downscale admission webhook (webhook.go); it
+	// needs no pods, so its control plane is etcd and kube-apiserver alone.
+	kindWebhook = "webhook"
 )
 
-var allKinds = []string{kindSingle, kindSIGTERM, kindSIGKILL, kindScale, kindFollow}
+var allKinds = []string{kindSingle, kindSIGTERM, kindSIGKILL, kindScale, kindFollow, kindWebhook}
 
 // caseOptions are the flags that decide the cases of an invocation.
 type caseOptions struct {
@@ -82,6 +87,7 @@ type caseOptions struct {
 	scalePodStart    time.Duration
 	scaleGroups      int // in all, the rolling one included
 	followChanges    int // changes of the leader the follow scenario times
+	webhook          webhookOptions
 }
 
 // cases lists the runs of an invocation in the order of allKinds, so that
@@ -110,6 +116,8 @@ func cases(o caseOptions) ([]benchCase, error) {
 			out = append(out, benchCase{kind: k, podStart: o.scalePodStart, operators: 1, idleGroups: o.scaleGroups - 1})
 		case kindFollow:
 			out = append(out, benchCase{kind: k, operators: 1})
+		case kindWebhook:
+			out = append(out, benchCase{kind: k, operators: 1, apiServerOnly: true})
 		}
 	}
 	return out, nil
@@ -120,7 +128,7 @@ func (c benchCase) groups() int { return 1 + c.idleGroups }
 
 // slug names the run's files.
 func (c benchCase) slug() string {
-	if c.kind == kindFollow {
+	if c.kind == kindFollow || c.kind == kindWebhook {
 		return c.kind
 	}
 	return fmt.Sprintf("%s-pod-start-%s", c.kind, c.podStart)
@@ -135,6 +143,8 @@ func (c benchCase) title(s scenario) string {
 		return fmt.Sprintf("%d groups, %d pods", c.groups(), c.groups()*s.pods())
 	case c.kind == kindFollow:
 		return fmt.Sprintf("%d zones following %s", len(followers), memberNames[0])
+	case c.kind == kindWebhook:
+		return "no-downscale webhook, 1 operator"
 	default:
 		return "1 operator"
 	}
