@@ -39,6 +39,14 @@
 // whenever a configuration's caBundle differs from it (helm upgrade resets
 // it), reading the Secret from the API server before each patch so that a
 // replica whose cache lags behind never restores an older bundle.
+//
+// Deleting the Secret starts over with a new CA: its key is gone, so the
+// replicas serve the new certificate before the API server trusts it, and
+// requests fail until the new bundle is injected, a moment later.
+//
+// SelfSigned.Rotate renews the serving certificate at once (benchmarks and
+// tests use it to rotate under load); SelfSigned.RotateCA starts a CA
+// rotation, which then follows the steps above.
 package certs
 
 // The self-signed mode injects the CA bundle into webhook configurations,

@@ -548,3 +548,52 @@ func metricValue(t *testing.T, m prometheus.Metric) float64 {
 	}
 	return out.Gauge.GetValue()
 }
+
+// TestRotateCA starts a CA rotation on demand: the serving certificate moves
+// to the new CA only after the bundle with both CAs is injected, and a
+// serving renewal asked for meanwhile is refused.
+func TestRotateCA(t *testing.T) {
+	e := newCertEnv(t)
+	config := e.createValidating("rotate-ca", true, "ca.certs.test")
+	opts := e.options()
+	opts.Propagation = 2 * time.Second
+	ps := e.providers(2, opts)
+	e.start(ps...)
+	first := mustParse(t, e.secret()[KeyCABundle])
+	eventually(t, 20*time.Second, "the first bundle to be injected", func() bool {
+		return allEqual(e.validatingBundles(config), e.secret()[KeyCABundle])
+	})
+	if err := ps[0].RotateCA(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	data := e.secret()
+	bundle, err := parseCerts(data[KeyCABundle])
+	if err != nil || len(bundle) != 2 || !bundle[1].Equal(first) {
+		t.Fatalf("bundle after RotateCA: %d CAs (%v), want the new CA and the first", len(bundle), err)
+	}
+	if mustParse(t, data[KeyServingCert]).CheckSignatureFrom(first) != nil {
+		t.Fatal("the serving certificate moved to the new CA at once")
+	}
+	if err := ps[1].Rotate(e.ctx); err == nil {
+		t.Error("Rotate during a CA rotation succeeded")
+	}
+	eventually(t, 20*time.Second, "both replicas to serve a certificate of the new CA, its bundle injected", func() bool {
+		for _, p := range ps {
+			c, _ := p.GetCertificate(nil)
+			if c.Leaf.CheckSignatureFrom(bundle[0]) != nil {
+				return false
+			}
+		}
+		return true
+	})
+	if !allEqual(e.validatingBundles(config), data[KeyCABundle]) {
+		t.Error("a replica serves the new CA's certificate while the configuration lacks the new bundle")
+	}
+	secret, err := e.admin.CoreV1().Secrets(e.ns).Get(e.ctx, testSecret, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ParseSecret(secret).InjectedAt.IsZero() {
+		t.Error("no injection recorded on the Secret")
+	}
+}
