@@ -12,9 +12,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -69,28 +67,11 @@ func newInjector(client kubernetes.Interface, selector string, bundle func() []b
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[configKey](),
 			workqueue.TypedRateLimitingQueueConfig[configKey]{Name: "webhook-ca-injection"}),
 	}
+	bySelector := func(o *metav1.ListOptions) { o.LabelSelector = selector }
 	vwcs := client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
 	mwcs := client.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	in.validating = cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = selector
-			return vwcs.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = selector
-			return vwcs.Watch(ctx, o)
-		},
-	}, &admissionv1.ValidatingWebhookConfiguration{}, 0, cache.Indexers{})
-	in.mutating = cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = selector
-			return mwcs.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = selector
-			return mwcs.Watch(ctx, o)
-		},
-	}, &admissionv1.MutatingWebhookConfiguration{}, 0, cache.Indexers{})
+	in.validating = cache.NewSharedIndexInformer(listWatch(vwcs.List, vwcs.Watch, bySelector), &admissionv1.ValidatingWebhookConfiguration{}, 0, cache.Indexers{})
+	in.mutating = cache.NewSharedIndexInformer(listWatch(mwcs.List, mwcs.Watch, bySelector), &admissionv1.MutatingWebhookConfiguration{}, 0, cache.Indexers{})
 	return in
 }
 

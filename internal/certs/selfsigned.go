@@ -295,6 +295,8 @@ func (p *SelfSigned) write(ctx context.Context, secret *corev1.Secret, s State, 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", plan.Action, err)
 	}
+	secrets := p.client.CoreV1().Secrets(p.opts.Namespace)
+	var written *corev1.Secret
 	if secret == nil {
 		secret = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
@@ -305,21 +307,17 @@ func (p *SelfSigned) write(ctx context.Context, secret *corev1.Secret, s State, 
 			Type: corev1.SecretTypeTLS,
 		}
 		next.writeTo(secret)
-		created, err := p.client.CoreV1().Secrets(p.opts.Namespace).Create(ctx, secret, metav1.CreateOptions{FieldManager: fieldManager})
-		if err != nil {
-			return nil, fmt.Errorf("create webhook certificate Secret: %w", err)
-		}
-		p.logWrite(plan, next)
-		return created, nil
+		written, err = secrets.Create(ctx, secret, metav1.CreateOptions{FieldManager: fieldManager})
+	} else {
+		secret = secret.DeepCopy()
+		next.writeTo(secret)
+		written, err = secrets.Update(ctx, secret, metav1.UpdateOptions{FieldManager: fieldManager})
 	}
-	secret = secret.DeepCopy()
-	next.writeTo(secret)
-	updated, err := p.client.CoreV1().Secrets(p.opts.Namespace).Update(ctx, secret, metav1.UpdateOptions{FieldManager: fieldManager})
 	if err != nil {
-		return nil, fmt.Errorf("update webhook certificate Secret: %w", err)
+		return nil, fmt.Errorf("write webhook certificate Secret (%s): %w", plan.Action, err)
 	}
 	p.logWrite(plan, next)
-	return updated, nil
+	return written, nil
 }
 
 func (p *SelfSigned) logWrite(plan Plan, s State) {
@@ -424,14 +422,20 @@ func (p *SelfSigned) wake() {
 func (p *SelfSigned) secretListWatch() *cache.ListWatch {
 	byName := fields.OneTermEqualSelector("metadata.name", p.opts.SecretName).String()
 	secrets := p.client.CoreV1().Secrets(p.opts.Namespace)
+	return listWatch(secrets.List, secrets.Watch, func(o *metav1.ListOptions) { o.FieldSelector = byName })
+}
+
+// listWatch lists and watches through a typed client, every request narrowed
+// by narrow.
+func listWatch[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error), watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), narrow func(*metav1.ListOptions)) *cache.ListWatch {
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = byName
-			return secrets.List(ctx, o)
+			narrow(&o)
+			return list(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = byName
-			return secrets.Watch(ctx, o)
+			narrow(&o)
+			return watchFn(ctx, o)
 		},
 	}
 }
