@@ -34,35 +34,15 @@ import (
 
 const testSecret = "echelon-webhook-tls" // the name webhook_cert_role.yaml allows
 
-var (
-	sharedOnce sync.Once
-	sharedCP   *controlplane.ControlPlane
-	sharedErr  error
-)
+// apiServer is etcd and kube-apiserver, started once per test binary.
+var apiServer = controlplane.Shared{Options: controlplane.Options{APIServerOnly: true}}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if sharedCP != nil {
-		if err := sharedCP.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stop control plane: %v\n", err)
-		}
+	if err := apiServer.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stop control plane: %v\n", err)
 	}
 	os.Exit(code)
-}
-
-// apiServer starts etcd and kube-apiserver once per test binary.
-func apiServer(t *testing.T) *controlplane.ControlPlane {
-	t.Helper()
-	sharedOnce.Do(func() {
-		sharedCP, sharedErr = controlplane.Start(context.Background(), controlplane.Options{APIServerOnly: true})
-	})
-	if sharedErr != nil {
-		if errors.Is(sharedErr, controlplane.ErrAssetsMissing) && os.Getenv(controlplane.SkipEnv) == "1" {
-			t.Skipf("skipping: %v", sharedErr)
-		}
-		t.Fatalf("%v", sharedErr)
-	}
-	return sharedCP
 }
 
 // certEnv is one test's namespace, the operator's client and an admin client.
@@ -76,7 +56,7 @@ type certEnv struct {
 
 func newCertEnv(t *testing.T) *certEnv {
 	t.Helper()
-	cp := apiServer(t)
+	cp := apiServer.Get(t)
 	cp.DumpLogsOnFailure(t, 30)
 	// The Providers log through the test, shown with -v or on failure.
 	ctx := logr.NewContext(t.Context(), testr.New(t))
