@@ -52,6 +52,7 @@ var (
 	_ Provider                       = &SelfSigned{}
 	_ Provider                       = &Files{}
 	_ manager.LeaderElectionRunnable = &SelfSigned{}
+	_ manager.LeaderElectionRunnable = &Files{}
 )
 
 // New returns the Provider the options ask for: the files of --tls-cert-file

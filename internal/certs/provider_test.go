@@ -1,0 +1,79 @@
+package certs
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/echelon-operator/echelon/internal/options"
+)
+
+func TestNewFromOptions(t *testing.T) {
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+	t.Setenv("POD_NAMESPACE", "ops")
+
+	o := options.Default()
+	o.Webhook.CertFile, o.Webhook.KeyFile = "/tls/tls.crt", "/tls/tls.key"
+	if p, err := New(cfg, o); err != nil {
+		t.Fatal(err)
+	} else if _, ok := p.(*Files); !ok {
+		t.Errorf("--tls-cert-file: got %T, want *Files", p)
+	}
+
+	o = options.Default()
+	o.Webhook.ExtraSANs = []string{"127.0.0.1"}
+	p, err := New(cfg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := p.(*SelfSigned)
+	if !ok {
+		t.Fatalf("no files: got %T, want *SelfSigned", p)
+	}
+	if got, want := s.InjectionSelector(), InjectCALabel+"=ops.echelon-webhook-tls"; got != want {
+		t.Errorf("selector %q, want %q", got, want)
+	}
+	if got := s.policy.SANs.DNSNames; len(got) != 4 || got[3] != "echelon-webhook.ops.svc.cluster.local" {
+		t.Errorf("DNS names %v", got)
+	}
+	if s.policy.Propagation != defaultPropagation {
+		t.Errorf("propagation %s, want %s", s.policy.Propagation, defaultPropagation)
+	}
+
+	o.Webhook.CertSecret = strings.Repeat("s", 60)
+	if _, err := New(cfg, o); err == nil || !strings.Contains(err.Error(), InjectCALabel) {
+		t.Errorf("a Secret name too long for the label value: %v", err)
+	}
+}
+
+func TestNewSelfSignedRefuses(t *testing.T) {
+	good := SelfSignedOptions{Namespace: "ops", SecretName: "s", SANs: testSANs, CertValidity: time.Minute, CAValidity: time.Hour}
+	tests := []struct {
+		name   string
+		mutate func(*SelfSignedOptions)
+	}{
+		{"no namespace", func(o *SelfSignedOptions) { o.Namespace = "" }},
+		{"no names", func(o *SelfSignedOptions) { o.SANs = SANs{} }},
+		{"CA shorter than the serving certificate", func(o *SelfSignedOptions) { o.CAValidity = time.Second }},
+		{"no serving validity", func(o *SelfSignedOptions) { o.CertValidity = 0 }},
+	}
+	if _, err := NewSelfSigned(nil, good); err != nil {
+		t.Fatalf("good options: %v", err)
+	}
+	for _, tt := range tests {
+		o := good
+		tt.mutate(&o)
+		if _, err := NewSelfSigned(nil, o); err == nil {
+			t.Errorf("%s: accepted", tt.name)
+		}
+	}
+	o := good
+	o.CertValidity, o.CAValidity = 12*time.Second, 24*time.Second
+	if p, err := NewSelfSigned(nil, o); err != nil {
+		t.Fatal(err)
+	} else if p.policy.Propagation != 2*time.Second {
+		t.Errorf("propagation of a 24s CA: %s, want 2s", p.policy.Propagation)
+	}
+}
