@@ -1,6 +1,33 @@
-// Package webhooks is where Echelon's admission webhooks live: the no-downscale
-// and prepare-downscale webhooks of ScalingPolicy, and validation that needs
-// other objects. None is served yet. RolloutGroup needs none: every rule on it
-// concerns the object alone and is a CEL rule on its CRD, so the API server
-// enforces it with no webhook in the request path.
+// Package webhooks holds Echelon's admission webhooks, served over HTTPS by
+// every replica of the operator (Setup):
+//
+//   - /admission/no-downscale (validating; apps/v1 StatefulSets, Deployments,
+//     ReplicaSets and their /scale; UPDATE) refuses a decrease of replicas of
+//     a workload whose ScalingPolicy sets spec.downscale.allowed: false,
+//     unless the ScalingPolicy controller itself makes it (Identity).
+//   - /admission/prepare-downscale (mutating, never patches; StatefulSets and
+//     their /scale; UPDATE; sideEffects NoneOnDryRun) admits a downscale of a
+//     StatefulSet whose policy sets spec.downscale.prepare only once every
+//     pod it removes has answered the prepare call, and only when the zone
+//     delay and the other members' readiness let the controller do the same.
+//     Any failure tells the pods that may have prepared to cancel, and denies.
+//   - /admission/validate (validating; RolloutGroups and ScalingPolicies;
+//     CREATE and UPDATE) applies the rules that need other objects
+//     (ValidateRolloutGroup, ValidateScalingPolicy). Rules on one object are
+//     CEL rules on the CRDs.
+//
+// What each answers to input it does not expect:
+//   - a body that is not an AdmissionReview v1 with a request and a uid:
+//     HTTP 400 (405 for a method other than POST, 413 past 7 MiB); the API
+//     server then applies the webhook's failurePolicy;
+//   - a resource, subresource or operation the webhook does not judge:
+//     allowed, with a warning saying so;
+//   - a request it judges but that lacks what it needs (no object, an object
+//     of another kind): refused with code 400;
+//   - a failed lookup, or a panic (a bug, recovered): refused with code 500;
+//   - a namespace the operator does not watch: allowed, with a warning.
+//
+// Every answer is counted in echelon_webhook_requests_total, and every
+// refusal of a request that is not a dry run is a Warning Event on the
+// object it is about (an UPDATE's; a CREATE has no object yet).
 package webhooks

@@ -31,6 +31,9 @@ type Result struct {
 	PreparedAt time.Time
 	// Err describes a failed call: transport error, timeout, status, body.
 	Err error
+	// Status is the HTTP status the pod answered; 0 when no answer came (a
+	// transport error, a timeout, a cancelled call). Set by Notify only.
+	Status int
 }
 
 // Client calls pods.
@@ -62,6 +65,27 @@ func (c *Client) Prepare(ctx context.Context, targets []Target, timeout time.Dur
 			return Result{Err: fmt.Errorf("POST answered %d without a timestamp: %s", status, excerpt(body))}
 		}
 		return Result{PreparedAt: time.Unix(*answer.Timestamp, 0)}
+	})
+}
+
+// Notify POSTs to every target; any 2xx answer is success, whatever its body.
+// This is the prepare-downscale webhook's call: its endpoints (such as an
+// ingester's prepare-shutdown) answer 204 with no timestamp. Each Result
+// carries the status, so a caller can tell a pod that refused from one whose
+// answer never came and that may have acted on the call all the same.
+func (c *Client) Notify(ctx context.Context, targets []Target, timeout time.Duration) map[string]Result {
+	return c.each(ctx, targets, func(ctx context.Context, t Target) Result {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		status, body, err := c.do(ctx, http.MethodPost, t.URL)
+		switch {
+		case err != nil:
+			return Result{Err: err}
+		case status/100 != 2:
+			return Result{Status: status, Err: fmt.Errorf("POST answered %d: %s", status, excerpt(body))}
+		default:
+			return Result{Status: status}
+		}
 	})
 }
 

@@ -42,3 +42,28 @@ func TestPrepareAndCancel(t *testing.T) {
 		t.Errorf("fail: %+v", r)
 	}
 }
+
+func TestNotify(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /nocontent", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("POST /text", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`prepared`)) })
+	mux.HandleFunc("POST /fail", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "boom", http.StatusServiceUnavailable) })
+	mux.HandleFunc("POST /hang", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := &Client{HTTP: srv.Client()}
+	target := func(path string) Target { return Target{Pod: path, URL: srv.URL + "/" + path} }
+
+	got := c.Notify(context.Background(), []Target{target("nocontent"), target("text"), target("fail"), target("hang")}, 200*time.Millisecond)
+	for pod, status := range map[string]int{"nocontent": 204, "text": 200} {
+		if r := got[pod]; r.Err != nil || r.Status != status {
+			t.Errorf("%s: %+v, want success with status %d", pod, r, status)
+		}
+	}
+	if r := got["fail"]; r.Err == nil || r.Status != 503 || !strings.Contains(r.Err.Error(), `503: "boom"`) {
+		t.Errorf("fail: %+v", r)
+	}
+	if r := got["hang"]; r.Err == nil || r.Status != 0 || !strings.Contains(r.Err.Error(), "no answer within the timeout") {
+		t.Errorf("hang: %+v", r)
+	}
+}

@@ -1,0 +1,444 @@
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/controllers"
+	"github.com/echelon-operator/echelon/internal/scaling"
+)
+
+const (
+	testNS       = "mimir"
+	operatorUser = "system:serviceaccount:echelon-system:echelon"
+)
+
+// fakeCluster answers the webhooks' lookups from fixed objects.
+type fakeCluster struct {
+	mu        sync.Mutex
+	unwatched []string
+	policies  []v1alpha1.ScalingPolicy
+	sets      []appsv1.StatefulSet
+	pods      []corev1.Pod
+	group     *scaling.Group
+	objs      NamespaceObjects
+	// lookupErr fails every read; recordErr fails RecordDownscale.
+	lookupErr, recordErr error
+	recorded             map[string]time.Time
+}
+
+func (c *fakeCluster) Watches(ns string) bool { return !slices.Contains(c.unwatched, ns) }
+
+func (c *fakeCluster) PoliciesForTarget(_ context.Context, ns, kind, name string) ([]v1alpha1.ScalingPolicy, error) {
+	if c.lookupErr != nil {
+		return nil, c.lookupErr
+	}
+	var out []v1alpha1.ScalingPolicy
+	for _, p := range c.policies {
+		if p.Namespace == ns && controllers.PolicyTargetKey(p.Spec.TargetRef.Kind, p.Spec.TargetRef.Name) == controllers.PolicyTargetKey(kind, name) {
+			out = append(out, *p.DeepCopy())
+		}
+	}
+	return out, nil
+}
+
+func (c *fakeCluster) StatefulSet(_ context.Context, ns, name string) (*appsv1.StatefulSet, error) {
+	if c.lookupErr != nil {
+		return nil, c.lookupErr
+	}
+	for _, s := range c.sets {
+		if s.Namespace == ns && s.Name == name {
+			return s.DeepCopy(), nil
+		}
+	}
+	return nil, nil
+}
+
+func (c *fakeCluster) Pod(_ context.Context, ns, name string) (*corev1.Pod, error) {
+	if c.lookupErr != nil {
+		return nil, c.lookupErr
+	}
+	for _, p := range c.pods {
+		if p.Namespace == ns && p.Name == name {
+			return p.DeepCopy(), nil
+		}
+	}
+	return nil, nil
+}
+
+func (c *fakeCluster) DownscaleGroup(context.Context, *appsv1.StatefulSet) (*scaling.Group, error) {
+	return c.group, c.lookupErr
+}
+
+func (c *fakeCluster) Objects(context.Context, string) (NamespaceObjects, error) {
+	return c.objs, c.lookupErr
+}
+
+func (c *fakeCluster) RecordDownscale(_ context.Context, p *v1alpha1.ScalingPolicy, at time.Time) error {
+	if c.recordErr != nil {
+		return c.recordErr
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.recorded == nil {
+		c.recorded = map[string]time.Time{}
+	}
+	c.recorded[p.Name] = at
+	return nil
+}
+
+// recordedEvent is one Event a webhook recorded.
+type recordedEvent struct {
+	kind, name   string
+	uid          types.UID
+	reason, note string
+}
+
+type eventRecorder struct {
+	mu     sync.Mutex
+	events []recordedEvent
+}
+
+func (r *eventRecorder) Eventf(regarding, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := regarding.(metav1.Object)
+	kind := strings.TrimPrefix(fmt.Sprintf("%T", regarding), "*v1.")
+	kind = strings.TrimPrefix(kind, "*v1alpha1.")
+	if eventtype != corev1.EventTypeWarning {
+		panic("a webhook records only Warning Events")
+	}
+	r.events = append(r.events, recordedEvent{kind: kind, name: m.GetName(), uid: m.GetUID(), reason: reason, note: fmt.Sprintf(note, args...)})
+}
+
+func (r *eventRecorder) list() []recordedEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+// Builders of the objects the tests use.
+
+type policyBuilder struct{ p v1alpha1.ScalingPolicy }
+
+func makePolicy(name, kind, target string) *policyBuilder {
+	return &policyBuilder{v1alpha1.ScalingPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name},
+		Spec:       v1alpha1.ScalingPolicySpec{TargetRef: v1alpha1.PolicyTargetReference{Kind: kind, Name: target}},
+	}}
+}
+
+func (b *policyBuilder) downscale() *v1alpha1.DownscaleRules {
+	if b.p.Spec.Downscale == nil {
+		b.p.Spec.Downscale = &v1alpha1.DownscaleRules{}
+	}
+	return b.p.Spec.Downscale
+}
+
+func (b *policyBuilder) allowed(v bool) *policyBuilder { b.downscale().Allowed = ptr.To(v); return b }
+
+func (b *policyBuilder) prepare(path string, port int32, timeout time.Duration) *policyBuilder {
+	b.downscale().Prepare = &v1alpha1.PrepareDownscaleEndpoint{Path: path, Port: port, Scheme: "http", Timeout: &metav1.Duration{Duration: timeout}}
+	return b
+}
+
+func (b *policyBuilder) zoneDelay(d time.Duration) *policyBuilder {
+	b.p.Spec.MinTimeBetweenZoneDownscales = &metav1.Duration{Duration: d}
+	return b
+}
+
+func (b *policyBuilder) leader(name string) *policyBuilder {
+	b.p.Spec.ReplicasFrom = &v1alpha1.ReplicasSource{Leader: &v1alpha1.LeaderReference{Name: name}}
+	return b
+}
+
+func (b *policyBuilder) obj() v1alpha1.ScalingPolicy { return *b.p.DeepCopy() }
+
+type stsBuilder struct{ s appsv1.StatefulSet }
+
+func makeStatefulSet(name string, replicas int32) *stsBuilder {
+	return &stsBuilder{appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID("uid-" + name)},
+		Spec:       appsv1.StatefulSetSpec{Replicas: ptr.To(replicas), ServiceName: name},
+	}}
+}
+
+func (b *stsBuilder) replicas(n *int32) *stsBuilder { b.s.Spec.Replicas = n; return b }
+func (b *stsBuilder) ordinalsStart(n int32) *stsBuilder {
+	b.s.Spec.Ordinals = &appsv1.StatefulSetOrdinals{Start: n}
+	return b
+}
+func (b *stsBuilder) service(name string) *stsBuilder { b.s.Spec.ServiceName = name; return b }
+func (b *stsBuilder) labels(kv ...string) *stsBuilder {
+	b.s.Labels = map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		b.s.Labels[kv[i]] = kv[i+1]
+	}
+	return b
+}
+func (b *stsBuilder) obj() appsv1.StatefulSet { return *b.s.DeepCopy() }
+
+func runningPod(name, ip string) corev1.Pod {
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip},
+	}
+}
+
+type groupBuilder struct{ g v1alpha1.RolloutGroup }
+
+func makeGroup(name string, members ...string) *groupBuilder {
+	b := &groupBuilder{v1alpha1.RolloutGroup{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name}}}
+	for _, m := range members {
+		b.g.Spec.StatefulSets = append(b.g.Spec.StatefulSets, v1alpha1.RolloutMember{Name: m})
+	}
+	return b
+}
+
+func (b *groupBuilder) selector(kv ...string) *groupBuilder {
+	b.g.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		b.g.Spec.Selector.MatchLabels[kv[i]] = kv[i+1]
+	}
+	return b
+}
+
+func (b *groupBuilder) obj() v1alpha1.RolloutGroup { return *b.g.DeepCopy() }
+
+// Admission requests.
+
+type reqBuilder struct{ r admissionv1.AdmissionRequest }
+
+func raw(obj any) runtime.RawExtension {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		panic(err)
+	}
+	return runtime.RawExtension{Raw: b}
+}
+
+// updateOf is an UPDATE of a workload (apps/v1 resource) from old to new.
+func updateOf(resource string, old, new runtime.Object) *reqBuilder {
+	m := new.(metav1.Object)
+	gvk := new.GetObjectKind().GroupVersionKind()
+	return &reqBuilder{admissionv1.AdmissionRequest{
+		UID:       "req-1",
+		Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+		Resource:  metav1.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: resource},
+		Name:      m.GetName(),
+		Namespace: testNS,
+		Operation: admissionv1.Update,
+		UserInfo:  authenticationv1.UserInfo{Username: "alice"},
+		Object:    raw(new),
+		OldObject: raw(old),
+	}}
+}
+
+// stsUpdate is an UPDATE of StatefulSet name from old to new replicas.
+func stsUpdate(name string, old, new int32) *reqBuilder {
+	o, n := makeStatefulSet(name, old).obj(), makeStatefulSet(name, new).obj()
+	return updateOf("statefulsets", &o, &n)
+}
+
+// scaleUpdate is an UPDATE of the scale subresource of resource/name.
+func scaleUpdate(resource, name string, old, new int32) *reqBuilder {
+	scale := func(n int32) *autoscalingv1.Scale {
+		return &autoscalingv1.Scale{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "autoscaling/v1", Kind: "Scale"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID("uid-" + name)},
+			Spec:       autoscalingv1.ScaleSpec{Replicas: n},
+		}
+	}
+	b := updateOf(resource, scale(old), scale(new))
+	b.r.Resource = metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: resource}
+	b.r.SubResource = scaleSubresource
+	return b
+}
+
+func (b *reqBuilder) user(name, fieldManager string) *reqBuilder {
+	b.r.UserInfo.Username = name
+	b.r.Options = raw(metav1.UpdateOptions{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "UpdateOptions"}, FieldManager: fieldManager})
+	return b
+}
+
+func (b *reqBuilder) operatorOwn() *reqBuilder {
+	return b.user(operatorUser, controllers.ScalingPolicyFieldManager)
+}
+
+func (b *reqBuilder) dryRun() *reqBuilder { b.r.DryRun = ptr.To(true); return b }
+
+func (b *reqBuilder) op(o admissionv1.Operation) *reqBuilder { b.r.Operation = o; return b }
+
+func (b *reqBuilder) review() []byte {
+	body, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request:  &b.r,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return body
+}
+
+// answer is what the HTTP handler said.
+type answer struct {
+	httpStatus int
+	response   *admissionv1.AdmissionResponse
+	body       string
+}
+
+func (a answer) message() string {
+	if a.response == nil || a.response.Result == nil {
+		return ""
+	}
+	return a.response.Result.Message
+}
+
+// serve sends body through h, as the API server would, with query (e.g.
+// "timeout=10s") on the URL.
+func serve(t testing.TB, h http.Handler, body []byte, query string) answer {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, "/admission/x?"+query, bytes.NewReader(body))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	a := answer{httpStatus: w.Code, body: w.Body.String()}
+	if w.Code == http.StatusOK {
+		var review admissionv1.AdmissionReview
+		if err := json.Unmarshal(w.Body.Bytes(), &review); err != nil {
+			t.Fatalf("answer is not an AdmissionReview: %v: %s", err, w.Body.String())
+		}
+		if review.APIVersion != "admission.k8s.io/v1" || review.Kind != "AdmissionReview" || review.Response == nil {
+			t.Fatalf("answer is not an AdmissionReview v1 with a response: %s", w.Body.String())
+		}
+		a.response = review.Response
+	}
+	return a
+}
+
+func handler(webhook string, d decider, events eventSink) http.Handler {
+	return &reviewHandler{webhook: webhook, decider: d, events: events, log: logr.Discard()}
+}
+
+// podServer answers as the pods of a StatefulSet, each on its own loopback
+// IP and the same port, as kwok pods are reached in the end-to-end tests.
+type podServer struct {
+	port    int32
+	mu      sync.Mutex
+	calls   []string // "POST a-3", "DELETE a-3", in the order they arrived
+	answers map[string]func(w http.ResponseWriter, r *http.Request)
+	ips     map[string]string // IP -> pod
+}
+
+// newPodServer serves pods named <set>-<ordinal> for the given ordinals on
+// 127.0.0.<10+ordinal%200>. Every pod answers 204 unless answers says otherwise.
+func newPodServer(t *testing.T, set string, ordinals ...int) *podServer {
+	t.Helper()
+	s := &podServer{answers: map[string]func(http.ResponseWriter, *http.Request){}, ips: map[string]string{}}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
+	var listeners []net.Listener
+	for i, ord := range ordinals {
+		ip := fmt.Sprintf("127.0.0.%d", 10+ord%200)
+		addr := net.JoinHostPort(ip, "0")
+		if i > 0 {
+			addr = net.JoinHostPort(ip, strconv.Itoa(int(s.port)))
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("listen on %s: %v", addr, err)
+		}
+		if i == 0 {
+			s.port = int32(l.Addr().(*net.TCPAddr).Port)
+		}
+		s.ips[ip] = fmt.Sprintf("%s-%d", set, ord)
+		listeners = append(listeners, l)
+	}
+	for _, l := range listeners {
+		go func() { _ = srv.Serve(l) }()
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return s
+}
+
+func (s *podServer) ipOf(pod string) string {
+	for ip, p := range s.ips {
+		if p == pod {
+			return ip
+		}
+	}
+	return ""
+}
+
+// podsOf returns running pods, with their IPs, for the served pods.
+func (s *podServer) pods() []corev1.Pod {
+	var out []corev1.Pod
+	for ip, name := range s.ips {
+		out = append(out, runningPod(name, ip))
+	}
+	return out
+}
+
+func (s *podServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	host, _, _ := net.SplitHostPort(r.Host)
+	pod := s.ips[host]
+	s.mu.Lock()
+	s.calls = append(s.calls, r.Method+" "+pod)
+	answer := s.answers[r.Method+" "+pod]
+	s.mu.Unlock()
+	if answer != nil {
+		answer(w, r)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *podServer) answer(method, pod string, f func(w http.ResponseWriter, r *http.Request)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answers[method+" "+pod] = f
+}
+
+// callsSorted are the calls received, sorted (the calls run concurrently).
+func (s *podServer) callsSorted() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.calls)
+	slices.Sort(out)
+	return out
+}
+
+func hang(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
+
+func status(code int, body string) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, _ *http.Request) { http.Error(w, body, code) }
+}
+
+func orEmpty(c *fakeCluster) *fakeCluster {
+	if c == nil {
+		return &fakeCluster{}
+	}
+	return c
+}

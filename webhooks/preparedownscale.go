@@ -1,0 +1,404 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/controllers"
+	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/podcall"
+	"github.com/echelon-operator/echelon/internal/scaling"
+)
+
+// Reasons of the prepare-downscale webhook's decisions (metric label).
+const (
+	reasonNoPrepare       = "no-prepare"
+	reasonDryRun          = "dry-run"
+	reasonPrepared        = "prepared"
+	reasonZoneDelay       = "zone-delay"
+	reasonMembersNotReady = "members-not-ready"
+	reasonPrepareFailed   = "prepare-failed"
+	reasonRecordFailed    = "record-failed"
+)
+
+// Event reasons of the prepare-downscale webhook's denials, on the StatefulSet.
+const (
+	// EventReasonDownscaleTooEarly: the zone delay has not passed, or another
+	// member of the RolloutGroup is not Ready.
+	EventReasonDownscaleTooEarly = "DownscaleTooEarly"
+	// EventReasonPrepareFailed: a pod did not prepare, or the downscale could
+	// not be recorded; the pods prepared were told to cancel.
+	EventReasonPrepareFailed = "PrepareFailed"
+)
+
+// statefulSetsOnly: only StatefulSets have pods with ordinals to prepare.
+var statefulSetsOnly = map[string]string{"statefulsets": v1alpha1.TargetKindStatefulSet}
+
+// defaultPrepareTimeout is the per-call timeout of a policy stored before the
+// CRD defaulted spec.downscale.prepare.timeout.
+const defaultPrepareTimeout = 5 * time.Second
+
+// PrepareDownscale is the mutating webhook (it never patches) that calls the
+// prepare endpoint of every pod a downscale of a StatefulSet removes before
+// admitting it, as the StatefulSet's ScalingPolicy's spec.downscale.prepare
+// says. Any failure cancels the calls that may have taken effect and denies.
+// It also denies a downscale the zone delay or another member's readiness
+// holds, as the ScalingPolicy controller would, so that a person's kubectl
+// scale follows the rules the controller follows.
+type PrepareDownscale struct {
+	Cluster    Cluster
+	Identity   Identity
+	Pods       *podcall.Client
+	Addressing controllers.PodAddressing
+	Now        func() time.Time
+
+	// cancels counts cancel calls still running after an answer: those to
+	// pods whose prepare call got no answer (a pod that hangs must not hold
+	// up the denial that names it).
+	cancels sync.WaitGroup
+}
+
+// NewPodClient is the HTTP client of the prepare-downscale webhook's pod
+// calls: bounded concurrency, each call observed in the webhook metrics.
+// With https the pods' certificates are not verified (see
+// spec.downscale.prepare.scheme): pods are reached by IP or by a name their
+// certificates rarely carry.
+func NewPodClient() *podcall.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // documented on spec.downscale.prepare.scheme
+	// The per-call timeout bounds each call; this only bounds one that lost its deadline.
+	return &podcall.Client{HTTP: &http.Client{
+		Transport: observedTransport{next: tr},
+		Timeout:   time.Minute,
+		// A pod that redirects has not prepared: its 3xx is its answer.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+func (h *PrepareDownscale) decide(ctx context.Context, req *admissionv1.AdmissionRequest) verdict {
+	change, policies, v, judged := readDownscale(ctx, req, h.Cluster, metrics.WebhookPrepareDownscale, statefulSetsOnly)
+	if !judged {
+		return v
+	}
+	own := h.Identity.ownScalingPolicyWrite(req)
+	// The no-downscale webhook would refuse this downscale after the mutating
+	// webhooks have run: refusing it here keeps its pods from being prepared
+	// for a downscale that cannot happen.
+	if forbidding := forbiddingPolicy(policies); forbidding != nil && !own {
+		return denyDownscaleNotAllowed(change, forbidding)
+	}
+	policy := preparingPolicy(policies)
+	if policy == nil {
+		return allow(reasonNoPrepare)
+	}
+	sts, v := h.statefulSet(ctx, req, change)
+	if sts == nil {
+		return v
+	}
+	// The controller applies the gate itself, with a live read, just before
+	// it patches: its own downscale is not judged again on the cache.
+	if !own {
+		if v, closed := h.gate(ctx, sts, change, policy); closed {
+			return v
+		}
+	}
+	targets, warnings, problem := h.podsToPrepare(ctx, sts, change, policy.Spec.Downscale.Prepare)
+	if problem != nil {
+		return *problem
+	}
+	if isDryRun(req) {
+		if len(targets) > 0 {
+			warnings = append(warnings, fmt.Sprintf("dry run: the prepare endpoint of pods %s was not called", podList(targets)))
+		}
+		return allow(reasonDryRun, warnings...)
+	}
+	timeout, clampWarning := callTimeout(ctx, policy.Spec.Downscale.Prepare.Timeout)
+	if clampWarning != "" {
+		warnings = append(warnings, clampWarning)
+	}
+	results := h.Pods.Notify(ctx, targets, timeout)
+	if failures := failedCalls(targets, results); len(failures) > 0 {
+		note := h.rollBack(ctx, targets, results, timeout)
+		v := deny(reasonPrepareFailed, fmt.Sprintf("downscale of %s from %d to %d denied: %s%s", change, *change.Old, *change.New, strings.Join(failures, "; "), note))
+		v.warnings = warnings
+		v.event = &denialEvent{regarding: workloadRef(change), reason: EventReasonPrepareFailed, action: "Prepare"}
+		return v
+	}
+	// One record of the last downscale, where the ScalingPolicy controller and
+	// the other zones' gates read it; without it the next zone could shrink
+	// within the zone delay, so a failure undoes the preparation.
+	if err := h.Cluster.RecordDownscale(ctx, policy, h.Now()); err != nil {
+		note := h.rollBack(ctx, targets, results, timeout)
+		v := failed(reasonRecordFailed, http.StatusInternalServerError, fmt.Errorf("downscale of %s from %d to %d denied: %w%s", change, *change.Old, *change.New, err, note))
+		v.event = &denialEvent{regarding: workloadRef(change), reason: EventReasonPrepareFailed, action: "Prepare"}
+		return v
+	}
+	return allow(reasonPrepared, warnings...)
+}
+
+// preparingPolicy is the first policy, by name, with spec.downscale.prepare.
+func preparingPolicy(policies []v1alpha1.ScalingPolicy) *v1alpha1.ScalingPolicy {
+	var found *v1alpha1.ScalingPolicy
+	for i := range policies {
+		p := &policies[i]
+		if p.Spec.Downscale != nil && p.Spec.Downscale.Prepare != nil && (found == nil || p.Name < found.Name) {
+			found = p
+		}
+	}
+	return found
+}
+
+// statefulSet is the StatefulSet being downscaled: the request's new object,
+// or for /scale (which carries only a Scale) the cached parent. Without one,
+// the verdict says why.
+func (h *PrepareDownscale) statefulSet(ctx context.Context, req *admissionv1.AdmissionRequest, change replicaChange) (*appsv1.StatefulSet, verdict) {
+	if !change.Scale {
+		sts := &appsv1.StatefulSet{}
+		if err := decodeObject("object", req.Object, appsv1.SchemeGroupVersion.WithKind(change.Kind), sts); err != nil {
+			return nil, failed(reasonMalformed, http.StatusBadRequest, err)
+		}
+		if sts.Namespace == "" {
+			sts.Namespace = req.Namespace
+		}
+		return sts, verdict{}
+	}
+	sts, err := h.Cluster.StatefulSet(ctx, req.Namespace, change.Name)
+	if err != nil {
+		return nil, failed(reasonLookupFailed, http.StatusInternalServerError, err)
+	}
+	if sts == nil {
+		return nil, failed(reasonLookupFailed, http.StatusInternalServerError, fmt.Errorf(
+			"%s is not in the operator's cache yet, so its pods are unknown; retry", change))
+	}
+	return sts, verdict{}
+}
+
+// gate applies scaling.DownscaleGate, the controller's own rule.
+func (h *PrepareDownscale) gate(ctx context.Context, sts *appsv1.StatefulSet, change replicaChange, policy *v1alpha1.ScalingPolicy) (verdict, bool) {
+	group, err := h.Cluster.DownscaleGroup(ctx, sts)
+	if err != nil {
+		return failed(reasonLookupFailed, http.StatusInternalServerError, err), true
+	}
+	var delay time.Duration
+	if d := policy.Spec.MinTimeBetweenZoneDownscales; d != nil {
+		delay = d.Duration
+	}
+	gate := scaling.DownscaleGate(h.Now(), delay, group)
+	if gate.Open {
+		return verdict{}, false
+	}
+	reason := reasonMembersNotReady
+	if gate.Reason == v1alpha1.ScalingReasonZoneDelay {
+		reason = reasonZoneDelay
+	}
+	v := deny(reason, fmt.Sprintf("downscale of %s from %d to %d denied: ScalingPolicy %s lets it happen %s",
+		change, *change.Old, *change.New, policy.Name, gate.Why))
+	v.event = &denialEvent{regarding: workloadRef(change), reason: EventReasonDownscaleTooEarly, action: "Deny"}
+	return v, true
+}
+
+// maxPreparedPods bounds the pods one request may prepare: the calls, eight
+// at a time, must fit in the webhook's timeout (at most 30s).
+const maxPreparedPods = 1000
+
+// podsToPrepare lists the pods the downscale removes, ordinals [new, old)
+// from spec.ordinals.start, with their URLs. A pod that does not exist or is
+// not running holds no state to hand off: it is left out, with a warning. A
+// downscale whose pods cannot be addressed is denied (problem).
+func (h *PrepareDownscale) podsToPrepare(ctx context.Context, sts *appsv1.StatefulSet, change replicaChange, ep *v1alpha1.PrepareDownscaleEndpoint) ([]podcall.Target, []string, *verdict) {
+	if n := int64(*change.Old) - int64(*change.New); n > maxPreparedPods {
+		v := deny(reasonPrepareFailed, fmt.Sprintf("downscale of %s from %d to %d denied: it removes %d pods, and the prepare-downscale webhook prepares at most %d in one request; downscale in steps",
+			change, *change.Old, *change.New, n, maxPreparedPods))
+		return nil, nil, &v
+	}
+	var start int32
+	if sts.Spec.Ordinals != nil {
+		start = sts.Spec.Ordinals.Start
+	}
+	scheme := ep.Scheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	var targets []podcall.Target
+	var skipped []string
+	for i := *change.New; i < *change.Old; i++ {
+		name := fmt.Sprintf("%s-%d", sts.Name, int64(start)+int64(i))
+		pod, err := h.Cluster.Pod(ctx, sts.Namespace, name)
+		if err != nil {
+			v := failed(reasonLookupFailed, http.StatusInternalServerError, err)
+			return nil, nil, &v
+		}
+		switch {
+		case pod == nil:
+			skipped = append(skipped, name+" (does not exist)")
+			continue
+		case pod.Status.Phase != corev1.PodRunning:
+			skipped = append(skipped, fmt.Sprintf("%s (%s)", name, pod.Status.Phase))
+			continue
+		}
+		host, why := h.podHost(pod, sts.Spec.ServiceName)
+		if why != "" {
+			v := deny(reasonPrepareFailed, fmt.Sprintf("downscale of %s from %d to %d denied: pod %s cannot be called: %s", change, *change.Old, *change.New, name, why))
+			v.event = &denialEvent{regarding: workloadRef(change), reason: EventReasonPrepareFailed, action: "Prepare"}
+			return nil, nil, &v
+		}
+		u := url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(int(ep.Port))), Path: ep.Path}
+		targets = append(targets, podcall.Target{Pod: name, URL: u.String()})
+	}
+	var warnings []string
+	if len(skipped) > 0 {
+		warnings = append(warnings, fmt.Sprintf("not called, as not running: %s", strings.Join(skipped, ", ")))
+	}
+	return targets, warnings, nil
+}
+
+// podHost is how a pod is reached: its DNS name through the StatefulSet's
+// headless Service, or its IP with --pod-address=ip. why says why it cannot be.
+func (h *PrepareDownscale) podHost(pod *corev1.Pod, service string) (host, why string) {
+	if h.Addressing.PodAddressIP {
+		if pod.Status.PodIP == "" {
+			return "", "it has no IP yet"
+		}
+		return pod.Status.PodIP, ""
+	}
+	if service == "" {
+		return "", "its StatefulSet has no spec.serviceName, so it has no DNS name (run the operator with --pod-address=ip)"
+	}
+	return fmt.Sprintf("%s.%s.%s.svc.%s", pod.Name, service, pod.Namespace, h.Addressing.ClusterDomain), ""
+}
+
+// callTimeout is the policy's per-call timeout. When it is not shorter than
+// what is left of the request's deadline, it becomes half of that, so that a
+// pod that hangs is reported by name, and the others cancelled, before the API
+// server gives up on the webhook; the warning says so.
+func callTimeout(ctx context.Context, configured *metav1.Duration) (time.Duration, string) {
+	timeout := defaultPrepareTimeout
+	if configured != nil && configured.Duration > 0 {
+		timeout = configured.Duration
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return timeout, ""
+	}
+	left := time.Until(deadline)
+	if timeout < left {
+		return timeout, ""
+	}
+	clamped := max(left/2, time.Millisecond)
+	return clamped, fmt.Sprintf("spec.downscale.prepare.timeout %s is not shorter than the webhook's timeout (%s left): each pod call waits at most %s",
+		timeout, left.Round(time.Millisecond), clamped.Round(time.Millisecond))
+}
+
+// maxNamedFailures bounds the failed pods a denial describes one by one.
+const maxNamedFailures = 3
+
+// failedCalls describes the pods whose prepare call failed, in ordinal order,
+// the first few with their answers.
+func failedCalls(targets []podcall.Target, results map[string]podcall.Result) []string {
+	var out []string
+	more := 0
+	for _, t := range targets {
+		r := results[t.Pod]
+		switch {
+		case r.Err == nil:
+		case len(out) < maxNamedFailures:
+			out = append(out, fmt.Sprintf("pod %s did not prepare: %v", t.Pod, r.Err))
+		default:
+			more++
+		}
+	}
+	if more > 0 {
+		out = append(out, fmt.Sprintf("%d more pods did not prepare", more))
+	}
+	return out
+}
+
+// rollBack cancels every call that may have taken effect, and says so for the
+// denial's message. Pods that answered 2xx are prepared: they are told to
+// cancel before the answer, with a context the API server cannot cancel (it
+// may have given up already). Pods whose answer never came (a timeout, a
+// broken connection) may have acted on the call all the same: they are told
+// to cancel too, in the background, so that a pod that hangs does not hold up
+// the denial twice. Pods that answered an error status did not prepare.
+func (h *PrepareDownscale) rollBack(ctx context.Context, targets []podcall.Target, results map[string]podcall.Result, timeout time.Duration) string {
+	var prepared, unknown []podcall.Target
+	for _, t := range targets {
+		switch r := results[t.Pod]; {
+		case r.Err == nil:
+			prepared = append(prepared, t)
+		case r.Status == 0:
+			unknown = append(unknown, t)
+		}
+	}
+	log := logr.FromContextOrDiscard(ctx)
+	detached := context.WithoutCancel(ctx)
+	var note strings.Builder
+	if len(prepared) > 0 {
+		cancelled := h.Pods.Cancel(detached, prepared, timeout)
+		fmt.Fprintf(&note, "; told the prepared pods %s to cancel", podList(prepared))
+		for _, t := range prepared {
+			if err := cancelled[t.Pod].Err; err != nil {
+				fmt.Fprintf(&note, "; cancelling pod %s failed: %v", t.Pod, err)
+				log.Error(err, "cancel of a prepared pod failed; it stays prepared until it is told otherwise", "pod", t.Pod)
+			}
+		}
+	}
+	if len(unknown) > 0 {
+		fmt.Fprintf(&note, "; telling pods %s, whose answer never came, to cancel", podList(unknown))
+		h.cancels.Add(1)
+		go func() {
+			defer h.cancels.Done()
+			for pod, r := range h.Pods.Cancel(detached, unknown, timeout) {
+				if r.Err != nil {
+					log.Error(r.Err, "cancel of a pod whose prepare call got no answer failed", "pod", pod)
+				}
+			}
+		}()
+	}
+	return note.String()
+}
+
+// podList names pods for messages.
+func podList(targets []podcall.Target) string {
+	names := make([]string, 0, len(targets))
+	for _, t := range targets {
+		names = append(names, t.Pod)
+	}
+	return strings.Join(names, ", ")
+}
+
+// observedTransport records each pod call in the webhook metrics: its
+// duration and whether it failed (no answer, or not 2xx; 409 is a success
+// for a cancel, as podcall counts it).
+type observedTransport struct {
+	next http.RoundTripper
+}
+
+func (t observedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.next.RoundTrip(req)
+	call := metrics.PodCallPrepare
+	if req.Method == http.MethodDelete {
+		call = metrics.PodCallCancel
+	}
+	failed := err != nil
+	if resp != nil {
+		failed = resp.StatusCode/100 != 2 && !(call == metrics.PodCallCancel && resp.StatusCode == http.StatusConflict)
+	}
+	metrics.ObservePodCall(call, time.Since(start), failed)
+	return resp, err
+}

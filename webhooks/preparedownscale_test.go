@@ -1,0 +1,357 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/controllers"
+	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/scaling"
+)
+
+var testNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+// prepareCase is one request to the prepare-downscale webhook against pods
+// a-0 .. a-5 served on loopback IPs.
+type prepareCase struct {
+	name string
+	// setup shapes the cluster and the pods' answers.
+	setup func(c *fakeCluster, pods *podServer)
+	req   func() *reqBuilder
+	query string // "timeout=10s" unless set
+
+	allowed bool
+	reason  string
+	code    int32
+	message []string // substrings
+	warning string
+	event   string
+	// calls are the pod calls made before the answer, sorted.
+	calls []string
+	// later are calls made after the answer (cancels to pods whose answer
+	// never came).
+	later    []string
+	recorded bool
+}
+
+func TestPrepareDownscale(t *testing.T) {
+	const path = "/ingester/prepare-shutdown"
+	withPolicy := func(c *fakeCluster, pods *podServer, edit func(*policyBuilder)) {
+		b := makePolicy("a-scaling", "StatefulSet", "a").prepare(path, pods.port, 2*time.Second)
+		if edit != nil {
+			edit(b)
+		}
+		c.policies = append(c.policies, b.obj())
+	}
+	for _, tc := range []prepareCase{
+		{name: "5 to 3 prepares pods 3 and 4, records the downscale, admits",
+			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, nil) },
+			req:   func() *reqBuilder { return stsUpdate("a", 5, 3) }, allowed: true, reason: reasonPrepared,
+			calls: []string{"POST a-3", "POST a-4"}, recorded: true},
+		{name: "kubectl scale 5 to 3: pods from the cached StatefulSet",
+			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, nil) },
+			req:   func() *reqBuilder { return scaleUpdate("statefulsets", "a", 5, 3) }, allowed: true, reason: reasonPrepared,
+			calls: []string{"POST a-3", "POST a-4"}, recorded: true},
+		{name: "spec.ordinals.start shifts the pods removed",
+			setup: func(c *fakeCluster, p *podServer) {
+				withPolicy(c, p, nil)
+				c.sets = []appsv1.StatefulSet{makeStatefulSet("a", 3).ordinalsStart(2).obj()}
+			},
+			req: func() *reqBuilder { return scaleUpdate("statefulsets", "a", 3, 1) }, allowed: true, reason: reasonPrepared,
+			calls: []string{"POST a-3", "POST a-4"}, recorded: true},
+		{name: "growth calls nobody",
+			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, nil) },
+			req:   func() *reqBuilder { return stsUpdate("a", 3, 5) }, allowed: true, reason: reasonNotDecrease},
+		{name: "no policy", req: func() *reqBuilder { return stsUpdate("a", 5, 3) }, allowed: true, reason: reasonNoPrepare},
+		{name: "a policy without prepare",
+			setup: func(c *fakeCluster, _ *podServer) {
+				c.policies = []v1alpha1.ScalingPolicy{makePolicy("a-scaling", "StatefulSet", "a").zoneDelay(time.Hour).obj()}
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 5, 3) }, allowed: true, reason: reasonNoPrepare},
+		{name: "Deployments are not prepared",
+			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, nil) },
+			req:   func() *reqBuilder { return scaleUpdate("deployments", "a", 5, 3) }, allowed: true, reason: reasonUnhandled,
+			warning: "does not handle UPDATE of deployments.apps/scale"},
+		{name: "dry run calls nobody and records nothing",
+			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, nil) },
+			req:   func() *reqBuilder { return stsUpdate("a", 5, 3).dryRun() }, allowed: true, reason: reasonDryRun,
+			warning: "dry run: the prepare endpoint of pods a-3, a-4 was not called"},
+		{name: "downscale forbidden by the policy: refused before any call",
+			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, func(b *policyBuilder) { b.allowed(false) }) },
+			req:   func() *reqBuilder { return stsUpdate("a", 5, 3) }, reason: reasonDownscaleNotAllowed, code: http.StatusForbidden,
+			message: []string{"ScalingPolicy a-scaling sets spec.downscale.allowed: false"}, event: EventReasonDownscaleDenied},
+		{name: "the controller's own downscale under allowed: false is prepared",
+			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, func(b *policyBuilder) { b.allowed(false) }) },
+			req:   func() *reqBuilder { return stsUpdate("a", 5, 4).operatorOwn() }, allowed: true, reason: reasonPrepared,
+			calls: []string{"POST a-4"}, recorded: true},
+		{name: "another member not Ready",
+			setup: func(c *fakeCluster, p *podServer) {
+				withPolicy(c, p, nil)
+				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: false}, {Name: "c", Ready: true}}}
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 5, 3) }, reason: reasonMembersNotReady, code: http.StatusForbidden,
+			message: []string{"downscale of StatefulSet a from 5 to 3 denied: ScalingPolicy a-scaling lets it happen once every other member of RolloutGroup ingester is Ready (not Ready: b)"},
+			event:   EventReasonDownscaleTooEarly},
+		{name: "zone delay not passed",
+			setup: func(c *fakeCluster, p *podServer) {
+				withPolicy(c, p, func(b *policyBuilder) { b.zoneDelay(time.Hour) })
+				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: true, LastDownscale: testNow.Add(-10 * time.Minute)}}}
+			},
+			req: func() *reqBuilder { return scaleUpdate("statefulsets", "a", 5, 3) }, reason: reasonZoneDelay, code: http.StatusForbidden,
+			message: []string{"lets it happen at 2026-11-22T12:50:00Z, 1h0m0s after StatefulSet b was downscaled (minTimeBetweenZoneDownscales)"},
+			event:   EventReasonDownscaleTooEarly},
+		{name: "zone delay passed",
+			setup: func(c *fakeCluster, p *podServer) {
+				withPolicy(c, p, func(b *policyBuilder) { b.zoneDelay(time.Hour) })
+				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: true, LastDownscale: testNow.Add(-time.Hour)}}}
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 5, 4) }, allowed: true, reason: reasonPrepared, calls: []string{"POST a-4"}, recorded: true},
+		{name: "the controller's own downscale skips the gate",
+			setup: func(c *fakeCluster, p *podServer) {
+				withPolicy(c, p, func(b *policyBuilder) { b.zoneDelay(time.Hour) })
+				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: false, LastDownscale: testNow}}}
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 5, 4).operatorOwn() }, allowed: true, reason: reasonPrepared, calls: []string{"POST a-4"}, recorded: true},
+		{name: "dry run still applies the gate",
+			setup: func(c *fakeCluster, p *podServer) {
+				withPolicy(c, p, nil)
+				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b"}}}
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 5, 3).dryRun() }, reason: reasonMembersNotReady, code: http.StatusForbidden,
+			message: []string{"not Ready: b"}},
+		{name: "one pod answers 500: the prepared pods are cancelled, the failing one named",
+			setup: func(c *fakeCluster, p *podServer) {
+				withPolicy(c, p, nil)
+				p.answer("POST", "a-3", status(500, "ingester is not ACTIVE"))
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 5, 2) }, reason: reasonPrepareFailed, code: http.StatusForbidden,
+			message: []string{`pod a-3 did not prepare: POST answered 500: "ingester is not ACTIVE"`, "told the prepared pods a-2, a-4 to cancel"},
+			event:   EventReasonPrepareFailed,
+			calls:   []string{"DELETE a-2", "DELETE a-4", "POST a-2", "POST a-3", "POST a-4"}},
+		{name: "a redirect is not a success",
+			setup: func(c *fakeCluster, p *podServer) {
+				withPolicy(c, p, nil)
+				p.answer("POST", "a-4", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/elsewhere", http.StatusFound) })
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 5, 4) }, reason: reasonPrepareFailed, code: http.StatusForbidden,
+			message: []string{"pod a-4 did not prepare: POST answered 302"}, event: EventReasonPrepareFailed,
+			calls: []string{"POST a-4"}},
+		{name: "garbage in a 2xx answer is a success",
+			setup: func(c *fakeCluster, p *podServer) {
+				withPolicy(c, p, nil)
+				p.answer("POST", "a-4", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("\x00\xffnot json")) })
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 5, 4) }, allowed: true, reason: reasonPrepared, calls: []string{"POST a-4"}, recorded: true},
+		{name: "a pod that hangs is named after the timeout; it is told to cancel after the answer",
+			setup: func(c *fakeCluster, p *podServer) {
+				withPolicy(c, p, func(b *policyBuilder) { b.p.Spec.Downscale.Prepare.Timeout.Duration = 300 * time.Millisecond })
+				p.answer("POST", "a-4", hang)
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 5, 3) }, reason: reasonPrepareFailed, code: http.StatusForbidden,
+			message: []string{"pod a-4 did not prepare: POST http://127.0.0.14:", "no answer within the timeout", "told the prepared pods a-3 to cancel", "telling pods a-4, whose answer never came, to cancel"},
+			event:   EventReasonPrepareFailed,
+			calls:   []string{"DELETE a-3", "POST a-3", "POST a-4"}, later: []string{"DELETE a-4"}},
+		{name: "a pod that does not answer at all",
+			setup: func(c *fakeCluster, p *podServer) {
+				withPolicy(c, p, nil)
+				c.pods = append(c.pods, runningPod("a-6", "127.0.0.99")) // nothing listens there
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 7, 5) }, reason: reasonPrepareFailed, code: http.StatusForbidden,
+			message: []string{"pod a-6 did not prepare: POST http://127.0.0.99:", "connection refused", "told the prepared pods a-5 to cancel"},
+			event:   EventReasonPrepareFailed,
+			calls:   []string{"DELETE a-5", "POST a-5"}},
+		{name: "missing and pending pods are not called",
+			setup: func(c *fakeCluster, p *podServer) {
+				withPolicy(c, p, nil)
+				pending := runningPod("a-6", "")
+				pending.Status.Phase = corev1.PodPending
+				c.pods = append(c.pods, pending)
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 8, 4) }, allowed: true, reason: reasonPrepared,
+			warning: "not called, as not running: a-6 (Pending), a-7 (does not exist)",
+			calls:   []string{"POST a-4", "POST a-5"}, recorded: true},
+		{name: "a running pod without an IP cannot be called",
+			setup: func(c *fakeCluster, p *podServer) {
+				withPolicy(c, p, nil)
+				c.pods = append(c.pods, runningPod("a-6", ""))
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 7, 5) }, reason: reasonPrepareFailed, code: http.StatusForbidden,
+			message: []string{"pod a-6 cannot be called: it has no IP yet"}, event: EventReasonPrepareFailed},
+		{name: "the record fails: every prepared pod is cancelled",
+			setup: func(c *fakeCluster, p *podServer) {
+				withPolicy(c, p, nil)
+				c.recordErr = errors.New("the API server said no")
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 5, 3) }, reason: reasonRecordFailed, code: http.StatusInternalServerError,
+			message: []string{"the API server said no", "told the prepared pods a-3, a-4 to cancel"}, event: EventReasonPrepareFailed,
+			calls: []string{"DELETE a-3", "DELETE a-4", "POST a-3", "POST a-4"}},
+		{name: "a per-call timeout past the webhook's deadline is shortened and said",
+			setup: func(c *fakeCluster, p *podServer) {
+				withPolicy(c, p, func(b *policyBuilder) { b.p.Spec.Downscale.Prepare.Timeout.Duration = 30 * time.Second })
+				p.answer("POST", "a-4", hang)
+			},
+			query:  "timeout=1s",
+			req:    func() *reqBuilder { return stsUpdate("a", 5, 4) },
+			reason: reasonPrepareFailed, code: http.StatusForbidden, message: []string{"no answer within the timeout"}, event: EventReasonPrepareFailed,
+			warning: "spec.downscale.prepare.timeout 30s is not shorter than the webhook's timeout",
+			calls:   []string{"POST a-4"}, later: []string{"DELETE a-4"}},
+		{name: "/scale of a StatefulSet not in the cache",
+			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, nil); c.sets = nil },
+			req:   func() *reqBuilder { return scaleUpdate("statefulsets", "a", 5, 3) }, reason: reasonLookupFailed, code: http.StatusInternalServerError,
+			message: []string{"StatefulSet a is not in the operator's cache yet"}},
+		{name: "too many pods for one request",
+			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, nil) },
+			req:   func() *reqBuilder { return stsUpdate("a", 5000, 3) }, reason: reasonPrepareFailed, code: http.StatusForbidden,
+			message: []string{"removes 4997 pods", "downscale in steps"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runPrepareCase(t, tc) })
+	}
+}
+
+func runPrepareCase(t *testing.T, tc prepareCase) {
+	pods := newPodServer(t, "a", 0, 1, 2, 3, 4, 5)
+	cluster := &fakeCluster{
+		sets: []appsv1.StatefulSet{makeStatefulSet("a", 5).obj()},
+		pods: pods.pods(),
+	}
+	if tc.setup != nil {
+		tc.setup(cluster, pods)
+	}
+	events := &eventRecorder{}
+	webhook := "test-prepare"
+	decision := decisionOf(tc.allowed, tc.code)
+	before := testutil.ToFloat64(metrics.WebhookRequests.WithLabelValues(webhook, decision, tc.reason))
+	prep := &PrepareDownscale{Cluster: cluster, Identity: Identity{Username: operatorUser}, Pods: NewPodClient(),
+		Addressing: controllers.PodAddressing{PodAddressIP: true}, Now: func() time.Time { return testNow }}
+	query := tc.query
+	if query == "" {
+		query = "timeout=10s"
+	}
+	a := serve(t, handler(webhook, prep, events), tc.req().review(), query)
+	calls := pods.callsSorted()
+	message := ""
+	if len(tc.message) > 0 {
+		message = tc.message[0]
+	}
+	checkAnswer(t, a, tc.allowed, tc.code, message, tc.warning)
+	for _, m := range tc.message[min(1, len(tc.message)):] {
+		if !strings.Contains(a.message(), m) {
+			t.Errorf("message %q, want it to contain %q", a.message(), m)
+		}
+	}
+	if got := testutil.ToFloat64(metrics.WebhookRequests.WithLabelValues(webhook, decision, tc.reason)) - before; got != 1 {
+		t.Errorf("%s/%s counted %v times, want 1", decision, tc.reason, got)
+	}
+	if !slices.Equal(calls, tc.calls) {
+		t.Errorf("pod calls before the answer %q, want %q", calls, tc.calls)
+	}
+	prep.cancels.Wait()
+	all := slices.Sorted(slices.Values(append(slices.Clone(tc.calls), tc.later...)))
+	if got := pods.callsSorted(); !slices.Equal(got, all) {
+		t.Errorf("pod calls in all %q, want %q", got, all)
+	}
+	if _, ok := cluster.recorded["a-scaling"]; ok != tc.recorded {
+		t.Errorf("downscale recorded %v, want %v", ok, tc.recorded)
+	} else if ok && !cluster.recorded["a-scaling"].Equal(testNow) {
+		t.Errorf("downscale recorded at %v, want %v", cluster.recorded["a-scaling"], testNow)
+	}
+	if tc.event == "" {
+		checkEvent(t, events.list(), "", "", "")
+	} else {
+		checkEvent(t, events.list(), tc.event, "StatefulSet/a", a.message())
+	}
+}
+
+// TestPrepareCancelledRequest: when the API server gives up (the request's
+// context ends) while pods are being prepared, the pods that prepared are
+// told to cancel all the same.
+func TestPrepareCancelledRequest(t *testing.T) {
+	pods := newPodServer(t, "a", 3, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a3Answered := make(chan struct{})
+	pods.answer("POST", "a-3", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+		close(a3Answered)
+	})
+	pods.answer("POST", "a-4", func(w http.ResponseWriter, r *http.Request) {
+		<-a3Answered
+		cancel() // the API server gives up while a-4 is preparing
+		hang(w, r)
+	})
+	cluster := &fakeCluster{
+		policies: []v1alpha1.ScalingPolicy{makePolicy("a-scaling", "StatefulSet", "a").prepare("/p", pods.port, time.Minute).obj()},
+		pods:     pods.pods(),
+	}
+	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: controllers.PodAddressing{PodAddressIP: true}, Now: time.Now}
+	req := stsUpdate("a", 5, 3)
+	v := prep.decide(ctx, &req.r)
+	prep.cancels.Wait()
+	if v.allowed || v.reason != reasonPrepareFailed {
+		t.Fatalf("verdict %+v, want a denial", v)
+	}
+	want := []string{"DELETE a-3", "DELETE a-4", "POST a-3", "POST a-4"}
+	if got := pods.callsSorted(); !slices.Equal(got, want) {
+		t.Errorf("pod calls %q, want %q", got, want)
+	}
+	if len(cluster.recorded) != 0 {
+		t.Errorf("downscale recorded: %v", cluster.recorded)
+	}
+}
+
+func TestCallTimeout(t *testing.T) {
+	five := &metav1.Duration{Duration: 5 * time.Second}
+	for _, tc := range []struct {
+		name       string
+		configured *metav1.Duration
+		deadline   time.Duration // 0: none
+		want       time.Duration // ±50ms when clamped
+		warns      bool
+	}{
+		{"default, no deadline", nil, 0, defaultPrepareTimeout, false},
+		{"5s within 10s", five, 10 * time.Second, 5 * time.Second, false},
+		{"5s against 5s: halved", five, 5 * time.Second, 2500 * time.Millisecond, true},
+		{"30s against 10s: halved", &metav1.Duration{Duration: 30 * time.Second}, 10 * time.Second, 5 * time.Second, true},
+		{"zero means the default", &metav1.Duration{}, 0, defaultPrepareTimeout, false},
+	} {
+		ctx := context.Background()
+		if tc.deadline > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+			defer cancel()
+		}
+		got, warning := callTimeout(ctx, tc.configured)
+		if (warning != "") != tc.warns || got > tc.want || got < tc.want-50*time.Millisecond {
+			t.Errorf("%s: %v %q, want %v (warning: %v)", tc.name, got, warning, tc.want, tc.warns)
+		}
+		if tc.warns && !strings.Contains(warning, "spec.downscale.prepare.timeout") {
+			t.Errorf("%s: warning %q does not name the field", tc.name, warning)
+		}
+	}
+}
+
+func TestPodHost(t *testing.T) {
+	pod := runningPod("ingester-zone-a-3", "10.1.2.3")
+	fqdn := &PrepareDownscale{Addressing: controllers.PodAddressing{ClusterDomain: "cluster.local"}}
+	if host, why := fqdn.podHost(&pod, "ingester-zone-a"); host != "ingester-zone-a-3.ingester-zone-a.mimir.svc.cluster.local" || why != "" {
+		t.Errorf("fqdn: %q %q", host, why)
+	}
+	if _, why := fqdn.podHost(&pod, ""); !strings.Contains(why, "--pod-address=ip") {
+		t.Errorf("fqdn without a service: %q", why)
+	}
+	ip := &PrepareDownscale{Addressing: controllers.PodAddressing{PodAddressIP: true}}
+	if host, why := ip.podHost(&pod, ""); host != "10.1.2.3" || why != "" {
+		t.Errorf("ip: %q %q", host, why)
+	}
+}

@@ -1,0 +1,133 @@
+package webhooks
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/echelon-operator/echelon/controllers"
+	"github.com/echelon-operator/echelon/internal/metrics"
+)
+
+// Paths of the webhooks on the HTTPS server. The webhook configurations
+// (config/webhook, the chart) name them.
+const (
+	PathNoDownscale      = "/admission/" + metrics.WebhookNoDownscale
+	PathPrepareDownscale = "/admission/" + metrics.WebhookPrepareDownscale
+	PathValidate         = "/admission/" + metrics.WebhookValidate
+)
+
+// Certificates is the source of the serving certificate (internal/certs: from
+// files, or self-signed and kept in a Secret).
+type Certificates interface {
+	// GetCertificate is tls.Config.GetCertificate: called at every handshake,
+	// so a renewed certificate is served at once, with no restart.
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// Check fails when there is no certificate to serve or it has expired.
+	Check(*http.Request) error
+}
+
+// Config is what the webhooks need from the operator.
+type Config struct {
+	// Host and Port the HTTPS server listens on (Port > 0).
+	Host string
+	Port int
+	// Certificates serves the TLS certificate.
+	Certificates Certificates
+	// Identity tells the ScalingPolicy controller's own writes apart.
+	Identity Identity
+	// Addressing says how the prepare-downscale webhook reaches pods.
+	Addressing controllers.PodAddressing
+	// Namespaces are the watched ones; empty means all.
+	Namespaces []string
+}
+
+// Setup adds the HTTPS webhook server to the manager, serving the three
+// webhooks on every replica (leader or not: the API server calls any of them
+// through the Service), and returns the health check of /healthz: the server
+// answers TLS and its certificate is valid. The handlers read the manager's
+// cache, whose indexes controllers.Setup registers.
+func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
+	if cfg.Port <= 0 {
+		return nil, fmt.Errorf("webhook server port %d: must be positive", cfg.Port)
+	}
+	if cfg.Certificates == nil {
+		return nil, errors.New("webhook server: no certificate source")
+	}
+	srv := NewServer(cfg.Host, cfg.Port, cfg.Certificates)
+	cluster := NewCluster(mgr.GetClient(), mgr.GetClient(), cfg.Namespaces)
+	events := mgr.GetEventRecorder("echelon")
+	log := ctrl.Log.WithName("webhooks")
+	prepare := &PrepareDownscale{Cluster: cluster, Identity: cfg.Identity, Pods: NewPodClient(), Addressing: cfg.Addressing, Now: time.Now}
+	for path, d := range map[string]struct {
+		name string
+		decider
+	}{
+		PathNoDownscale:      {metrics.WebhookNoDownscale, &NoDownscale{Cluster: cluster, Identity: cfg.Identity}},
+		PathPrepareDownscale: {metrics.WebhookPrepareDownscale, prepare},
+		PathValidate:         {metrics.WebhookValidate, &Validate{Cluster: cluster}},
+	} {
+		srv.Register(path, &reviewHandler{webhook: d.name, decider: d.decider, events: events, log: log})
+	}
+	if err := mgr.Add(srv); err != nil {
+		return nil, fmt.Errorf("add the webhook server: %w", err)
+	}
+	if err := mgr.Add(&cancelDrain{prepare: prepare}); err != nil {
+		return nil, fmt.Errorf("add the webhook's cancel drain: %w", err)
+	}
+	return HealthCheck(srv, cfg.Certificates), nil
+}
+
+// NewServer returns controller-runtime's webhook server on host:port, TLS 1.2
+// or later, with the certificate from certs at every handshake.
+func NewServer(host string, port int, certs Certificates) webhook.Server {
+	return webhook.NewServer(webhook.Options{
+		Host: host,
+		Port: port,
+		TLSOpts: []func(*tls.Config){func(c *tls.Config) {
+			c.MinVersion = tls.VersionTLS12
+			c.GetCertificate = certs.GetCertificate
+			// HTTP/1.1 only, as kubebuilder's scaffold does: HTTP/2 exposes the
+			// server to stream-reset floods (CVE-2023-44487) and buys little
+			// for the API server's small requests.
+			c.NextProtos = []string{"http/1.1"}
+		}},
+	})
+}
+
+// HealthCheck fails until the server answers TLS, and whenever the
+// certificate source reports no valid certificate.
+func HealthCheck(srv webhook.Server, certs Certificates) healthz.Checker {
+	started := srv.StartedChecker()
+	return func(r *http.Request) error {
+		if err := started(r); err != nil {
+			return err
+		}
+		if err := certs.Check(r); err != nil {
+			return fmt.Errorf("webhook certificate: %w", err)
+		}
+		return nil
+	}
+}
+
+// cancelDrain waits, at shutdown, for the cancel calls the prepare-downscale
+// webhook still has in flight (each bounded by its per-call timeout).
+type cancelDrain struct{ prepare *PrepareDownscale }
+
+func (d *cancelDrain) Start(ctx context.Context) error {
+	<-ctx.Done()
+	d.prepare.cancels.Wait()
+	return nil
+}
+
+func (d *cancelDrain) NeedLeaderElection() bool { return false }
+
+var _ manager.LeaderElectionRunnable = &cancelDrain{}
