@@ -10,11 +10,13 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"flag"
 	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -273,5 +275,39 @@ func TestLoadClientRun(t *testing.T) {
 	}
 	if got := protocolsOf(run); len(got) != 1 || got[0] != "HTTP/1.1" {
 		t.Errorf("protocols = %v", got)
+	}
+}
+
+func TestWebhookCase(t *testing.T) {
+	got, err := cases(caseOptions{kinds: []string{kindWebhook, kindFollow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []benchCase{{kind: kindFollow, operators: 1}, {kind: kindWebhook, operators: 1, apiServerOnly: true}}
+	if !slices.Equal(got, want) {
+		t.Errorf("cases = %+v, want %+v", got, want)
+	}
+	if got[1].slug() != "webhook" {
+		t.Errorf("slug = %q", got[1].slug())
+	}
+}
+
+func TestWebhookOptionsValidate(t *testing.T) {
+	var o webhookOptions
+	bindWebhookFlags(flag.NewFlagSet("bench", flag.ContinueOnError), &o)
+	if err := o.validate(); err != nil {
+		t.Fatalf("the defaults: %v", err)
+	}
+	for name, edit := range map[string]func(o *webhookOptions){
+		"steps out of order":  func(o *webhookOptions) { o.steps = rateList{500, 250} },
+		"no clients":          func(o *webhookOptions) { o.clients = 0 },
+		"a validity under 1m": func(o *webhookOptions) { o.certValidity = 30 * time.Second },
+		"a rate of zero":      func(o *webhookOptions) { o.rate = 0 },
+	} {
+		bad := o
+		edit(&bad)
+		if err := bad.validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }
