@@ -57,12 +57,13 @@ type RolloutGroupReconciler struct {
 	deletions *deletionExpectations
 	revisions *revisionMemo
 	status    *statusLedger
+	queriers  *querierCache
 	now       func() time.Time
 }
 
 // +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups,verbs=list;watch
 // +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups/status,verbs=patch
-// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=list;watch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=list;watch;patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;delete
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
@@ -87,6 +88,10 @@ func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	ap, err := r.analyze(ctx, rg, &in, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	plan := rollout.Decide(in)
 	if len(plan.Delete) > 0 {
 		if plan, err = r.confirmWithLiveRead(ctx, rg, in, plan); err != nil {
@@ -95,9 +100,11 @@ func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	acted, actErr := r.removePods(ctx, rg, plan, now)
 	actErr = errors.Join(actErr, r.advanceRevisions(ctx, rg, plan, in.Members))
+	ap.afterAct(plan, acted)
 
-	up := computeStatus(rg, plan, acted, now)
+	up := computeStatus(rg, plan, acted, ap, now)
 	r.recordTransition(rg, plan, up)
+	r.emitAnalysis(rg, ap)
 	r.exportMetrics(rg, up)
 	flushAfter, err := r.saveStatus(ctx, rg, written, up.status, now)
 	if err != nil {
@@ -105,6 +112,7 @@ func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	after := rollout.MinPositive(plan.RequeueAfter, up.recheckAfter)
 	after = rollout.MinPositive(after, flushAfter)
+	after = rollout.MinPositive(after, ap.requeueAfter())
 	if acted.refused != "" {
 		after = rollout.MinPositive(after, evictionRetryInterval)
 	}
@@ -215,6 +223,7 @@ func (r *RolloutGroupReconciler) exportMetrics(rg *v1alpha1.RolloutGroup, up sta
 func (r *RolloutGroupReconciler) forget(key types.NamespacedName) {
 	r.deletions.ForgetGroup(key)
 	r.status.Forget(key)
+	r.queriers.forget(key)
 	metrics.ForgetGroup(key.Namespace, key.Name)
 }
 
@@ -249,6 +258,7 @@ func newRolloutGroupReconciler(mgr ctrl.Manager) *RolloutGroupReconciler {
 		deletions: newDeletionExpectations(),
 		revisions: newRevisionMemo(),
 		status:    newStatusLedger(),
+		queriers:  newQuerierCache(),
 		now:       time.Now,
 	}
 }

@@ -32,6 +32,9 @@ type statusUpdate struct {
 	rolloutCompleted bool
 	// stalledNow is true on the pass where the group became Stalled.
 	stalledNow bool
+	// rolledBack is true on the pass where a rollback completed, which ends the
+	// rollout without completing it.
+	rolledBack bool
 	// recheckAfter is when the status would change with time alone (the deadline).
 	recheckAfter time.Duration
 }
@@ -41,9 +44,17 @@ type statusUpdate struct {
 //
 // A rollout is open from the first pass that sees a pod whose revision differs
 // from its member's update revision (with every StatefulSet observed, the group
-// not blocked and not paused) until the group is Complete. A scale-up or a lost
-// pod is not a rollout: it shows as phase Waiting, with no rollout Events.
-func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionResult, now time.Time) statusUpdate {
+// not blocked, paused or failed) until the group is Complete with no analysis
+// gate pending, or a rollback completed. A scale-up or a lost pod is not a
+// rollout: it shows as phase Waiting, with no rollout Events.
+//
+// ap is the pass's analysis (nil: the group's analysis state as it is).
+func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionResult, ap *analysisPass, now time.Time) statusUpdate {
+	if ap == nil {
+		ap = newAnalysisPass(rg, now)
+		ap.resolveStable(plan.Members)
+	}
+	av := ap.view()
 	old := rg.Status
 	st := v1alpha1.RolloutGroupStatus{
 		ObservedGeneration:    rg.Generation,
@@ -58,16 +69,18 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 	}
 	for _, m := range plan.Members {
 		st.StatefulSets = append(st.StatefulSets, v1alpha1.MemberStatus{
-			Name:              m.Name,
-			Replicas:          m.Replicas,
-			ReadyReplicas:     m.Ready,
-			AvailableReplicas: m.Available,
-			UpdatedReplicas:   m.Updated,
-			MaxUnavailable:    m.MaxUnavailable,
-			CurrentRevision:   m.CurrentRevision,
-			UpdateRevision:    m.UpdateRevision,
-			Phase:             m.Phase,
-			Message:           m.Message,
+			Name:               m.Name,
+			Replicas:           m.Replicas,
+			ReadyReplicas:      m.Ready,
+			AvailableReplicas:  m.Available,
+			UpdatedReplicas:    m.Updated,
+			MaxUnavailable:     m.MaxUnavailable,
+			CurrentRevision:    m.CurrentRevision,
+			UpdateRevision:     m.UpdateRevision,
+			StableRevision:     ap.stable[m.Name],
+			GatePassedRevision: ap.gatePassed[m.Name],
+			Phase:              m.Phase,
+			Message:            m.Message,
 		})
 		st.Replicas += m.Replicas
 		st.UpdatedReplicas += m.Updated
@@ -78,20 +91,35 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 	var up statusUpdate
 
 	rolloutOpen := rolloutWasOpen(old)
-	if !rolloutOpen && plan.Settled && plan.ToRoll > 0 && plan.Blocked == nil && !rg.Spec.Paused {
+	if !rolloutOpen && plan.Settled && plan.ToRoll > 0 && plan.Blocked == nil && !rg.Spec.Paused && av.phase != v1alpha1.PhaseFailed {
 		st.RolloutStartTime, st.RolloutCompletionTime = &ts, nil
 		st.LastProgressTime, st.PodsRolled = &ts, 0
 		rolloutOpen, up.rolloutStarted = true, true
+		for i := range st.StatefulSets {
+			st.StatefulSets[i].GatePassedRevision = ""
+		}
 	}
-	if rolloutOpen && plan.Complete {
+	switch {
+	case rolloutOpen && plan.Complete && !av.holding && plan.GateDue == "":
 		st.RolloutCompletionTime = &ts
 		rolloutOpen, up.rolloutCompleted = false, true
+	case rolloutOpen && av.rolledBack:
+		st.RolloutCompletionTime = &ts
+		rolloutOpen, up.rolledBack = false, true
 	}
+	// Between rollouts a whole member's stable revision is its update revision;
+	// during one it stays what the pods ran when it began.
+	for i, m := range plan.Members {
+		if !rolloutOpen && m.Whole() {
+			st.StatefulSets[i].StableRevision = m.UpdateRevision
+		}
+	}
+	st.Analysis = ap.status()
 	if acted.deleted > 0 {
 		st.PodsRolled += acted.deleted
 		st.LastBatchTime = &ts
 	}
-	if rolloutOpen && madeProgress(rg, plan, acted, st) {
+	if rolloutOpen && (madeProgress(rg, plan, acted, st) || av.phase == v1alpha1.PhaseAnalyzing) {
 		st.LastProgressTime = &ts
 	}
 	if acted.refused != "" {
@@ -99,7 +127,7 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 	}
 
 	stalled := false
-	if deadline := progressDeadline(rg); rolloutOpen && deadline > 0 && !rg.Spec.Paused && plan.Blocked == nil && st.LastProgressTime != nil {
+	if deadline := progressDeadline(rg); rolloutOpen && deadline > 0 && !rg.Spec.Paused && plan.Blocked == nil && av.phase == "" && st.LastProgressTime != nil {
 		sinceProgress := now.Sub(st.LastProgressTime.Time)
 		if sinceProgress >= deadline {
 			stalled = true
@@ -109,8 +137,14 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 		}
 	}
 
-	sum := summarize(plan, acted, rg.Spec.Paused, rolloutOpen, stalled)
+	sum := summarize(plan, acted, rg.Spec.Paused, rolloutOpen, stalled, av)
 	st.Phase = sum.phase
+	switch {
+	case sum.phase == v1alpha1.PhaseFailed || sum.phase == v1alpha1.PhaseAnalyzing:
+		st.Message = av.message
+	case av.rollingBack:
+		st.Message = "rolling back: " + st.Message
+	}
 	up.stalledNow = stalled && old.Phase != v1alpha1.PhaseStalled
 	setConditions(&st, rg, sum)
 	up.status = st
@@ -126,7 +160,7 @@ func madeProgress(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionResu
 	return acted.deleted > 0 ||
 		st.UpdatedReplicas != old.UpdatedReplicas || st.AvailableReplicas != old.AvailableReplicas ||
 		old.ObservedGeneration != rg.Generation ||
-		old.Phase == v1alpha1.PhasePaused || old.Phase == v1alpha1.PhaseBlocked ||
+		old.Phase == v1alpha1.PhasePaused || old.Phase == v1alpha1.PhaseBlocked || old.Phase == v1alpha1.PhaseFailed ||
 		plan.Reason == v1alpha1.ReasonWaitingForBatchInterval
 }
 
@@ -150,18 +184,27 @@ type summary struct {
 // summarize is that table. Rows are tried in order; the first that applies wins.
 //
 //	blocked                        -> Blocked      Ready=False  Progressing=False  (blocker's reason)
+//	failed (gate, abort, restore)  -> Failed       Ready=False  Progressing=False  AnalysisFailed / AnalysisError / Aborted / RollbackFailed
 //	paused with pods to roll       -> Paused       Ready=False  Progressing=False  Paused
+//	rolling back                   -> Progressing  Ready=False  Progressing=True   RollingBack
+//	analysis gate started          -> Analyzing    Ready=False  Progressing=True   WaitingForAnalysis / Soaking
 //	rollout open, deadline passed  -> Stalled      Ready=False  Progressing=False  ProgressDeadlineExceeded
 //	rollout open                   -> Progressing  Ready=False  Progressing=True   (what the rollout does)
 //	every pod updated, available   -> Complete     Ready=True   Progressing=False  UpToDate
 //	otherwise                      -> Waiting      Ready=False  Progressing=False  PodsUnavailable / WaitingForStatefulSet
-func summarize(plan rollout.Plan, acted actionResult, paused, rolloutOpen, stalled bool) summary {
+func summarize(plan rollout.Plan, acted actionResult, paused, rolloutOpen, stalled bool, av analysisView) summary {
 	f, t := metav1.ConditionFalse, metav1.ConditionTrue
 	switch {
 	case plan.Blocked != nil:
 		return summary{v1alpha1.PhaseBlocked, f, f, plan.Blocked.Reason}
+	case av.phase == v1alpha1.PhaseFailed:
+		return summary{v1alpha1.PhaseFailed, f, f, av.reason}
 	case paused && (rolloutOpen || plan.ToRoll > 0):
 		return summary{v1alpha1.PhasePaused, f, f, v1alpha1.ReasonPaused}
+	case av.rollingBack:
+		return summary{v1alpha1.PhaseProgressing, f, t, v1alpha1.ReasonRollingBack}
+	case av.phase == v1alpha1.PhaseAnalyzing:
+		return summary{v1alpha1.PhaseAnalyzing, f, t, av.reason}
 	case rolloutOpen && stalled:
 		return summary{v1alpha1.PhaseStalled, f, f, v1alpha1.ReasonProgressDeadlineExceeded}
 	case rolloutOpen:

@@ -182,7 +182,7 @@ func TestComputeStatusPhasesAndConditions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			up := computeStatus(tt.group, tt.plan, tt.acted, statusNow)
+			up := computeStatus(tt.group, tt.plan, tt.acted, nil, statusNow)
 			st := up.status
 			if st.Phase != tt.wantPhase {
 				t.Errorf("phase = %s, want %s (message %q)", st.Phase, tt.wantPhase, st.Message)
@@ -224,7 +224,7 @@ func TestComputeStatusRolloutLifecycle(t *testing.T) {
 		rg.Status.PodsRolled = 30
 	})
 
-	up := computeStatus(rg, outdated, actionResult{deleted: 1}, statusNow)
+	up := computeStatus(rg, outdated, actionResult{deleted: 1}, nil, statusNow)
 	if !up.rolloutStarted {
 		t.Fatal("a new update revision after a completed rollout must start a rollout")
 	}
@@ -244,7 +244,7 @@ func TestComputeStatusRolloutLifecycle(t *testing.T) {
 	rg.Status = up.status
 	later := statusNow.Add(3 * time.Minute)
 	done := rollout.Plan{Complete: true, Settled: true, Reason: v1alpha1.ReasonUpToDate, Members: []rollout.MemberState{member("a", 3, 3, 3, v1alpha1.MemberComplete)}}
-	up = computeStatus(rg, done, actionResult{}, later)
+	up = computeStatus(rg, done, actionResult{}, nil, later)
 	if !up.rolloutCompleted {
 		t.Fatal("the rollout must complete when the plan is complete")
 	}
@@ -256,7 +256,7 @@ func TestComputeStatusRolloutLifecycle(t *testing.T) {
 	}
 
 	rg.Status = up.status
-	up = computeStatus(rg, done, actionResult{}, later.Add(time.Minute))
+	up = computeStatus(rg, done, actionResult{}, nil, later.Add(time.Minute))
 	if up.rolloutStarted || up.rolloutCompleted {
 		t.Error("a complete group with nothing to do must neither start nor complete a rollout")
 	}
@@ -267,32 +267,32 @@ func TestComputeStatusProgressAndStall(t *testing.T) {
 
 	// Same counts as last time, deadline passed: stalled, and only once.
 	rg := group(openRollout(20 * time.Minute))
-	up := computeStatus(rg, plan, actionResult{}, statusNow)
+	up := computeStatus(rg, plan, actionResult{}, nil, statusNow)
 	if !up.stalledNow || up.status.Phase != v1alpha1.PhaseStalled {
 		t.Fatalf("want a fresh stall, got phase %s stalledNow %v", up.status.Phase, up.stalledNow)
 	}
 	rg.Status = up.status
-	if again := computeStatus(rg, plan, actionResult{}, statusNow.Add(time.Second)); again.stalledNow {
+	if again := computeStatus(rg, plan, actionResult{}, nil, statusNow.Add(time.Second)); again.stalledNow {
 		t.Error("a group already Stalled must not count a new stall")
 	}
 
 	// A pod became available: that is progress, the clock restarts.
 	progressed := rollout.Plan{Current: "a", Settled: true, Reason: v1alpha1.ReasonWaitingForPods, Members: []rollout.MemberState{member("a", 5, 5, 5, v1alpha1.MemberWaiting)}}
-	up = computeStatus(group(openRollout(20*time.Minute)), progressed, actionResult{}, statusNow)
+	up = computeStatus(group(openRollout(20*time.Minute)), progressed, actionResult{}, nil, statusNow)
 	if up.status.Phase != v1alpha1.PhaseProgressing || !up.status.LastProgressTime.Time.Equal(statusNow) {
 		t.Errorf("progress must reset the stall clock: phase %s lastProgress %v", up.status.Phase, up.status.LastProgressTime)
 	}
 
 	// Paused groups never stall.
 	paused := group(func(rg *v1alpha1.RolloutGroup) { openRollout(20 * time.Minute)(rg); rg.Spec.Paused = true })
-	if up := computeStatus(paused, plan, actionResult{}, statusNow); up.status.Phase != v1alpha1.PhasePaused || up.stalledNow {
+	if up := computeStatus(paused, plan, actionResult{}, nil, statusNow); up.status.Phase != v1alpha1.PhasePaused || up.stalledNow {
 		t.Errorf("paused group: phase %s stalledNow %v", up.status.Phase, up.stalledNow)
 	}
 }
 
 func TestComputeStatusRefusedEvictionIsInTheMessage(t *testing.T) {
 	plan := rollout.Plan{Current: "a", Message: "a: 0/3 updated, deleting 1 pods", Settled: true, ToRoll: 3, Members: []rollout.MemberState{member("a", 3, 0, 3, v1alpha1.MemberRolling)}}
-	up := computeStatus(group(openRollout(time.Minute)), plan, actionResult{refused: "eviction of pod a-2 refused"}, statusNow)
+	up := computeStatus(group(openRollout(time.Minute)), plan, actionResult{refused: "eviction of pod a-2 refused"}, nil, statusNow)
 	if want := "a: 0/3 updated, deleting 1 pods; eviction of pod a-2 refused"; up.status.Message != want {
 		t.Errorf("message = %q, want %q", up.status.Message, want)
 	}
@@ -311,27 +311,27 @@ func TestComputeStatusNotARollout(t *testing.T) {
 	})
 	scaledUp := rollout.Plan{Current: "a", Settled: true, Reason: v1alpha1.ReasonWaitingForPods,
 		Members: []rollout.MemberState{member("a", 5, 5, 3, v1alpha1.MemberWaiting)}}
-	up := computeStatus(rg, scaledUp, actionResult{}, statusNow)
+	up := computeStatus(rg, scaledUp, actionResult{}, nil, statusNow)
 	if up.rolloutStarted || up.rolloutCompleted || up.status.PodsRolled != 30 || !up.status.RolloutStartTime.Equal(rg.Status.RolloutStartTime) {
 		t.Errorf("a scale-up started=%v completed=%v podsRolled=%d start=%v: want no rollout and nothing reset",
 			up.rolloutStarted, up.rolloutCompleted, up.status.PodsRolled, up.status.RolloutStartTime)
 	}
 	rg.Status = up.status
 	done := rollout.Plan{Complete: true, Settled: true, Reason: v1alpha1.ReasonUpToDate, Members: []rollout.MemberState{member("a", 5, 5, 5, v1alpha1.MemberComplete)}}
-	if up := computeStatus(rg, done, actionResult{}, statusNow.Add(time.Minute)); up.rolloutCompleted || up.status.Phase != v1alpha1.PhaseComplete {
+	if up := computeStatus(rg, done, actionResult{}, nil, statusNow.Add(time.Minute)); up.rolloutCompleted || up.status.Phase != v1alpha1.PhaseComplete {
 		t.Errorf("the scale-up finishing: completed=%v phase %s, want no rollout completing and Complete", up.rolloutCompleted, up.status.Phase)
 	}
 
 	// A paused group with a new revision does not start a rollout until resumed.
 	paused := group(func(rg *v1alpha1.RolloutGroup) { rg.Spec.Paused = true })
 	outdated := rollout.Plan{Current: "a", Settled: true, ToRoll: 3, Reason: v1alpha1.ReasonPaused, Members: []rollout.MemberState{member("a", 3, 0, 3, v1alpha1.MemberRolling)}}
-	if up := computeStatus(paused, outdated, actionResult{}, statusNow); up.rolloutStarted || up.status.Phase != v1alpha1.PhasePaused {
+	if up := computeStatus(paused, outdated, actionResult{}, nil, statusNow); up.rolloutStarted || up.status.Phase != v1alpha1.PhasePaused {
 		t.Errorf("paused: started=%v phase %s, want no start and Paused", up.rolloutStarted, up.status.Phase)
 	}
 	// Nor does a group whose StatefulSet controllers have not observed the change.
 	unsettled := outdated
 	unsettled.Settled = false
-	if up := computeStatus(group(nil), unsettled, actionResult{}, statusNow); up.rolloutStarted {
+	if up := computeStatus(group(nil), unsettled, actionResult{}, nil, statusNow); up.rolloutStarted {
 		t.Error("a rollout started before every StatefulSet controller observed its spec")
 	}
 }
@@ -359,7 +359,7 @@ func TestComputeStatusDeadlineClock(t *testing.T) {
 			if tt.mutate != nil {
 				tt.mutate(rg)
 			}
-			up := computeStatus(rg, tt.plan, actionResult{}, statusNow)
+			up := computeStatus(rg, tt.plan, actionResult{}, nil, statusNow)
 			if up.status.Phase == v1alpha1.PhaseStalled || !up.status.LastProgressTime.Time.Equal(statusNow) {
 				t.Errorf("phase %s lastProgress %v: want the clock restarted now", up.status.Phase, up.status.LastProgressTime)
 			}

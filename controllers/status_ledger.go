@@ -102,6 +102,9 @@ func urgentStatusChange(spec v1alpha1.RolloutGroupSpec, written, next v1alpha1.R
 	if len(written.Conditions) != len(next.Conditions) || len(written.StatefulSets) != len(next.StatefulSets) {
 		return true
 	}
+	if analysisChanged(written.Analysis, next.Analysis) {
+		return true
+	}
 	// Within a rollout the reason flips between what each pass does (deleting a
 	// batch, waiting for its pods, waiting for another member) at every batch;
 	// writing each flip would cost a status write per batch, so those wait for
@@ -116,7 +119,8 @@ func urgentStatusChange(spec v1alpha1.RolloutGroupSpec, written, next v1alpha1.R
 	for i := range next.StatefulSets {
 		w, n := written.StatefulSets[i], next.StatefulSets[i]
 		if w.Name != n.Name || w.Phase != n.Phase || w.Replicas != n.Replicas || w.MaxUnavailable != n.MaxUnavailable ||
-			w.UpdateRevision != n.UpdateRevision || w.CurrentRevision != n.CurrentRevision {
+			w.UpdateRevision != n.UpdateRevision || w.CurrentRevision != n.CurrentRevision ||
+			w.StableRevision != n.StableRevision || w.GatePassedRevision != n.GatePassedRevision {
 			return true
 		}
 	}

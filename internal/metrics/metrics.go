@@ -23,7 +23,7 @@ const (
 // AllPhases lists every RolloutGroup phase, so the phase gauge has one series each.
 var AllPhases = []v1alpha1.RolloutPhase{
 	v1alpha1.PhaseComplete, v1alpha1.PhaseProgressing, v1alpha1.PhaseWaiting, v1alpha1.PhasePaused,
-	v1alpha1.PhaseBlocked, v1alpha1.PhaseStalled,
+	v1alpha1.PhaseBlocked, v1alpha1.PhaseStalled, v1alpha1.PhaseAnalyzing, v1alpha1.PhaseFailed,
 }
 
 var (
@@ -113,4 +113,5 @@ func ForgetGroup(namespace, name string) {
 	Stalls.DeletePartialMatch(labels)
 	LastProgress.DeletePartialMatch(labels)
 	PlansRevised.DeletePartialMatch(labels)
+	forgetAnalysis(labels)
 }

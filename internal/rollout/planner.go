@@ -119,15 +119,15 @@ type MemberState struct {
 	Message            string
 }
 
-// whole reports whether every wanted pod runs the update revision and is
+// Whole reports whether every wanted pod runs the update revision and is
 // available, with nothing leaving and the StatefulSet's status agreeing.
-func (ms *MemberState) whole() bool {
+func (ms *MemberState) Whole() bool {
 	return len(ms.Outdated) == 0 && ms.ToRoll == 0 && ms.disruption() == ""
 }
 
-// moved reports whether the member's update revision differs from its known
+// Moved reports whether the member's update revision differs from its known
 // stable revision: its template changed in this rollout.
-func (ms *MemberState) moved() bool {
+func (ms *MemberState) Moved() bool {
 	return ms.StableRevision != "" && ms.UpdateRevision != ms.StableRevision
 }
 
@@ -332,7 +332,7 @@ func gateDue(in Input, members []MemberState) string {
 	}
 	for i := range members {
 		ms := &members[i]
-		if ms.moved() && ms.whole() && ms.GatePassedRevision != ms.UpdateRevision {
+		if ms.Moved() && ms.Whole() && ms.GatePassedRevision != ms.UpdateRevision {
 			return ms.Name
 		}
 	}

@@ -18,6 +18,12 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   verbs:
   - create
 - apiGroups:
+  - ""
+  resources:
+  - secrets
+  verbs:
+  - get
+- apiGroups:
   - admissionregistration.k8s.io
   resources:
   - mutatingwebhookconfigurations
@@ -26,6 +32,14 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - get
   - list
   - patch
+  - watch
+- apiGroups:
+  - apps
+  resources:
+  - controllerrevisions
+  verbs:
+  - get
+  - list
   - watch
 - apiGroups:
   - apps
@@ -99,6 +113,20 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - pods/eviction
   verbs:
   - create
+- apiGroups:
+  - ""
+  resources:
+  - secrets
+  verbs:
+  - get
+- apiGroups:
+  - apps
+  resources:
+  - controllerrevisions
+  verbs:
+  - get
+  - list
+  - watch
 - apiGroups:
   - apps
   resources:

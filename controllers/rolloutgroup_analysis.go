@@ -1,0 +1,199 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/analysis"
+	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/rollout"
+)
+
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+
+// analyze runs the group's analysis for this pass: the manual controls, the
+// gates, the queries that are due (at most one per check per interval, and
+// none without a started gate), the failure policy and the restoration of the
+// templates of a rollback. It sets the planner's holds in in and returns the
+// pass, which the controller completes after acting (afterAct).
+//
+// Queries run in the reconcile, concurrently, each bounded by the spec's
+// timeout: a slow Prometheus delays this group's pass by one timeout at most,
+// and other groups go on in the other workers.
+func (r *RolloutGroupReconciler) analyze(ctx context.Context, rg *v1alpha1.RolloutGroup, in *rollout.Input, now time.Time) (*analysisPass, error) {
+	ap := newAnalysisPass(rg, now)
+	ap.applyTo(in)
+	pre := rollout.Decide(*in)
+	ap.begin(pre)
+	if due := ap.dueChecks(); len(due) > 0 && pre.Blocked == nil {
+		ap.record(r.runChecks(ctx, rg, ap.queryVars(), due))
+	}
+	ap.decide(pre)
+	if ap.rollingBack() && pre.Blocked == nil {
+		pending, failed, err := r.restoreTemplates(ctx, rg, ap.st.Rollback, in.Members)
+		if err != nil {
+			return nil, err
+		}
+		ap.setRestore(pending, failed)
+	}
+	ap.applyTo(in)
+	return ap, nil
+}
+
+// runChecks queries the due checks concurrently and returns their outcomes by
+// check name. A Prometheus that cannot be reached, a Secret that cannot be
+// read, a template that cannot be expanded: each is an error outcome of every
+// check concerned, counted against its errorThreshold.
+func (r *RolloutGroupReconciler) runChecks(ctx context.Context, rg *v1alpha1.RolloutGroup, vars analysis.Vars, checks []v1alpha1.AnalysisCheck) map[string]analysis.Outcome {
+	outcomes := make(map[string]analysis.Outcome, len(checks))
+	q, err := r.querierFor(ctx, rg)
+	if err != nil {
+		for _, c := range checks {
+			outcomes[c.Name] = analysis.Outcome{Err: err}
+		}
+		return outcomes
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, c := range checks {
+		wg.Go(func() {
+			o := runCheck(ctx, q, c, vars, r.now)
+			mu.Lock()
+			outcomes[c.Name] = o
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for _, c := range checks {
+		o := outcomes[c.Name]
+		ctrl.LoggerFrom(ctx).V(1).Info("analysis query", "check", c.Name, "query", o.Query, "value", o.Verdict.Value,
+			"success", o.Verdict.Success, "error", o.Err)
+	}
+	return outcomes
+}
+
+// runCheck expands, queries and judges one check.
+func runCheck(ctx context.Context, q analysis.Querier, c v1alpha1.AnalysisCheck, vars analysis.Vars, now func() time.Time) analysis.Outcome {
+	query, err := analysis.ExpandQuery(c.Query, vars)
+	if err != nil {
+		return analysis.Outcome{Err: err}
+	}
+	start := time.Now()
+	samples, err := q.Query(ctx, query, now())
+	metrics.AnalysisQueryDuration.WithLabelValues(vars.Namespace, vars.Group).Observe(time.Since(start).Seconds())
+	if err != nil {
+		return analysis.Outcome{Query: query, Err: err}
+	}
+	verdict, err := analysis.Judge(c.Condition, samples)
+	return analysis.Outcome{Query: query, Verdict: verdict, Err: err}
+}
+
+// querierFor returns the group's Prometheus querier, reading its Secrets each
+// time (live, so that no Secret is cached) and reusing the querier, with its
+// connections, while address, credentials and TLS settings stay the same.
+func (r *RolloutGroupReconciler) querierFor(ctx context.Context, rg *v1alpha1.RolloutGroup) (analysis.Querier, error) {
+	src := rg.Spec.Analysis.Prometheus
+	cfg := analysis.PrometheusConfig{Address: src.Address, Timeout: analysis.DefaultTimeout}
+	if src.Timeout != nil && src.Timeout.Duration > 0 {
+		cfg.Timeout = src.Timeout.Duration
+	}
+	if ref := src.AuthSecretRef; ref != nil {
+		data, err := r.secretData(ctx, rg.Namespace, ref.Name)
+		if err != nil {
+			return nil, fmt.Errorf("spec.analysis.prometheus.authSecretRef: %w", err)
+		}
+		cfg.BearerToken = string(data["token"])
+		cfg.Username, cfg.Password = string(data["username"]), string(data["password"])
+		if cfg.BearerToken == "" && cfg.Username == "" {
+			return nil, fmt.Errorf("spec.analysis.prometheus.authSecretRef: Secret %s has neither a token key nor a username key", ref.Name)
+		}
+	}
+	if tls := src.TLS; tls != nil {
+		cfg.InsecureSkipVerify, cfg.ServerName = tls.InsecureSkipVerify, tls.ServerName
+		if ref := tls.CASecretRef; ref != nil {
+			data, err := r.secretData(ctx, rg.Namespace, ref.Name)
+			if err != nil {
+				return nil, fmt.Errorf("spec.analysis.prometheus.tls.caSecretRef: %w", err)
+			}
+			key := ref.Key
+			if key == "" {
+				key = "ca.crt"
+			}
+			if cfg.CAPEM = data[key]; len(cfg.CAPEM) == 0 {
+				return nil, fmt.Errorf("spec.analysis.prometheus.tls.caSecretRef: Secret %s has no key %s", ref.Name, key)
+			}
+		}
+	}
+	return r.queriers.get(types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}, cfg)
+}
+
+func (r *RolloutGroupReconciler) secretData(ctx context.Context, namespace, name string) (map[string][]byte, error) {
+	secret := &corev1.Secret{}
+	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, secret); err != nil {
+		return nil, fmt.Errorf("read Secret %s: %w", name, err)
+	}
+	return secret.Data, nil
+}
+
+// emitAnalysis emits the pass's Events and counts its results.
+func (r *RolloutGroupReconciler) emitAnalysis(rg *v1alpha1.RolloutGroup, ap *analysisPass) {
+	for _, e := range ap.events {
+		r.events.Eventf(rg, nil, e.eventType, e.reason, e.action, "%s", e.message)
+	}
+	for _, res := range ap.results {
+		metrics.AnalysisChecks.WithLabelValues(rg.Namespace, rg.Name, res.check, res.result).Inc()
+	}
+	if ap.rollbackStarted != "" {
+		metrics.Rollbacks.WithLabelValues(rg.Namespace, rg.Name, ap.rollbackStarted).Inc()
+	}
+}
+
+// querierCache keeps one querier per group, rebuilt when its configuration
+// changes.
+type querierCache struct {
+	mu      sync.Mutex
+	entries map[types.NamespacedName]cachedQuerier
+}
+
+type cachedQuerier struct {
+	fingerprint [32]byte
+	querier     analysis.Querier
+}
+
+func newQuerierCache() *querierCache {
+	return &querierCache{entries: map[types.NamespacedName]cachedQuerier{}}
+}
+
+func (c *querierCache) get(key types.NamespacedName, cfg analysis.PrometheusConfig) (analysis.Querier, error) {
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	fp := sha256.Sum256(raw)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[key]; ok && e.fingerprint == fp {
+		return e.querier, nil
+	}
+	q, err := analysis.NewPrometheus(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.entries[key] = cachedQuerier{fingerprint: fp, querier: q}
+	return q, nil
+}
+
+func (c *querierCache) forget(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, key)
+}

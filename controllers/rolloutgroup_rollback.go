@@ -1,0 +1,111 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/rollout"
+)
+
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=patch
+
+// restoreTemplates puts back, on each member of the rollback whose StatefulSet
+// still has the revision rolled back from as its update revision, the pod
+// template of its stable revision, as `kubectl rollout undo` does: the
+// ControllerRevision named <statefulset>-<stable revision> stores the template
+// as a strategic merge patch that replaces spec.template, and is applied as it
+// is. The StatefulSet controller then finds the restored template equal to
+// that revision and makes it the update revision again, and the planner rolls
+// the moved pods back.
+//
+// It returns the members not restored yet (patched and not yet observed by
+// their StatefulSet controller, or patched now) and, when a template cannot be
+// restored (its revision is gone), why; nothing is deleted until every member
+// is restored.
+func (r *RolloutGroupReconciler) restoreTemplates(ctx context.Context, rg *v1alpha1.RolloutGroup, rb *v1alpha1.RollbackStatus, members []rollout.Member) (pending []string, failed string, err error) {
+	for _, m := range rb.Members {
+		var sts *appsv1.StatefulSet
+		for _, member := range members {
+			if member.Name == m.Name {
+				sts = member.StatefulSet
+			}
+		}
+		switch {
+		case sts == nil:
+			return nil, fmt.Sprintf("cannot roll back StatefulSet %s: it does not exist", m.Name), nil
+		case sts.Status.ObservedGeneration < sts.Generation:
+			pending = append(pending, m.Name) // a patch (ours or not) not yet observed
+			continue
+		case sts.Status.UpdateRevision == m.To:
+			continue // restored
+		case sts.Status.UpdateRevision != m.From:
+			// Someone changed the template since: not ours to overwrite. The
+			// failure is released by the next pass (releaseOnNewTemplate).
+			continue
+		}
+		rev, msg, err := r.stableRevision(ctx, sts, m.To)
+		if err != nil || msg != "" {
+			return nil, msg, err
+		}
+		if err := r.Patch(ctx, sts, client.RawPatch(types.StrategicMergePatchType, rev.Data.Raw)); err != nil {
+			return nil, "", fmt.Errorf("restore the template of StatefulSet %s from ControllerRevision %s: %w", sts.Name, rev.Name, err)
+		}
+		r.events.Eventf(rg, sts, corev1.EventTypeNormal, "TemplateRestored", "Rollback",
+			"StatefulSet %s: template of revision %s restored from ControllerRevision %s (was revision %s)", sts.Name, m.To, rev.Name, m.From)
+		pending = append(pending, m.Name)
+	}
+	return pending, "", nil
+}
+
+// stableRevision reads the ControllerRevision of sts whose hash is hash, and
+// checks that it holds a pod template. It is named <sts>-<hash> and owned by
+// sts; a revision named otherwise is found by its controller-revision-hash
+// label. The string says why there is none to restore.
+func (r *RolloutGroupReconciler) stableRevision(ctx context.Context, sts *appsv1.StatefulSet, hash string) (*appsv1.ControllerRevision, string, error) {
+	rev := &appsv1.ControllerRevision{}
+	err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: sts.Namespace, Name: sts.Name + "-" + hash}, rev)
+	switch {
+	case err == nil && ownedBy(rev, sts) && rev.Labels[appsv1.ControllerRevisionHashLabelKey] == hash:
+	case err == nil || apierrors.IsNotFound(err):
+		var list appsv1.ControllerRevisionList
+		if err := r.apiReader.List(ctx, &list, client.InNamespace(sts.Namespace), client.MatchingLabels{appsv1.ControllerRevisionHashLabelKey: hash}); err != nil {
+			return nil, "", fmt.Errorf("list the ControllerRevisions of StatefulSet %s: %w", sts.Name, err)
+		}
+		rev = nil
+		for i := range list.Items {
+			if ownedBy(&list.Items[i], sts) {
+				rev = &list.Items[i]
+			}
+		}
+		if rev == nil {
+			return nil, fmt.Sprintf("cannot roll back StatefulSet %s: its ControllerRevision %s-%s (the stable revision) is gone; restore the template by hand or set echelon.dev/retry",
+				sts.Name, sts.Name, hash), nil
+		}
+	default:
+		return nil, "", fmt.Errorf("get ControllerRevision %s-%s: %w", sts.Name, hash, err)
+	}
+	var patch struct {
+		Spec struct {
+			Template *json.RawMessage `json:"template"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(rev.Data.Raw, &patch); err != nil || patch.Spec.Template == nil {
+		return nil, fmt.Sprintf("cannot roll back StatefulSet %s: ControllerRevision %s holds no pod template", sts.Name, rev.Name), nil
+	}
+	return rev, "", nil
+}
+
+func ownedBy(obj metav1.Object, sts *appsv1.StatefulSet) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == sts.UID
+}
