@@ -355,7 +355,7 @@ type podServer struct {
 
 // newPodServer serves pods named <set>-<ordinal> for the given ordinals on
 // 127.0.0.<10+ordinal%200>. Every pod answers 204 unless answers says otherwise.
-func newPodServer(t *testing.T, set string, ordinals ...int) *podServer {
+func newPodServer(t testing.TB, set string, ordinals ...int) *podServer {
 	t.Helper()
 	s := &podServer{answers: map[string]func(http.ResponseWriter, *http.Request){}, ips: map[string]string{}}
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
