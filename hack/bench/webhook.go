@@ -154,9 +154,8 @@ type webhookResult struct {
 	Steady          webhookStep   `json:"steady"`
 	Steps           []webhookStep `json:"steps"`
 	P99LimitSeconds float64       `json:"p99LimitSeconds"`
-	// HeldPerSecond is the highest step, in order, before the first whose p99
-	// passed the limit, or that failed a request, dropped one or fell short
-	// of its rate; 0 when the first step did.
+	// HeldPerSecond is the highest step whose p99 stayed within the limit
+	// with no request failed or dropped and its rate achieved; 0 when none.
 	HeldPerSecond float64         `json:"heldPerSecond"`
 	Rotation      *rotationResult `json:"rotation,omitempty"`
 	OperatorLogs  []string        `json:"operatorLogs"`
@@ -168,6 +167,9 @@ type webhookStep struct {
 	Held               bool    `json:"held"`
 	OperatorCPUSeconds float64 `json:"operatorCPUSeconds"`
 	BenchCPUSeconds    float64 `json:"benchCPUSeconds"`
+	// OthersCPUSeconds is the machine's busy time less the operator's and the
+	// bench's: the API server, etcd, and anything else running meanwhile.
+	OthersCPUSeconds float64 `json:"othersCPUSeconds"`
 	// OperatorRequests are the operator's API requests during the stretch.
 	OperatorRequests map[string]int `json:"operatorRequestsByVerb,omitempty"`
 }
@@ -190,6 +192,8 @@ type rotationResult struct {
 	Window               latencySummary `json:"window"`
 	WindowFromSeconds    float64        `json:"windowFromSeconds"` // relative to the switch
 	WindowToSeconds      float64        `json:"windowToSeconds"`
+	// BySecond are the seconds of the load, numbered from the switch.
+	BySecond []secondSummary `json:"bySecond"`
 	// OperatorRotations is the operator's
 	// echelon_webhook_certificate_rotations_total at the end, "" if not exported.
 	OperatorRotations string `json:"operatorRotationsTotal"`
@@ -245,9 +249,12 @@ func runWebhook(ctx context.Context, cfg runConfig, o webhookOptions) (_ *webhoo
 	if err := registerNoDownscale(ctx, cp.Client(), ns, r.port); err != nil {
 		return nil, err
 	}
-	if err := r.watchBundle(ctx); err != nil {
+	stopWatch, err := r.watchBundle(ctx)
+	if err != nil {
 		return nil, err
 	}
+	// Before the control plane stops: the API server waits for open watches.
+	defer stopWatch()
 	say("created %d StatefulSets with a guarding ScalingPolicy each and the webhook configuration in %s", o.policies, since(began))
 	if r.user, err = cp.NewOperatorUser(ctx, "echelon-operator"); err != nil {
 		return nil, err
@@ -370,6 +377,7 @@ func (r *webhookRun) measureRotation(ctx context.Context) (retErr error) {
 	to := min(switchAt.Sub(run.began)+rotationWindow, run.elapsed)
 	res.Window = summarize(within(run.samples, from, to), r.o.rate, to-from, 0)
 	res.WindowFromSeconds, res.WindowToSeconds = (from - switchAt.Sub(run.began)).Seconds(), (to - switchAt.Sub(run.began)).Seconds()
+	res.BySecond = bySecond(run.samples, switchAt.Sub(run.began))
 	res.OperatorRotations = metricValue(ops[0], "echelon_webhook_certificate_rotations_total")
 	r.say("served certificate %s -> %s at %.1fs; window: %s", res.Served[0].Serial, res.Served[1].Serial, res.SwitchSeconds, describe(res.Window))
 	return nil
@@ -457,14 +465,11 @@ func (r *webhookRun) checkThroughAPIServer(ctx context.Context, ops operators) e
 	return nil
 }
 
-// measure runs plan and records what the operator and the bench used meanwhile.
+// measure runs plan and records what the operator, the bench and the rest of
+// the machine used meanwhile.
 func (r *webhookRun) measure(ctx context.Context, ops operators, plan loadPlan) (webhookStep, loadRun, error) {
 	pid := ops[0].pid
-	opBefore, err := cpuSeconds(pid)
-	if err != nil {
-		return webhookStep{}, loadRun{}, err
-	}
-	benchBefore, err := cpuSeconds(os.Getpid())
+	before, err := cpuNow(pid)
 	if err != nil {
 		return webhookStep{}, loadRun{}, err
 	}
@@ -473,23 +478,63 @@ func (r *webhookRun) measure(ctx context.Context, ops operators, plan loadPlan) 
 	if err := ctx.Err(); err != nil {
 		return webhookStep{}, run, err
 	}
-	opAfter, err := cpuSeconds(pid)
+	after, err := cpuNow(pid)
 	if err != nil {
-		return webhookStep{}, run, fmt.Errorf("the operator's CPU time (has it exited?): %w\n%s", err, operatorLogs(ops))
-	}
-	benchAfter, err := cpuSeconds(os.Getpid())
-	if err != nil {
-		return webhookStep{}, run, err
+		return webhookStep{}, run, fmt.Errorf("%w\n%s", err, operatorLogs(ops))
 	}
 	r.noteErrors(run)
 	step := webhookStep{
 		latencySummary:     summarize(run.samples, plan.rate, run.elapsed, run.dropped),
-		OperatorCPUSeconds: opAfter - opBefore,
-		BenchCPUSeconds:    benchAfter - benchBefore,
+		OperatorCPUSeconds: after.operator - before.operator,
+		BenchCPUSeconds:    after.bench - before.bench,
 		OperatorRequests:   diffCounts(ops.counts(), countsBefore),
 	}
+	step.OthersCPUSeconds = max(after.machine-before.machine-step.OperatorCPUSeconds-step.BenchCPUSeconds, 0)
 	step.Held = step.holds(targetWebhookP99)
 	return step, run, nil
+}
+
+// cpuTimes are the CPU seconds used so far by the operator, the bench and
+// the whole machine.
+type cpuTimes struct{ operator, bench, machine float64 }
+
+func cpuNow(operatorPID int) (cpuTimes, error) {
+	var t cpuTimes
+	var err error
+	if t.operator, err = cpuSeconds(operatorPID); err != nil {
+		return t, fmt.Errorf("the operator's CPU time (has it exited?): %w", err)
+	}
+	if t.bench, err = cpuSeconds(os.Getpid()); err != nil {
+		return t, err
+	}
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return t, err
+	}
+	t.machine, err = parseMachineBusy(string(stat))
+	return t, err
+}
+
+// parseMachineBusy reads the time every CPU spent busy from the first line
+// of /proc/stat: user, nice, system, irq, softirq and steal, in USER_HZ
+// ticks (guest time is part of user).
+func parseMachineBusy(stat string) (float64, error) {
+	line, _, _ := strings.Cut(stat, "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: cannot read %q", line)
+	}
+	var busy uint64
+	for i, f := range fields[1:9] {
+		n, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat field %d: %w", i+1, err)
+		}
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return float64(busy) / clockTicksPerSecond, nil
 }
 
 func (r *webhookRun) noteErrors(run loadRun) {
@@ -501,15 +546,21 @@ func (r *webhookRun) noteErrors(run loadRun) {
 }
 
 // watchBundle keeps the clients' trust on the CA bundle injected into the
-// webhook configuration, as the API server's webhook client does.
-func (r *webhookRun) watchBundle(ctx context.Context) error {
+// webhook configuration, as the API server's webhook client does, until the
+// returned stop.
+func (r *webhookRun) watchBundle(ctx context.Context) (stop func(), _ error) {
 	cs, err := kubernetes.NewForConfig(r.cp.Config())
 	if err != nil {
-		return err
+		return nil, err
 	}
+	ctx, cancel := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = "metadata.name=" + webhookConfigName(r.ns)
 	}))
+	stop = func() {
+		cancel()
+		factory.Shutdown()
+	}
 	informer := factory.Admissionregistration().V1().ValidatingWebhookConfigurations().Informer()
 	take := func(obj any) {
 		if vwc, ok := obj.(*admissionregistrationv1.ValidatingWebhookConfiguration); ok && len(vwc.Webhooks) > 0 {
@@ -521,13 +572,15 @@ func (r *webhookRun) watchBundle(ctx context.Context) error {
 	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: take, UpdateFunc: func(_, obj any) { take(obj) },
 	}); err != nil {
-		return err
+		stop()
+		return nil, err
 	}
 	factory.Start(ctx.Done())
 	if !toolscache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		return errors.New("the watch of the webhook configuration did not sync")
+		stop()
+		return nil, errors.New("the watch of the webhook configuration did not sync")
 	}
-	return nil
+	return stop, nil
 }
 
 func guardedName(i int) string { return fmt.Sprintf("guarded-%02d", i) }

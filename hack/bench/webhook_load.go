@@ -259,16 +259,16 @@ func (s latencySummary) holds(limit time.Duration) bool {
 		s.AchievedPerSecond >= achievedShare*s.OfferedPerSecond
 }
 
-// highestHeld is the offered rate of the last step, in the order they ran
-// (lowest rate first), before the first that does not hold; false when the
-// first does not.
+// highestHeld is the highest offered rate of the steps that hold; false
+// when none does. A lower step that does not hold (a neighbour's burst of
+// CPU on a shared machine) does not hide a higher one that does; the table
+// shows every step's verdict.
 func highestHeld(steps []latencySummary, limit time.Duration) (float64, bool) {
 	held, ok := 0.0, false
 	for _, s := range steps {
-		if !s.holds(limit) {
-			break
+		if s.holds(limit) && s.OfferedPerSecond > held {
+			held, ok = s.OfferedPerSecond, true
 		}
-		held, ok = s.OfferedPerSecond, true
 	}
 	return held, ok
 }
@@ -280,6 +280,36 @@ func within(samples []sample, from, to time.Duration) []sample {
 		if s.at >= from && s.at < to {
 			out = append(out, s)
 		}
+	}
+	return out
+}
+
+// secondSummary is one second of load.
+type secondSummary struct {
+	// Second is where the second starts, in whole seconds from an origin.
+	Second     int     `json:"second"`
+	Requests   int     `json:"requests"`
+	Errors     int     `json:"errors"`
+	P99Seconds float64 `json:"p99Seconds"`
+	MaxSeconds float64 `json:"maxSeconds"`
+}
+
+// bySecond buckets samples by the second they were queued in, counted from
+// origin (earlier seconds are negative), and summarizes each bucket.
+func bySecond(samples []sample, origin time.Duration) []secondSummary {
+	buckets := map[int][]sample{}
+	for _, s := range samples {
+		offset := s.at - origin
+		second := int(offset / time.Second)
+		if offset < 0 && offset%time.Second != 0 {
+			second-- // floor, not truncation toward zero
+		}
+		buckets[second] = append(buckets[second], s)
+	}
+	var out []secondSummary
+	for _, second := range slices.Sorted(maps.Keys(buckets)) {
+		sum := summarize(buckets[second], 0, time.Second, 0)
+		out = append(out, secondSummary{Second: second, Requests: sum.Requests, Errors: sum.Errors, P99Seconds: sum.P99Seconds, MaxSeconds: sum.MaxSeconds})
 	}
 	return out
 }

@@ -28,19 +28,19 @@ func printWebhook(out io.Writer, results []*webhookResult) {
 			r.Clients, strings.Join(r.Protocols, ", "), r.URL, r.Guarded, r.IncreaseEvery-1, r.IncreaseEvery, r.IncreaseEvery,
 			guardedName(0), r.APIServerDenial)
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "\toffered/s\tachieved/s\trequests\terrors\tdropped\tp50\tp90\tp99\tmax\toperator CPU\tbench CPU\toperator API writes\tp99 <= %s\t\n", ms(r.P99LimitSeconds))
+		fmt.Fprintf(tw, "\toffered/s\tachieved/s\trequests\terrors\tdropped\tp50\tp90\tp99\tmax\toperator CPU\tbench CPU\tothers CPU\toperator API writes\tp99 <= %s\t\n", ms(r.P99LimitSeconds))
 		stepRow(tw, fmt.Sprintf("steady (%s)", seconds(r.Steady.Seconds).Round(100e6)), r.Steady)
 		for _, s := range r.Steps {
 			stepRow(tw, "step", s)
 		}
 		_ = tw.Flush()
-		held := "none: the first step did not hold"
+		held := "none"
 		if r.HeldPerSecond > 0 {
 			held = fmt.Sprintf("%.0f requests/s", r.HeldPerSecond)
 		}
-		fmt.Fprintf(out, "\nHighest step one replica holds (p99 <= %s, no error, nothing dropped, >= %.0f%% of the offered rate achieved,\n"+
-			"every lower step too): %s\n"+
-			"CPU in cores: CPU seconds over the step's seconds. The clients run on the same %d cores as the operator and the API server.\n",
+		fmt.Fprintf(out, "\nHighest step one replica holds (p99 <= %s, no error, nothing dropped, >= %.0f%% of the offered rate achieved): %s\n"+
+			"CPU in cores: CPU seconds over the step's seconds. The clients (bench) run on the same %d cores as the operator; others\n"+
+			"is the rest of the machine's busy time: kube-apiserver, etcd and whatever else runs there meanwhile.\n",
 			ms(r.P99LimitSeconds), achievedShare*100, held, runtime.NumCPU())
 		if rot := r.Rotation; rot != nil {
 			printRotation(out, r, rot)
@@ -83,14 +83,21 @@ func printRotation(out io.Writer, r *webhookResult, rot *rotationResult) {
 	row(fmt.Sprintf("whole load (%s)", seconds(rot.Whole.Seconds).Round(100e6)), rot.Whole.latencySummary, fmt.Sprint(rot.Whole.Dropped))
 	_ = tw.Flush()
 	fmt.Fprintf(out, "Operator CPU over the whole load: %.2f cores.\n", rot.Whole.OperatorCPUSeconds/rot.Whole.Seconds)
+	var p99s []string
+	for _, s := range rot.BySecond {
+		if float64(s.Second) >= rot.WindowFromSeconds && float64(s.Second) < rot.WindowToSeconds {
+			p99s = append(p99s, fmt.Sprintf("%+d:%.1f", s.Second, s.P99Seconds*1000))
+		}
+	}
+	fmt.Fprintf(out, "p99 in ms of each second of the window (second:p99, 0 starts at the switch):\n  %s\n", strings.Join(p99s, " "))
 }
 
 func stepRow(tw io.Writer, label string, s webhookStep) {
 	_, writes, _ := tally(s.OperatorRequests)
-	fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%.2f cores\t%.2f cores\t%d\t%s\t\n",
+	fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%.2f cores\t%.2f cores\t%.2f cores\t%d\t%s\t\n",
 		label, s.OfferedPerSecond, s.AchievedPerSecond, s.Requests, errorsCell(s.latencySummary), s.Dropped,
 		ms(s.P50Seconds), ms(s.P90Seconds), ms(s.P99Seconds), ms(s.MaxSeconds),
-		s.OperatorCPUSeconds/s.Seconds, s.BenchCPUSeconds/s.Seconds, writes, yesNo(s.Held))
+		s.OperatorCPUSeconds/s.Seconds, s.BenchCPUSeconds/s.Seconds, s.OthersCPUSeconds/s.Seconds, writes, yesNo(s.Held))
 }
 
 // errorsCell is the error count, with the count of each kind when there are any.

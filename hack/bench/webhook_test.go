@@ -86,14 +86,15 @@ func TestHighestHeld(t *testing.T) {
 	}{
 		{"all hold", []latencySummary{step(250, 250, 1, 0, 0), step(500, 499, 2, 0, 0)}, 500, true},
 		{"p99 at the limit holds", []latencySummary{step(250, 250, 10, 0, 0), step(500, 500, 10.1, 0, 0)}, 250, true},
-		{"a later step that holds again does not count", []latencySummary{
-			step(250, 250, 1, 0, 0), step(500, 500, 12, 0, 0), step(1000, 1000, 3, 0, 0),
-		}, 250, true},
-		{"an error breaks", []latencySummary{step(250, 250, 1, 0, 0), step(500, 500, 1, 1, 0)}, 250, true},
-		{"a dropped request breaks", []latencySummary{step(250, 250, 1, 0, 0), step(500, 500, 1, 0, 1)}, 250, true},
-		{"below 95% of the offered rate breaks", []latencySummary{step(250, 250, 1, 0, 0), step(500, 470, 1, 0, 0)}, 250, true},
+		{"a higher step that holds after one that does not counts", []latencySummary{
+			step(250, 250, 1, 0, 0), step(500, 500, 12, 0, 0), step(1000, 1000, 3, 0, 0), step(2000, 2000, 30, 0, 0),
+		}, 1000, true},
+		{"an error fails a step", []latencySummary{step(250, 250, 1, 0, 0), step(500, 500, 1, 1, 0)}, 250, true},
+		{"a dropped request fails a step", []latencySummary{step(250, 250, 1, 0, 0), step(500, 500, 1, 0, 1)}, 250, true},
+		{"below 95% of the offered rate fails a step", []latencySummary{step(250, 250, 1, 0, 0), step(500, 470, 1, 0, 0)}, 250, true},
 		{"95% holds", []latencySummary{step(1000, 950, 1, 0, 0)}, 1000, true},
-		{"the first fails", []latencySummary{step(250, 250, 11, 0, 0), step(500, 500, 1, 0, 0)}, 0, false},
+		{"only the second holds", []latencySummary{step(250, 250, 11, 0, 0), step(500, 500, 1, 0, 0)}, 500, true},
+		{"none holds", []latencySummary{step(250, 250, 11, 0, 0), step(500, 500, 1, 2, 0)}, 0, false},
 		{"no steps", nil, 0, false},
 	}
 	for _, tt := range tests {
@@ -309,5 +310,39 @@ func TestWebhookOptionsValidate(t *testing.T) {
 		if err := bad.validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+func TestBySecond(t *testing.T) {
+	ms := time.Millisecond
+	samples := []sample{
+		{at: 8500 * ms, latency: 1 * ms},
+		{at: 9999 * ms, latency: 3 * ms, fail: failTransport},
+		{at: 10 * time.Second, latency: 2 * ms},
+		{at: 12100 * ms, latency: 5 * ms},
+	}
+	got := bySecond(samples, 10*time.Second)
+	want := []secondSummary{
+		{Second: -2, Requests: 1, P99Seconds: 0.001, MaxSeconds: 0.001},
+		{Second: -1, Requests: 1, Errors: 1, P99Seconds: 0.003, MaxSeconds: 0.003},
+		{Second: 0, Requests: 1, P99Seconds: 0.002, MaxSeconds: 0.002},
+		{Second: 2, Requests: 1, P99Seconds: 0.005, MaxSeconds: 0.005},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("bySecond =\n%+v, want\n%+v", got, want)
+	}
+}
+
+func TestParseMachineBusy(t *testing.T) {
+	// user 700, nice 10, system 180, idle 800, iowait 30, irq 0, softirq 7, steal 3 ticks.
+	got, err := parseMachineBusy("cpu  700 10 180 800 30 0 7 3 0 0\ncpu0 350 5 90 400 15 0 4 1 0 0\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 9.0 {
+		t.Errorf("parseMachineBusy = %v, want 9 (900 busy ticks)", got)
+	}
+	if _, err := parseMachineBusy("intr 1 2 3\n"); err == nil {
+		t.Error("a /proc/stat without its cpu line was accepted")
 	}
 }
