@@ -130,4 +130,3 @@ func TestServer(t *testing.T) {
 		t.Error("healthy with a certificate source that reports no valid certificate")
 	}
 }
-

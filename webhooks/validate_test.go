@@ -175,7 +175,10 @@ func TestValidate(t *testing.T) {
 		o.UID = "uid-ingester"
 		return &o
 	}
-	withLabel := func(rg *v1alpha1.RolloutGroup) *v1alpha1.RolloutGroup { rg.Labels = map[string]string{"team": "x"}; return rg }
+	withLabel := func(rg *v1alpha1.RolloutGroup) *v1alpha1.RolloutGroup {
+		rg.Labels = map[string]string{"team": "x"}
+		return rg
+	}
 	for _, tc := range []struct {
 		name    string
 		req     *reqBuilder
