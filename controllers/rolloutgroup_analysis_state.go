@@ -181,7 +181,7 @@ func (ap *analysisPass) handleControls(pre rollout.Plan) {
 	}
 	if v := ap.annotations[v1alpha1.AnnotationAbort]; v != "" && v != ap.st.HandledAbort {
 		ap.st.HandledAbort = v
-		ap.event(corev1.EventTypeWarning, "AbortRequested", "Abort", fmt.Sprintf("%s=%s: %s", v1alpha1.AnnotationAbort, v, ap.abort(pre, v)))
+		ap.abort(pre, v)
 	}
 }
 
@@ -228,16 +228,22 @@ func (ap *analysisPass) skip() string {
 }
 
 // abort rolls the group back now, whatever spec.onFailure says.
-func (ap *analysisPass) abort(pre rollout.Plan, value string) string {
-	if rb := ap.st.Rollback; rb != nil {
-		if rb.CompletionTime != nil {
-			return "already rolled back"
-		}
-		return "already rolling back"
+func (ap *analysisPass) abort(pre rollout.Plan, value string) {
+	say := func(effect string) {
+		ap.event(corev1.EventTypeWarning, "AbortRequested", "Abort", fmt.Sprintf("%s=%s: %s", v1alpha1.AnnotationAbort, value, effect))
 	}
-	if len(ap.rollbackMembers(pre)) == 0 {
-		return "nothing to roll back: every member runs its stable revision"
+	switch rb := ap.st.Rollback; {
+	case rb != nil && rb.CompletionTime != nil:
+		say("already rolled back")
+		return
+	case rb != nil:
+		say("already rolling back")
+		return
+	case len(ap.rollbackMembers(pre)) == 0:
+		say("nothing to roll back: every member runs its stable revision")
+		return
 	}
+	say("rolling back")
 	if ap.st.Failure == nil {
 		ap.st.Failure = &v1alpha1.AnalysisFailure{
 			Reason: v1alpha1.ReasonAborted, Message: fmt.Sprintf("rollback requested with %s=%s", v1alpha1.AnnotationAbort, value),
@@ -245,7 +251,7 @@ func (ap *analysisPass) abort(pre rollout.Plan, value string) string {
 		}
 	}
 	ap.st.Gate = nil
-	return ap.startRollback(pre)
+	ap.startRollback(pre)
 }
 
 // releaseOnNewTemplate ends a failure once the templates moved on: with
@@ -423,19 +429,23 @@ func (ap *analysisPass) fail(pre rollout.Plan, st v1alpha1.CheckStatus) {
 	ap.st.Failure = &v1alpha1.AnalysisFailure{Reason: reason, Check: st.Name, Message: msg, Time: metav1.NewTime(ap.now),
 		Gate: &g, Revisions: revisionsOf(pre)}
 	ap.st.Gate = nil
-	policy := "onFailure Pause: the group holds until the templates change or echelon.dev/retry or echelon.dev/skip-gate is set"
-	if ap.spec.OnFailure == v1alpha1.FailureRollback {
-		policy = "onFailure Rollback: " + ap.startRollback(pre)
+	if ap.spec.OnFailure != v1alpha1.FailureRollback {
+		ap.event(corev1.EventTypeWarning, eventReason, "Analyze",
+			msg+"; onFailure Pause: the group holds until the templates change or echelon.dev/retry or echelon.dev/skip-gate is set")
+		return
 	}
-	ap.event(corev1.EventTypeWarning, eventReason, "Analyze", msg+"; "+policy)
+	ap.event(corev1.EventTypeWarning, eventReason, "Analyze", msg+"; onFailure Rollback: rolling back")
+	ap.startRollback(pre)
 }
 
 // startRollback starts rolling back every member that moved, most recently
-// rolled first, and says what it does.
-func (ap *analysisPass) startRollback(pre rollout.Plan) string {
+// rolled first, and says so in an Event. With no member to roll back the
+// failure holds the group as with onFailure Pause.
+func (ap *analysisPass) startRollback(pre rollout.Plan) {
 	members := ap.rollbackMembers(pre)
 	if len(members) == 0 {
-		return "nothing to roll back: every member runs its stable revision; the group holds"
+		ap.event(corev1.EventTypeWarning, "RollbackStarted", "Rollback", "nothing to roll back: every member runs its stable revision; the group holds")
+		return
 	}
 	ap.st.Rollback = &v1alpha1.RollbackStatus{StartTime: metav1.NewTime(ap.now), Members: members}
 	ap.rollbackStarted = ap.st.Failure.Reason
@@ -443,9 +453,8 @@ func (ap *analysisPass) startRollback(pre rollout.Plan) string {
 	for _, m := range members {
 		parts = append(parts, fmt.Sprintf("%s (%s to %s)", m.Name, m.From, m.To))
 	}
-	msg := fmt.Sprintf("rolling back %s, most recently rolled first: %s", plural(len(members), "StatefulSet"), strings.Join(parts, ", "))
-	ap.event(corev1.EventTypeWarning, "RollbackStarted", "Rollback", msg+" (cause: "+ap.st.Failure.Message+")")
-	return msg
+	ap.event(corev1.EventTypeWarning, "RollbackStarted", "Rollback", fmt.Sprintf("rolling back %s, most recently rolled first: %s (cause: %s)",
+		plural(len(members), "StatefulSet"), strings.Join(parts, ", "), ap.st.Failure.Message))
 }
 
 // rollbackMembers are the members that moved, in the order they come back:
