@@ -24,7 +24,9 @@ import (
 
 	echelonv1alpha1 "github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers"
+	"github.com/echelon-operator/echelon/internal/certs"
 	"github.com/echelon-operator/echelon/internal/options"
+	"github.com/echelon-operator/echelon/webhooks"
 )
 
 // apiServerCheckTimeout bounds the start-up probe of the API server, so that an
@@ -51,6 +53,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 	}
 
 	ready := &atomic.Bool{}
+	// The webhook server's check joins both maps once it exists (before the
+	// manager starts): /healthz fails while it does not serve, and /ready
+	// takes a replica that cannot serve out of the webhook Service.
+	healthChecks := map[string]healthz.Checker{"ping": healthz.Ping}
+	readyChecks := map[string]healthz.Checker{"caches": cachesSynced(ready)}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: NewScheme(),
 		Cache:  controllers.CacheOptions(opts.Namespaces),
@@ -59,8 +66,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 			ExtraHandlers: map[string]http.Handler{
 				// healthz.Handler resolves the path below its mount point to a check
 				// name, so the prefix is stripped: /ready runs every check, /ready/caches one.
-				"/healthz": http.StripPrefix("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}),
-				"/ready":   http.StripPrefix("/ready", &healthz.Handler{Checks: map[string]healthz.Checker{"caches": cachesSynced(ready)}}),
+				"/healthz": http.StripPrefix("/healthz", &healthz.Handler{Checks: healthChecks}),
+				"/ready":   http.StripPrefix("/ready", &healthz.Handler{Checks: readyChecks}),
 			},
 		},
 		HealthProbeBindAddress:        "0",
@@ -85,9 +92,48 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 	if err := controllers.Setup(mgr, addressing); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting echelon", "httpPort", opts.HTTPPort, "leaderElect", opts.LeaderElect,
+	if opts.Webhook.Port != 0 {
+		check, err := setupWebhooks(ctx, cfg, mgr, opts, addressing)
+		if err != nil {
+			return err
+		}
+		healthChecks["webhook"], readyChecks["webhook"] = check, check
+	}
+	ctrl.Log.Info("starting echelon", "httpPort", opts.HTTPPort, "webhookPort", opts.Webhook.Port, "leaderElect", opts.LeaderElect,
 		"namespaces", opts.Namespaces, "podAddress", opts.PodAddress)
 	return mgr.Start(ctx)
+}
+
+// setupWebhooks adds the admission webhooks to the manager: the serving
+// certificate (loaded, or created in self-signed mode, before the manager
+// starts, so the server never listens without one), the operator's own user
+// name (to tell its ScalingPolicy controller's downscales apart) and the
+// HTTPS server. It returns the server's health check.
+func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts options.Options, addressing controllers.PodAddressing) (healthz.Checker, error) {
+	provider, err := certs.New(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := provider.Bootstrap(ctx); err != nil {
+		return nil, fmt.Errorf("webhook certificate: %w", err)
+	}
+	if err := mgr.Add(provider); err != nil {
+		return nil, fmt.Errorf("add the webhook certificate provider: %w", err)
+	}
+	identity, err := webhooks.LearnIdentity(ctx, mgr.GetClient())
+	if err != nil {
+		return nil, err
+	}
+	ctrl.Log.Info("webhooks: the operator's own downscales are those of user with field manager",
+		"user", identity.Username, "fieldManager", controllers.ScalingPolicyFieldManager)
+	return webhooks.Setup(mgr, webhooks.Config{
+		Host:         opts.Webhook.BindHost,
+		Port:         opts.Webhook.Port,
+		Certificates: provider,
+		Identity:     identity,
+		Addressing:   addressing,
+		Namespaces:   opts.Namespaces,
+	})
 }
 
 // checkAPIServer fails fast, with the server address, when the API server cannot
