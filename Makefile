@@ -71,6 +71,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy functions.
 manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook manifests.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=echelon paths=./controllers/... paths=./webhooks/... paths=./internal/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) webhook paths=./webhooks/... output:webhook:artifacts:config=config/webhook
 	hack/sync-chart-crds.sh
 
 .PHONY: fmt
