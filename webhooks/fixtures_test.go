@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +27,7 @@ import (
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers"
 	"github.com/echelon-operator/echelon/internal/scaling"
+	"github.com/echelon-operator/echelon/webhooks/webhookstest"
 )
 
 const (
@@ -343,97 +342,18 @@ func handler(webhook string, d decider, events eventSink) http.Handler {
 	return &reviewHandler{webhook: webhook, decider: d, events: events, log: logr.Discard()}
 }
 
-// podServer answers as the pods of a StatefulSet, each on its own loopback
-// IP and the same port, as kwok pods are reached in the end-to-end tests.
-type podServer struct {
-	port    int32
-	mu      sync.Mutex
-	calls   []string // "POST a-3", "DELETE a-3", in the order they arrived
-	answers map[string]func(w http.ResponseWriter, r *http.Request)
-	ips     map[string]string // IP -> pod
+// newPodServer serves the pods of StatefulSet set with the given ordinals.
+func newPodServer(t testing.TB, set string, ordinals ...int) *webhookstest.PodServer {
+	return webhookstest.NewPodServer(t, 0, set, ordinals...)
 }
 
-// newPodServer serves pods named <set>-<ordinal> for the given ordinals on
-// 127.0.0.<10+ordinal%200>. Every pod answers 204 unless answers says otherwise.
-func newPodServer(t testing.TB, set string, ordinals ...int) *podServer {
-	t.Helper()
-	s := &podServer{answers: map[string]func(http.ResponseWriter, *http.Request){}, ips: map[string]string{}}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
-	var listeners []net.Listener
-	for i, ord := range ordinals {
-		ip := fmt.Sprintf("127.0.0.%d", 10+ord%200)
-		addr := net.JoinHostPort(ip, "0")
-		if i > 0 {
-			addr = net.JoinHostPort(ip, strconv.Itoa(int(s.port)))
-		}
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatalf("listen on %s: %v", addr, err)
-		}
-		if i == 0 {
-			s.port = int32(l.Addr().(*net.TCPAddr).Port)
-		}
-		s.ips[ip] = fmt.Sprintf("%s-%d", set, ord)
-		listeners = append(listeners, l)
-	}
-	for _, l := range listeners {
-		go func() { _ = srv.Serve(l) }()
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	return s
-}
-
-func (s *podServer) ipOf(pod string) string {
-	for ip, p := range s.ips {
-		if p == pod {
-			return ip
-		}
-	}
-	return ""
-}
-
-// podsOf returns running pods, with their IPs, for the served pods.
-func (s *podServer) pods() []corev1.Pod {
+// runningPods are the cached pods of what pods serves: Running, with their IPs.
+func runningPods(pods *webhookstest.PodServer) []corev1.Pod {
 	var out []corev1.Pod
-	for ip, name := range s.ips {
+	for name, ip := range pods.IPs() {
 		out = append(out, runningPod(name, ip))
 	}
 	return out
-}
-
-func (s *podServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	host, _, _ := net.SplitHostPort(r.Host)
-	pod := s.ips[host]
-	s.mu.Lock()
-	s.calls = append(s.calls, r.Method+" "+pod)
-	answer := s.answers[r.Method+" "+pod]
-	s.mu.Unlock()
-	if answer != nil {
-		answer(w, r)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (s *podServer) answer(method, pod string, f func(w http.ResponseWriter, r *http.Request)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.answers[method+" "+pod] = f
-}
-
-// callsSorted are the calls received, sorted (the calls run concurrently).
-func (s *podServer) callsSorted() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := slices.Clone(s.calls)
-	slices.Sort(out)
-	return out
-}
-
-func hang(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
-
-func status(code int, body string) func(http.ResponseWriter, *http.Request) {
-	return func(w http.ResponseWriter, _ *http.Request) { http.Error(w, body, code) }
 }
 
 func orEmpty(c *fakeCluster) *fakeCluster {

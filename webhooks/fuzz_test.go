@@ -20,6 +20,7 @@ import (
 	"github.com/echelon-operator/echelon/internal/fuzzinput"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/scaling"
+	"github.com/echelon-operator/echelon/webhooks/webhookstest"
 )
 
 // fuzzPods are the pods of StatefulSet a the fuzzers' cluster serves; a-6
@@ -32,7 +33,7 @@ const fuzzFailingPod = "a-6"
 // with a policy that forbids downscales and prepares them, Deployment gateway
 // with a policy that forbids them, and a group whose other member is Ready.
 type fuzzWebhooks struct {
-	pods     *podServer
+	pods     *webhookstest.PodServer
 	cluster  *fakeCluster
 	prepare  *PrepareDownscale
 	handlers map[string]http.Handler
@@ -40,14 +41,14 @@ type fuzzWebhooks struct {
 
 func newFuzzWebhooks(t testing.TB) *fuzzWebhooks {
 	pods := newPodServer(t, "a", fuzzPods...)
-	pods.answer("POST", fuzzFailingPod, status(500, "not now"))
+	pods.Answer("POST", fuzzFailingPod, webhookstest.Status(500, "not now"))
 	cluster := &fakeCluster{
 		policies: []v1alpha1.ScalingPolicy{
-			makePolicy("a-scaling", "StatefulSet", "a").allowed(false).prepare("/prepare", pods.port, time.Second).obj(),
+			makePolicy("a-scaling", "StatefulSet", "a").allowed(false).prepare("/prepare", pods.Port, time.Second).obj(),
 			makePolicy("gateway", "Deployment", "gateway").allowed(false).obj(),
 		},
 		sets:  []appsv1.StatefulSet{makeStatefulSet("a", 5).obj()},
-		pods:  pods.pods(),
+		pods:  runningPods(pods),
 		group: &scaling.Group{Name: "g", Others: []scaling.Member{{Name: "b", Ready: true}}},
 		objs: NamespaceObjects{
 			RolloutGroups:   []v1alpha1.RolloutGroup{makeGroup("g", "a", "b").obj()},
@@ -172,13 +173,11 @@ func FuzzDownscaleDecision(f *testing.F) {
 		if resource == "deployments/scale" {
 			return
 		}
-		w.pods.mu.Lock()
-		w.pods.calls = nil
-		w.pods.mu.Unlock()
+		w.pods.Reset()
 		_, answer = serveRaw(w.handlers["fuzz-prepare-downscale"], body)
 		w.prepare.cancels.Wait()
 		allowed := allowedIn(t, answer)
-		calls := w.pods.callsSorted()
+		calls := w.pods.Calls()
 		var removed []string
 		for i := new; i < old; i++ {
 			removed = append(removed, fmt.Sprintf("a-%d", i))

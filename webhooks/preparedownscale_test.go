@@ -18,6 +18,7 @@ import (
 	"github.com/echelon-operator/echelon/controllers"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/scaling"
+	"github.com/echelon-operator/echelon/webhooks/webhookstest"
 )
 
 var testNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -27,7 +28,7 @@ var testNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 type prepareCase struct {
 	name string
 	// setup shapes the cluster and the pods' answers.
-	setup func(c *fakeCluster, pods *podServer)
+	setup func(c *fakeCluster, pods *webhookstest.PodServer)
 	req   func() *reqBuilder
 	query string // "timeout=10s" unless set
 
@@ -47,8 +48,8 @@ type prepareCase struct {
 
 func TestPrepareDownscale(t *testing.T) {
 	const path = "/ingester/prepare-shutdown"
-	withPolicy := func(c *fakeCluster, pods *podServer, edit func(*policyBuilder)) {
-		b := makePolicy("a-scaling", "StatefulSet", "a").prepare(path, pods.port, 2*time.Second)
+	withPolicy := func(c *fakeCluster, pods *webhookstest.PodServer, edit func(*policyBuilder)) {
+		b := makePolicy("a-scaling", "StatefulSet", "a").prepare(path, pods.Port, 2*time.Second)
 		if edit != nil {
 			edit(b)
 		}
@@ -56,47 +57,51 @@ func TestPrepareDownscale(t *testing.T) {
 	}
 	for _, tc := range []prepareCase{
 		{name: "5 to 3 prepares pods 3 and 4, records the downscale, admits",
-			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, nil) },
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) { withPolicy(c, p, nil) },
 			req:   func() *reqBuilder { return stsUpdate("a", 5, 3) }, allowed: true, reason: reasonPrepared,
 			calls: []string{"POST a-3", "POST a-4"}, recorded: true},
 		{name: "kubectl scale 5 to 3: pods from the cached StatefulSet",
-			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, nil) },
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) { withPolicy(c, p, nil) },
 			req:   func() *reqBuilder { return scaleUpdate("statefulsets", "a", 5, 3) }, allowed: true, reason: reasonPrepared,
 			calls: []string{"POST a-3", "POST a-4"}, recorded: true},
 		{name: "spec.ordinals.start shifts the pods removed",
-			setup: func(c *fakeCluster, p *podServer) {
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
 				c.sets = []appsv1.StatefulSet{makeStatefulSet("a", 3).ordinalsStart(2).obj()}
 			},
 			req: func() *reqBuilder { return scaleUpdate("statefulsets", "a", 3, 1) }, allowed: true, reason: reasonPrepared,
 			calls: []string{"POST a-3", "POST a-4"}, recorded: true},
 		{name: "growth calls nobody",
-			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, nil) },
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) { withPolicy(c, p, nil) },
 			req:   func() *reqBuilder { return stsUpdate("a", 3, 5) }, allowed: true, reason: reasonNotDecrease},
 		{name: "no policy", req: func() *reqBuilder { return stsUpdate("a", 5, 3) }, allowed: true, reason: reasonNoPrepare},
 		{name: "a policy without prepare",
-			setup: func(c *fakeCluster, _ *podServer) {
+			setup: func(c *fakeCluster, _ *webhookstest.PodServer) {
 				c.policies = []v1alpha1.ScalingPolicy{makePolicy("a-scaling", "StatefulSet", "a").zoneDelay(time.Hour).obj()}
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 3) }, allowed: true, reason: reasonNoPrepare},
 		{name: "Deployments are not prepared",
-			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, nil) },
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) { withPolicy(c, p, nil) },
 			req:   func() *reqBuilder { return scaleUpdate("deployments", "a", 5, 3) }, allowed: true, reason: reasonUnhandled,
 			warning: "does not handle UPDATE of deployments.apps/scale"},
 		{name: "dry run calls nobody and records nothing",
-			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, nil) },
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) { withPolicy(c, p, nil) },
 			req:   func() *reqBuilder { return stsUpdate("a", 5, 3).dryRun() }, allowed: true, reason: reasonDryRun,
 			warning: "dry run: the prepare endpoint of pods a-3, a-4 was not called"},
 		{name: "downscale forbidden by the policy: refused before any call",
-			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, func(b *policyBuilder) { b.allowed(false) }) },
-			req:   func() *reqBuilder { return stsUpdate("a", 5, 3) }, reason: reasonDownscaleNotAllowed, code: http.StatusForbidden,
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
+				withPolicy(c, p, func(b *policyBuilder) { b.allowed(false) })
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 5, 3) }, reason: reasonDownscaleNotAllowed, code: http.StatusForbidden,
 			message: []string{"ScalingPolicy a-scaling sets spec.downscale.allowed: false"}, event: EventReasonDownscaleDenied},
 		{name: "the controller's own downscale under allowed: false is prepared",
-			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, func(b *policyBuilder) { b.allowed(false) }) },
-			req:   func() *reqBuilder { return stsUpdate("a", 5, 4).operatorOwn() }, allowed: true, reason: reasonPrepared,
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
+				withPolicy(c, p, func(b *policyBuilder) { b.allowed(false) })
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 5, 4).operatorOwn() }, allowed: true, reason: reasonPrepared,
 			calls: []string{"POST a-4"}, recorded: true},
 		{name: "another member not Ready",
-			setup: func(c *fakeCluster, p *podServer) {
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
 				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: false}, {Name: "c", Ready: true}}}
 			},
@@ -104,7 +109,7 @@ func TestPrepareDownscale(t *testing.T) {
 			message: []string{"downscale of StatefulSet a from 5 to 3 denied: ScalingPolicy a-scaling lets it happen once every other member of RolloutGroup ingester is Ready (not Ready: b)"},
 			event:   EventReasonDownscaleTooEarly},
 		{name: "zone delay not passed",
-			setup: func(c *fakeCluster, p *podServer) {
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, func(b *policyBuilder) { b.zoneDelay(time.Hour) })
 				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: true, LastDownscale: testNow.Add(-10 * time.Minute)}}}
 			},
@@ -112,58 +117,58 @@ func TestPrepareDownscale(t *testing.T) {
 			message: []string{"lets it happen at 2026-11-22T12:50:00Z, 1h0m0s after StatefulSet b was downscaled (minTimeBetweenZoneDownscales)"},
 			event:   EventReasonDownscaleTooEarly},
 		{name: "zone delay passed",
-			setup: func(c *fakeCluster, p *podServer) {
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, func(b *policyBuilder) { b.zoneDelay(time.Hour) })
 				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: true, LastDownscale: testNow.Add(-time.Hour)}}}
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 4) }, allowed: true, reason: reasonPrepared, calls: []string{"POST a-4"}, recorded: true},
 		{name: "the controller's own downscale skips the gate",
-			setup: func(c *fakeCluster, p *podServer) {
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, func(b *policyBuilder) { b.zoneDelay(time.Hour) })
 				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: false, LastDownscale: testNow}}}
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 4).operatorOwn() }, allowed: true, reason: reasonPrepared, calls: []string{"POST a-4"}, recorded: true},
 		{name: "dry run still applies the gate",
-			setup: func(c *fakeCluster, p *podServer) {
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
 				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b"}}}
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 3).dryRun() }, reason: reasonMembersNotReady, code: http.StatusForbidden,
 			message: []string{"not Ready: b"}},
 		{name: "one pod answers 500: the prepared pods are cancelled, the failing one named",
-			setup: func(c *fakeCluster, p *podServer) {
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
-				p.answer("POST", "a-3", status(500, "ingester is not ACTIVE"))
+				p.Answer("POST", "a-3", webhookstest.Status(500, "ingester is not ACTIVE"))
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 2) }, reason: reasonPrepareFailed, code: http.StatusForbidden,
 			message: []string{`pod a-3 did not prepare: POST answered 500: "ingester is not ACTIVE"`, "told the prepared pods a-2, a-4 to cancel"},
 			event:   EventReasonPrepareFailed,
 			calls:   []string{"DELETE a-2", "DELETE a-4", "POST a-2", "POST a-3", "POST a-4"}},
 		{name: "a redirect is not a success",
-			setup: func(c *fakeCluster, p *podServer) {
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
-				p.answer("POST", "a-4", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/elsewhere", http.StatusFound) })
+				p.Answer("POST", "a-4", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/elsewhere", http.StatusFound) })
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 4) }, reason: reasonPrepareFailed, code: http.StatusForbidden,
 			message: []string{"pod a-4 did not prepare: POST answered 302"}, event: EventReasonPrepareFailed,
 			calls: []string{"POST a-4"}},
 		{name: "garbage in a 2xx answer is a success",
-			setup: func(c *fakeCluster, p *podServer) {
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
-				p.answer("POST", "a-4", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("\x00\xffnot json")) })
+				p.Answer("POST", "a-4", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("\x00\xffnot json")) })
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 4) }, allowed: true, reason: reasonPrepared, calls: []string{"POST a-4"}, recorded: true},
 		{name: "a pod that hangs is named after the timeout; it is told to cancel after the answer",
-			setup: func(c *fakeCluster, p *podServer) {
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, func(b *policyBuilder) { b.p.Spec.Downscale.Prepare.Timeout.Duration = 300 * time.Millisecond })
-				p.answer("POST", "a-4", hang)
+				p.Answer("POST", "a-4", webhookstest.Hang)
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 3) }, reason: reasonPrepareFailed, code: http.StatusForbidden,
 			message: []string{"pod a-4 did not prepare: POST http://127.0.0.14:", "no answer within the timeout", "told the prepared pods a-3 to cancel", "telling pods a-4, whose answer never came, to cancel"},
 			event:   EventReasonPrepareFailed,
 			calls:   []string{"DELETE a-3", "POST a-3", "POST a-4"}, later: []string{"DELETE a-4"}},
 		{name: "a pod that does not answer at all",
-			setup: func(c *fakeCluster, p *podServer) {
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
 				c.pods = append(c.pods, runningPod("a-6", "127.0.0.99")) // nothing listens there
 			},
@@ -172,7 +177,7 @@ func TestPrepareDownscale(t *testing.T) {
 			event:   EventReasonPrepareFailed,
 			calls:   []string{"DELETE a-5", "POST a-5"}},
 		{name: "missing and pending pods are not called",
-			setup: func(c *fakeCluster, p *podServer) {
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
 				pending := runningPod("a-6", "")
 				pending.Status.Phase = corev1.PodPending
@@ -182,14 +187,14 @@ func TestPrepareDownscale(t *testing.T) {
 			warning: "not called, as not running: a-6 (Pending), a-7 (does not exist)",
 			calls:   []string{"POST a-4", "POST a-5"}, recorded: true},
 		{name: "a running pod without an IP cannot be called",
-			setup: func(c *fakeCluster, p *podServer) {
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
 				c.pods = append(c.pods, runningPod("a-6", ""))
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 7, 5) }, reason: reasonPrepareFailed, code: http.StatusForbidden,
 			message: []string{"pod a-6 cannot be called: it has no IP yet"}, event: EventReasonPrepareFailed},
 		{name: "the record fails: every prepared pod is cancelled",
-			setup: func(c *fakeCluster, p *podServer) {
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
 				c.recordErr = errors.New("the API server said no")
 			},
@@ -197,9 +202,9 @@ func TestPrepareDownscale(t *testing.T) {
 			message: []string{"the API server said no", "told the prepared pods a-3, a-4 to cancel"}, event: EventReasonPrepareFailed,
 			calls: []string{"DELETE a-3", "DELETE a-4", "POST a-3", "POST a-4"}},
 		{name: "a per-call timeout past the webhook's deadline is shortened and said",
-			setup: func(c *fakeCluster, p *podServer) {
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, func(b *policyBuilder) { b.p.Spec.Downscale.Prepare.Timeout.Duration = 30 * time.Second })
-				p.answer("POST", "a-4", hang)
+				p.Answer("POST", "a-4", webhookstest.Hang)
 			},
 			query:  "timeout=1s",
 			req:    func() *reqBuilder { return stsUpdate("a", 5, 4) },
@@ -207,11 +212,11 @@ func TestPrepareDownscale(t *testing.T) {
 			warning: "spec.downscale.prepare.timeout 30s is not shorter than the webhook's timeout",
 			calls:   []string{"POST a-4"}, later: []string{"DELETE a-4"}},
 		{name: "/scale of a StatefulSet not in the cache",
-			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, nil); c.sets = nil },
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) { withPolicy(c, p, nil); c.sets = nil },
 			req:   func() *reqBuilder { return scaleUpdate("statefulsets", "a", 5, 3) }, reason: reasonLookupFailed, code: http.StatusInternalServerError,
 			message: []string{"StatefulSet a is not in the operator's cache yet"}},
 		{name: "too many pods for one request",
-			setup: func(c *fakeCluster, p *podServer) { withPolicy(c, p, nil) },
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) { withPolicy(c, p, nil) },
 			req:   func() *reqBuilder { return stsUpdate("a", 5000, 3) }, reason: reasonPrepareFailed, code: http.StatusForbidden,
 			message: []string{"removes 4997 pods", "downscale in steps"}},
 	} {
@@ -223,7 +228,7 @@ func runPrepareCase(t *testing.T, tc prepareCase) {
 	pods := newPodServer(t, "a", 0, 1, 2, 3, 4, 5)
 	cluster := &fakeCluster{
 		sets: []appsv1.StatefulSet{makeStatefulSet("a", 5).obj()},
-		pods: pods.pods(),
+		pods: runningPods(pods),
 	}
 	if tc.setup != nil {
 		tc.setup(cluster, pods)
@@ -239,7 +244,7 @@ func runPrepareCase(t *testing.T, tc prepareCase) {
 		query = "timeout=10s"
 	}
 	a := serve(t, handler(webhook, prep, events), tc.req().review(), query)
-	calls := pods.callsSorted()
+	calls := pods.Calls()
 	message := ""
 	if len(tc.message) > 0 {
 		message = tc.message[0]
@@ -258,7 +263,7 @@ func runPrepareCase(t *testing.T, tc prepareCase) {
 	}
 	prep.cancels.Wait()
 	all := slices.Sorted(slices.Values(append(slices.Clone(tc.calls), tc.later...)))
-	if got := pods.callsSorted(); !slices.Equal(got, all) {
+	if got := pods.Calls(); !slices.Equal(got, all) {
 		t.Errorf("pod calls in all %q, want %q", got, all)
 	}
 	if _, ok := cluster.recorded["a-scaling"]; ok != tc.recorded {
@@ -281,18 +286,18 @@ func TestPrepareCancelledRequest(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a3Answered := make(chan struct{})
-	pods.answer("POST", "a-3", func(w http.ResponseWriter, _ *http.Request) {
+	pods.Answer("POST", "a-3", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		close(a3Answered)
 	})
-	pods.answer("POST", "a-4", func(w http.ResponseWriter, r *http.Request) {
+	pods.Answer("POST", "a-4", func(w http.ResponseWriter, r *http.Request) {
 		<-a3Answered
 		cancel() // the API server gives up while a-4 is preparing
-		hang(w, r)
+		webhookstest.Hang(w, r)
 	})
 	cluster := &fakeCluster{
-		policies: []v1alpha1.ScalingPolicy{makePolicy("a-scaling", "StatefulSet", "a").prepare("/p", pods.port, time.Minute).obj()},
-		pods:     pods.pods(),
+		policies: []v1alpha1.ScalingPolicy{makePolicy("a-scaling", "StatefulSet", "a").prepare("/p", pods.Port, time.Minute).obj()},
+		pods:     runningPods(pods),
 	}
 	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: controllers.PodAddressing{PodAddressIP: true}, Now: time.Now}
 	req := stsUpdate("a", 5, 3)
@@ -302,7 +307,7 @@ func TestPrepareCancelledRequest(t *testing.T) {
 		t.Fatalf("verdict %+v, want a denial", v)
 	}
 	want := []string{"DELETE a-3", "DELETE a-4", "POST a-3", "POST a-4"}
-	if got := pods.callsSorted(); !slices.Equal(got, want) {
+	if got := pods.Calls(); !slices.Equal(got, want) {
 		t.Errorf("pod calls %q, want %q", got, want)
 	}
 	if len(cluster.recorded) != 0 {
