@@ -38,6 +38,9 @@ func printWebhook(out io.Writer, results []*webhookResult) {
 		if r.HeldPerSecond > 0 {
 			held = fmt.Sprintf("%.0f requests/s", r.HeldPerSecond)
 		}
+		if n := len(r.Steps); n > 0 && r.Steps[n-1].Held {
+			held += " (the highest step: one replica holds that much at least)"
+		}
 		fmt.Fprintf(out, "\nHighest step one replica holds (p99 <= %s, no error, nothing dropped, >= %.0f%% of the offered rate achieved): %s\n"+
 			"CPU in cores: CPU seconds over the step's seconds. The clients (bench) run on the same %d cores as the operator; others\n"+
 			"is the rest of the machine's busy time: kube-apiserver, etcd and whatever else runs there meanwhile.\n",
