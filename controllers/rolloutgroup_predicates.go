@@ -7,15 +7,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
 )
 
 // groupChanged passes RolloutGroup updates that change what the planner reads:
-// the spec (generation), or a deletionTimestamp appearing (foreground deletion,
-// a finalizer), after which the group deletes nothing more. Status writes,
-// Echelon's own, are not passed.
+// the spec (generation), a deletionTimestamp appearing (foreground deletion,
+// a finalizer), after which the group deletes nothing more, or one of the
+// annotations that control the analysis by hand (retry, skip-gate, abort).
+// Status writes, Echelon's own, are not passed.
 var groupChanged = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
+		if (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil) {
+			return true
+		}
+		old, next := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+		for _, key := range []string{v1alpha1.AnnotationRetry, v1alpha1.AnnotationSkipGate, v1alpha1.AnnotationAbort} {
+			if old[key] != next[key] {
+				return true
+			}
+		}
+		return false
 	},
 })
 

@@ -1,0 +1,494 @@
+package controllers
+
+// Controller-tier tests of analysis gates and rollbacks: the reconciler
+// against a real API server, the test playing the StatefulSet controller, and
+// an HTTP server answering as Prometheus's query API (a real Prometheus runs
+// in the e2e tests).
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+)
+
+// promStub answers /api/v1/query with one sample whose value value(query)
+// chooses ("" answers an empty vector), and records every query.
+type promStub struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	value   func(query string) string
+	queries []stubQuery
+}
+
+type stubQuery struct {
+	at    time.Time
+	query string
+}
+
+func newPromStub(t *testing.T, value func(string) string) *promStub {
+	p := &promStub{value: value}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil || r.URL.Path != "/api/v1/query" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		q := r.Form.Get("query")
+		p.mu.Lock()
+		p.queries = append(p.queries, stubQuery{at: time.Now(), query: q})
+		v := p.value(q)
+		p.mu.Unlock()
+		result := ""
+		if v != "" {
+			result = fmt.Sprintf(`{"metric":{},"value":[%d,"%s"]}`, time.Now().Unix(), v)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"status":"success","data":{"resultType":"vector","result":[%s]}}`, result)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *promStub) setValue(value func(string) string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.value = value
+}
+
+func (p *promStub) recorded() []stubQuery {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.queries)
+}
+
+func constant(v string) func(string) string { return func(string) string { return v } }
+
+// analysisGroup creates a group of the members whose analysis queries prom with
+// the given checks.
+func (e *env) analysisGroup(name string, prom *promStub, policy v1alpha1.FailurePolicy, checks []v1alpha1.AnalysisCheck, members ...string) {
+	e.t.Helper()
+	rg := &v1alpha1.RolloutGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: v1alpha1.RolloutGroupSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			OnFailure:      policy,
+			Analysis: &v1alpha1.RolloutAnalysis{
+				Prometheus: v1alpha1.PrometheusSource{Address: prom.srv.URL},
+				Checks:     checks,
+			},
+		},
+	}
+	for _, m := range members {
+		rg.Spec.StatefulSets = append(rg.Spec.StatefulSets, v1alpha1.RolloutMember{Name: m})
+	}
+	if err := e.admin.Create(e.ctx, rg); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// errorsBelowOne is a check that the member's error count is below 1, queried
+// every second at gate.
+func errorsBelowOne(gate v1alpha1.AnalysisGate, successes, failures int32) v1alpha1.AnalysisCheck {
+	return v1alpha1.AnalysisCheck{
+		Name: "errors", Query: `errors{statefulset="{{ .Member }}",revision="{{ .Revision }}"}`, Gate: gate,
+		Condition: v1alpha1.CheckCondition{Compare: &v1alpha1.Comparison{Operator: v1alpha1.OperatorLess, Threshold: "1"}},
+		Interval:  &metav1.Duration{Duration: time.Second}, SuccessThreshold: successes, FailureThreshold: failures,
+	}
+}
+
+// versionedStatefulSet creates an OnDelete StatefulSet on revision rev, with
+// ControllerRevisions <name>-<r> for each of revs holding the template of
+// image app:<r>, as the StatefulSet controller would have stored them.
+func (e *env) versionedStatefulSet(name string, replicas int32, rev string, revs ...string) *appsv1.StatefulSet {
+	e.t.Helper()
+	sts := e.statefulSet(name, replicas, rev)
+	for i, r := range revs {
+		tmpl := sts.Spec.Template.DeepCopy()
+		tmpl.Spec.Containers[0].Image = "app:" + r
+		raw, err := json.Marshal(tmpl)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		var fields map[string]any
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			e.t.Fatal(err)
+		}
+		fields["$patch"] = "replace"
+		data, err := json.Marshal(map[string]any{"spec": map[string]any{"template": fields}})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		cr := &appsv1.ControllerRevision{
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-" + r, Namespace: e.ns,
+				Labels:          map[string]string{appsv1.ControllerRevisionHashLabelKey: r, "app": name},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(sts, appsv1.SchemeGroupVersion.WithKind("StatefulSet"))}},
+			Data:     runtime.RawExtension{Raw: data},
+			Revision: int64(i + 1),
+		}
+		if err := e.admin.Create(e.ctx, cr); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return sts
+}
+
+// playRevisions does the StatefulSet controller's revision bookkeeping: when a
+// StatefulSet's spec changes, it observes the generation and makes the
+// revision named by the template's image tag (app:<rev>) the update revision.
+func (e *env) playRevisions() {
+	e.t.Helper()
+	wc, err := client.NewWithWatch(apiServer(e.t).Config(), client.Options{Scheme: testScheme()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	w, err := wc.Watch(e.ctx, &appsv1.StatefulSetList{}, client.InNamespace(e.ns))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	e.t.Cleanup(func() { w.Stop(); <-done })
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			sts, ok := ev.Object.(*appsv1.StatefulSet)
+			if !ok || ev.Type == watch.Deleted || sts.Status.ObservedGeneration >= sts.Generation {
+				continue
+			}
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				cur := &appsv1.StatefulSet{}
+				if err := e.admin.Get(e.ctx, client.ObjectKeyFromObject(sts), cur); err != nil {
+					return err
+				}
+				cur.Status.ObservedGeneration = cur.Generation
+				cur.Status.UpdateRevision = strings.TrimPrefix(cur.Spec.Template.Spec.Containers[0].Image, "app:")
+				return e.admin.Status().Update(e.ctx, cur)
+			})
+			if err != nil && e.ctx.Err() == nil {
+				e.t.Errorf("observe StatefulSet %s: %v", sts.Name, err)
+			}
+		}
+	}()
+}
+
+// setImage changes the StatefulSet's template to image app:<rev>.
+func (e *env) setImage(name, rev string) {
+	e.t.Helper()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sts := e.getSTS(name)
+		sts.Spec.Template.Spec.Containers[0].Image = "app:" + rev
+		return e.admin.Update(e.ctx, sts)
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) annotate(group, key, value string) {
+	e.t.Helper()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		rg := e.getGroup(group)
+		if rg.Annotations == nil {
+			rg.Annotations = map[string]string{}
+		}
+		rg.Annotations[key] = value
+		return e.admin.Update(e.ctx, rg)
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// eventReasons returns the reasons of the Events about the group, oldest first.
+func (e *env) eventReasons(group string) []string {
+	e.t.Helper()
+	var list eventsv1.EventList
+	if err := e.admin.List(e.ctx, &list, client.InNamespace(e.ns)); err != nil {
+		e.t.Fatal(err)
+	}
+	slices.SortFunc(list.Items, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
+	var out []string
+	for _, ev := range list.Items {
+		if ev.Regarding.Name == group && ev.Regarding.Kind == "RolloutGroup" {
+			out = append(out, ev.Reason)
+		}
+	}
+	return out
+}
+
+func (e *env) waitEvent(group, reason string, timeout time.Duration) {
+	e.t.Helper()
+	e.eventually(timeout, "Event "+reason, func() (bool, error) { return slices.Contains(e.eventReasons(group), reason), nil })
+}
+
+// podRevisions counts the member's pods on each revision, terminating or not.
+func (e *env) podRevisions(sts string) map[string]int {
+	e.t.Helper()
+	var list corev1.PodList
+	if err := e.admin.List(e.ctx, &list, client.InNamespace(e.ns), client.MatchingLabels{"app": sts}); err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, p := range list.Items {
+		out[p.Labels[appsv1.ControllerRevisionHashLabelKey]]++
+	}
+	return out
+}
+
+// An AfterBatch gate holds the next batch while its check does not pass, with
+// one query per interval and none before the gate opens; once Prometheus
+// answers well the group completes, one gate per batch.
+func TestAnalysisGateHoldsDeletions(t *testing.T) {
+	e := newEnv(t, envOptions{eventDriven: true})
+	prom := newPromStub(t, constant("5"))
+	a := e.versionedStatefulSet("zone-a", 2, "r1")
+	b := e.versionedStatefulSet("zone-b", 2, "r1")
+	e.pods(a, 2, "r1", podSpec{})
+	e.pods(b, 2, "r1", podSpec{})
+	e.analysisGroup("ingester", prom, v1alpha1.FailurePause, []v1alpha1.AnalysisCheck{errorsBelowOne(v1alpha1.GateAfterBatch, 2, 100)}, "zone-a", "zone-b")
+	e.waitPhase("ingester", v1alpha1.PhaseComplete, 20*time.Second)
+	if n := len(prom.recorded()); n != 0 {
+		t.Fatalf("%d queries before any gate opened, want none", n)
+	}
+
+	e.playStatefulSetController(kubeletTiming{readyAfter: 50 * time.Millisecond}, "zone-a", "zone-b")
+	e.playRevisions()
+	mon := e.startMonitor(1, 2, "zone-a", "zone-b")
+	e.setImage("zone-a", "r2")
+	e.setImage("zone-b", "r2")
+
+	// The first batch goes, then the gate holds: three failing queries, a
+	// second apart, and no second batch.
+	e.eventually(20*time.Second, "three queries at the first gate", func() (bool, error) { return len(prom.recorded()) >= 3, nil })
+	rg := e.getGroup("ingester")
+	if got := e.podRevisions("zone-a"); got["r2"] != 1 || got["r1"] != 1 {
+		t.Errorf("zone-a pods by revision %v while the gate holds, want one batch (1 pod) on r2", got)
+	}
+	if len(mon.Rolls()) != 1 {
+		t.Errorf("%d pods rolled while the first gate holds, want 1", len(mon.Rolls()))
+	}
+	an := rg.Status.Analysis
+	if rg.Status.Phase != v1alpha1.PhaseAnalyzing || an == nil || an.Gate == nil || an.Gate.Kind != v1alpha1.GateAfterBatch || an.Gate.Member != "zone-a" ||
+		len(an.Checks) != 1 || an.Checks[0].ConsecutiveFailures < 1 || an.Checks[0].LastValue != "5" {
+		t.Errorf("status while the gate holds: phase %s analysis %+v", rg.Status.Phase, an)
+	}
+	queries := prom.recorded()
+	for i, q := range queries[:3] {
+		if q.query != `errors{statefulset="zone-a",revision="r2"}` {
+			t.Errorf("query %d = %q, want the template expanded for zone-a", i, q.query)
+		}
+		if i > 0 && q.at.Sub(queries[i-1].at) < 900*time.Millisecond {
+			t.Errorf("queries %d and %d %v apart, want one per interval (1s)", i-1, i, q.at.Sub(queries[i-1].at))
+		}
+	}
+
+	prom.setValue(constant("0"))
+	rg = e.waitRolledTo("ingester", "r2", 60*time.Second)
+	expectNoBreaches(t, mon)
+	e.eventually(10*time.Second, "a GatePassed Event per batch", func() (bool, error) {
+		n := 0
+		for _, r := range e.eventReasons("ingester") {
+			if r == "GatePassed" {
+				n++
+			}
+		}
+		return n == 4, nil
+	})
+	if an := rg.Status.Analysis; an == nil || an.Gate != nil || an.Failure != nil {
+		t.Errorf("analysis after the rollout: %+v", an)
+	}
+	for _, m := range rg.Status.StatefulSets {
+		if m.StableRevision != "r2" {
+			t.Errorf("member %s stableRevision %q after the rollout, want r2", m.Name, m.StableRevision)
+		}
+	}
+	// Gates passed: no more queries.
+	n := len(prom.recorded())
+	e.reconcile("ingester")
+	if got := len(prom.recorded()); got != n {
+		t.Errorf("%d queries after the rollout completed, want none", got-n)
+	}
+}
+
+// onFailure Pause: a failed AfterMember gate holds the group Failed before the
+// next member; echelon.dev/retry evaluates the gate again and the rollout
+// goes on.
+func TestAnalysisPauseAndRetry(t *testing.T) {
+	e := newEnv(t, envOptions{eventDriven: true})
+	prom := newPromStub(t, constant("3"))
+	a := e.versionedStatefulSet("zone-a", 2, "r1")
+	b := e.versionedStatefulSet("zone-b", 2, "r1")
+	e.pods(a, 2, "r1", podSpec{})
+	e.pods(b, 2, "r1", podSpec{})
+	e.analysisGroup("ingester", prom, v1alpha1.FailurePause, []v1alpha1.AnalysisCheck{errorsBelowOne(v1alpha1.GateAfterMember, 1, 1)}, "zone-a", "zone-b")
+	e.waitPhase("ingester", v1alpha1.PhaseComplete, 20*time.Second)
+	e.playStatefulSetController(kubeletTiming{readyAfter: 50 * time.Millisecond}, "zone-a", "zone-b")
+	e.playRevisions()
+	mon := e.startMonitor(1, 2, "zone-a", "zone-b")
+	e.setImage("zone-a", "r2")
+	e.setImage("zone-b", "r2")
+
+	rg := e.waitPhase("ingester", v1alpha1.PhaseFailed, 30*time.Second)
+	f := rg.Status.Analysis.Failure
+	if f == nil || f.Reason != v1alpha1.ReasonAnalysisFailed || f.Check != "errors" || !strings.Contains(rg.Status.Message, "check errors failed: value 3") ||
+		!strings.Contains(rg.Status.Message, "AfterMember gate of zone-a") {
+		t.Fatalf("failed status: message %q failure %+v", rg.Status.Message, f)
+	}
+	if c := findCondition(rg.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != v1alpha1.ReasonAnalysisFailed {
+		t.Errorf("Ready condition %+v, want reason AnalysisFailed", c)
+	}
+	e.waitEvent("ingester", "GateFailed", 10*time.Second)
+	if got := e.podRevisions("zone-b"); got["r1"] != 2 {
+		t.Errorf("zone-b pods %v after zone-a's gate failed, want both still on r1", got)
+	}
+	if got := e.podRevisions("zone-a"); got["r2"] != 2 {
+		t.Errorf("zone-a pods %v, want both on r2 before its gate", got)
+	}
+	// Held: nothing more is queried or deleted.
+	n, rolls := len(prom.recorded()), len(mon.Rolls())
+	e.reconcile("ingester")
+	if len(prom.recorded()) != n || len(mon.Rolls()) != rolls {
+		t.Errorf("a failed group queried or rolled: %d queries, %d rolls more", len(prom.recorded())-n, len(mon.Rolls())-rolls)
+	}
+
+	prom.setValue(constant("0"))
+	e.annotate("ingester", v1alpha1.AnnotationRetry, "1")
+	rg = e.waitRolledTo("ingester", "r2", 60*time.Second)
+	expectNoBreaches(t, mon)
+	if rg.Status.Analysis.HandledRetry != "1" || rg.Status.Analysis.Failure != nil {
+		t.Errorf("analysis after the retry: %+v", rg.Status.Analysis)
+	}
+	e.waitEvent("ingester", "RetryRequested", 10*time.Second)
+	e.waitEvent("ingester", "GatePassed", 10*time.Second)
+	if order := mon.MemberOrder(); !slices.Equal(order, []string{"zone-a", "zone-b"}) {
+		t.Errorf("members rolled in order %v, want zone-a then zone-b", order)
+	}
+}
+
+// onFailure Rollback: zone-b's gate fails after zone-a passed. Every member
+// that moved gets the template of its stable revision back from its
+// ControllerRevision (zone-c too, though not rolled yet), and the moved pods
+// roll back under the guarantees, zone-b first; the group ends Failed.
+func TestAnalysisRollbackRestoresTemplates(t *testing.T) {
+	e := newEnv(t, envOptions{eventDriven: true})
+	prom := newPromStub(t, func(q string) string {
+		if strings.Contains(q, "zone-b") {
+			return "7"
+		}
+		return "0"
+	})
+	members := []string{"zone-a", "zone-b", "zone-c"}
+	for _, m := range members {
+		sts := e.versionedStatefulSet(m, 3, "r1", "r1", "r2")
+		e.pods(sts, 3, "r1", podSpec{})
+	}
+	e.analysisGroup("ingester", prom, v1alpha1.FailureRollback, []v1alpha1.AnalysisCheck{errorsBelowOne(v1alpha1.GateAfterMember, 1, 2)}, members...)
+	e.waitPhase("ingester", v1alpha1.PhaseComplete, 20*time.Second)
+	e.playStatefulSetController(kubeletTiming{readyAfter: 50 * time.Millisecond}, members...)
+	e.playRevisions()
+	mon := e.startMonitor(1, 3, members...)
+	for _, m := range members {
+		e.setImage(m, "r2")
+	}
+
+	var rg *v1alpha1.RolloutGroup
+	e.eventually(60*time.Second, "the rollback to complete", func() (bool, error) {
+		rg = e.getGroup("ingester")
+		an := rg.Status.Analysis
+		return rg.Status.Phase == v1alpha1.PhaseFailed && an != nil && an.Rollback != nil && an.Rollback.CompletionTime != nil, nil
+	})
+	expectNoBreaches(t, mon)
+	an := rg.Status.Analysis
+	if an.Failure == nil || an.Failure.Reason != v1alpha1.ReasonAnalysisFailed || !strings.Contains(an.Failure.Message, "AfterMember gate of zone-b") {
+		t.Errorf("failure %+v, want zone-b's gate failed", an.Failure)
+	}
+	wantMembers := []v1alpha1.RollbackMember{{Name: "zone-c", From: "r2", To: "r1"}, {Name: "zone-b", From: "r2", To: "r1"}, {Name: "zone-a", From: "r2", To: "r1"}}
+	if !slices.Equal(an.Rollback.Members, wantMembers) {
+		t.Errorf("rollback members %+v, want %+v", an.Rollback.Members, wantMembers)
+	}
+	for _, m := range members {
+		sts := e.getSTS(m)
+		if img := sts.Spec.Template.Spec.Containers[0].Image; img != "app:r1" || sts.Status.UpdateRevision != "r1" {
+			t.Errorf("StatefulSet %s: image %s, update revision %s after the rollback, want app:r1 and r1", m, img, sts.Status.UpdateRevision)
+		}
+		if got := e.podRevisions(m); got["r1"] != 3 {
+			t.Errorf("StatefulSet %s pods by revision %v, want all 3 on r1", m, got)
+		}
+	}
+	// Rolled forward: zone-a then zone-b; rolled back: zone-b, then zone-a.
+	var back []string
+	for _, d := range mon.Rolls() {
+		if d.Labels[appsv1.ControllerRevisionHashLabelKey] == "r2" && (len(back) == 0 || back[len(back)-1] != d.Member) {
+			back = append(back, d.Member)
+		}
+	}
+	if !slices.Equal(back, []string{"zone-b", "zone-a"}) {
+		t.Errorf("members rolled back in order %v, want zone-b then zone-a", back)
+	}
+	for _, reason := range []string{"GatePassed", "GateFailed", "RollbackStarted", "TemplateRestored", "RollbackComplete"} {
+		e.waitEvent("ingester", reason, 10*time.Second)
+	}
+	if slices.Contains(e.eventReasons("ingester"), "RolloutComplete") {
+		t.Error("a rolled-back rollout reported RolloutComplete")
+	}
+
+	// Failed holds until the templates change to a new revision: r3 on zone-c
+	// starts a new rollout.
+	e.setImage("zone-c", "r3")
+	e.eventually(30*time.Second, "the failure to be released by a new revision", func() (bool, error) {
+		rg = e.getGroup("ingester")
+		return rg.Status.Analysis.Failure == nil && rg.Status.Phase != v1alpha1.PhaseFailed, nil
+	})
+	e.waitEvent("ingester", "FailureCleared", 10*time.Second)
+}
+
+// echelon.dev/abort rolls back at once, whatever onFailure says.
+func TestAnalysisAbort(t *testing.T) {
+	e := newEnv(t, envOptions{eventDriven: true})
+	prom := newPromStub(t, constant("5"))
+	a := e.versionedStatefulSet("zone-a", 2, "r1", "r1", "r2")
+	e.pods(a, 2, "r1", podSpec{})
+	// The gate never decides: failureThreshold 1000.
+	e.analysisGroup("ingester", prom, v1alpha1.FailurePause, []v1alpha1.AnalysisCheck{errorsBelowOne(v1alpha1.GateAfterBatch, 1, 1000)}, "zone-a")
+	e.waitPhase("ingester", v1alpha1.PhaseComplete, 20*time.Second)
+	e.playStatefulSetController(kubeletTiming{readyAfter: 50 * time.Millisecond}, "zone-a")
+	e.playRevisions()
+	mon := e.startMonitor(1, 2, "zone-a")
+	e.setImage("zone-a", "r2")
+	e.waitPhase("ingester", v1alpha1.PhaseAnalyzing, 20*time.Second)
+
+	e.annotate("ingester", v1alpha1.AnnotationAbort, "now")
+	var rg *v1alpha1.RolloutGroup
+	e.eventually(30*time.Second, "the abort's rollback to complete", func() (bool, error) {
+		rg = e.getGroup("ingester")
+		an := rg.Status.Analysis
+		return rg.Status.Phase == v1alpha1.PhaseFailed && an.Rollback != nil && an.Rollback.CompletionTime != nil, nil
+	})
+	expectNoBreaches(t, mon)
+	if f := rg.Status.Analysis.Failure; f == nil || f.Reason != v1alpha1.ReasonAborted || rg.Status.Analysis.HandledAbort != "now" {
+		t.Errorf("analysis %+v, want Aborted, handledAbort now", rg.Status.Analysis)
+	}
+	if got := e.podRevisions("zone-a"); got["r1"] != 2 {
+		t.Errorf("pods by revision %v after the abort, want both on r1", got)
+	}
+	e.waitEvent("ingester", "AbortRequested", 10*time.Second)
+
+	// Retry clears the failure: the group is Complete on r1.
+	e.annotate("ingester", v1alpha1.AnnotationRetry, "1")
+	e.waitRolledTo("ingester", "r1", 20*time.Second)
+}
