@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/e2e/framework"
 )
 
 // promStub answers /api/v1/query with one sample whose value value(query)
@@ -101,6 +102,31 @@ func (e *env) analysisGroup(name string, prom *promStub, policy v1alpha1.Failure
 	}
 	if err := e.admin.Create(e.ctx, rg); err != nil {
 		e.t.Fatal(err)
+	}
+}
+
+// analyzedMembers creates the members, each with replicas pods on r1 and
+// ControllerRevisions r1 and r2, and a group of them analysed against prom;
+// once the group is Complete it plays the StatefulSet controller and returns a
+// monitor of the guarantees.
+func (e *env) analyzedMembers(prom *promStub, policy v1alpha1.FailurePolicy, check v1alpha1.AnalysisCheck, replicas int, members ...string) *framework.Monitor {
+	e.t.Helper()
+	for _, m := range members {
+		sts := e.versionedStatefulSet(m, int32(replicas), "r1", "r1", "r2")
+		e.pods(sts, replicas, "r1", podSpec{})
+	}
+	e.analysisGroup("ingester", prom, policy, []v1alpha1.AnalysisCheck{check}, members...)
+	e.waitPhase("ingester", v1alpha1.PhaseComplete, 20*time.Second)
+	e.playStatefulSetController(kubeletTiming{readyAfter: 50 * time.Millisecond}, members...)
+	e.playRevisions()
+	return e.startMonitor(1, replicas, members...)
+}
+
+// rollTo changes every member's template to revision rev.
+func (e *env) rollTo(rev string, members ...string) {
+	e.t.Helper()
+	for _, m := range members {
+		e.setImage(m, rev)
 	}
 }
 
@@ -256,21 +282,11 @@ func (e *env) podRevisions(sts string) map[string]int {
 func TestAnalysisGateHoldsDeletions(t *testing.T) {
 	e := newEnv(t, envOptions{eventDriven: true})
 	prom := newPromStub(t, constant("5"))
-	a := e.versionedStatefulSet("zone-a", 2, "r1")
-	b := e.versionedStatefulSet("zone-b", 2, "r1")
-	e.pods(a, 2, "r1", podSpec{})
-	e.pods(b, 2, "r1", podSpec{})
-	e.analysisGroup("ingester", prom, v1alpha1.FailurePause, []v1alpha1.AnalysisCheck{errorsBelowOne(v1alpha1.GateAfterBatch, 2, 100)}, "zone-a", "zone-b")
-	e.waitPhase("ingester", v1alpha1.PhaseComplete, 20*time.Second)
+	mon := e.analyzedMembers(prom, v1alpha1.FailurePause, errorsBelowOne(v1alpha1.GateAfterBatch, 2, 100), 2, "zone-a", "zone-b")
 	if n := len(prom.recorded()); n != 0 {
 		t.Fatalf("%d queries before any gate opened, want none", n)
 	}
-
-	e.playStatefulSetController(kubeletTiming{readyAfter: 50 * time.Millisecond}, "zone-a", "zone-b")
-	e.playRevisions()
-	mon := e.startMonitor(1, 2, "zone-a", "zone-b")
-	e.setImage("zone-a", "r2")
-	e.setImage("zone-b", "r2")
+	e.rollTo("r2", "zone-a", "zone-b")
 
 	// The first batch goes, then the gate holds: three failing queries, a
 	// second apart, and no second batch.
@@ -331,17 +347,8 @@ func TestAnalysisGateHoldsDeletions(t *testing.T) {
 func TestAnalysisPauseAndRetry(t *testing.T) {
 	e := newEnv(t, envOptions{eventDriven: true})
 	prom := newPromStub(t, constant("3"))
-	a := e.versionedStatefulSet("zone-a", 2, "r1")
-	b := e.versionedStatefulSet("zone-b", 2, "r1")
-	e.pods(a, 2, "r1", podSpec{})
-	e.pods(b, 2, "r1", podSpec{})
-	e.analysisGroup("ingester", prom, v1alpha1.FailurePause, []v1alpha1.AnalysisCheck{errorsBelowOne(v1alpha1.GateAfterMember, 1, 1)}, "zone-a", "zone-b")
-	e.waitPhase("ingester", v1alpha1.PhaseComplete, 20*time.Second)
-	e.playStatefulSetController(kubeletTiming{readyAfter: 50 * time.Millisecond}, "zone-a", "zone-b")
-	e.playRevisions()
-	mon := e.startMonitor(1, 2, "zone-a", "zone-b")
-	e.setImage("zone-a", "r2")
-	e.setImage("zone-b", "r2")
+	mon := e.analyzedMembers(prom, v1alpha1.FailurePause, errorsBelowOne(v1alpha1.GateAfterMember, 1, 1), 2, "zone-a", "zone-b")
+	e.rollTo("r2", "zone-a", "zone-b")
 
 	rg := e.waitPhase("ingester", v1alpha1.PhaseFailed, 30*time.Second)
 	f := rg.Status.Analysis.Failure
@@ -393,18 +400,8 @@ func TestAnalysisRollbackRestoresTemplates(t *testing.T) {
 		return "0"
 	})
 	members := []string{"zone-a", "zone-b", "zone-c"}
-	for _, m := range members {
-		sts := e.versionedStatefulSet(m, 3, "r1", "r1", "r2")
-		e.pods(sts, 3, "r1", podSpec{})
-	}
-	e.analysisGroup("ingester", prom, v1alpha1.FailureRollback, []v1alpha1.AnalysisCheck{errorsBelowOne(v1alpha1.GateAfterMember, 1, 2)}, members...)
-	e.waitPhase("ingester", v1alpha1.PhaseComplete, 20*time.Second)
-	e.playStatefulSetController(kubeletTiming{readyAfter: 50 * time.Millisecond}, members...)
-	e.playRevisions()
-	mon := e.startMonitor(1, 3, members...)
-	for _, m := range members {
-		e.setImage(m, "r2")
-	}
+	mon := e.analyzedMembers(prom, v1alpha1.FailureRollback, errorsBelowOne(v1alpha1.GateAfterMember, 1, 2), 3, members...)
+	e.rollTo("r2", members...)
 
 	var rg *v1alpha1.RolloutGroup
 	e.eventually(60*time.Second, "the rollback to complete", func() (bool, error) {
@@ -461,15 +458,9 @@ func TestAnalysisRollbackRestoresTemplates(t *testing.T) {
 func TestAnalysisAbort(t *testing.T) {
 	e := newEnv(t, envOptions{eventDriven: true})
 	prom := newPromStub(t, constant("5"))
-	a := e.versionedStatefulSet("zone-a", 2, "r1", "r1", "r2")
-	e.pods(a, 2, "r1", podSpec{})
 	// The gate never decides: failureThreshold 1000.
-	e.analysisGroup("ingester", prom, v1alpha1.FailurePause, []v1alpha1.AnalysisCheck{errorsBelowOne(v1alpha1.GateAfterBatch, 1, 1000)}, "zone-a")
-	e.waitPhase("ingester", v1alpha1.PhaseComplete, 20*time.Second)
-	e.playStatefulSetController(kubeletTiming{readyAfter: 50 * time.Millisecond}, "zone-a")
-	e.playRevisions()
-	mon := e.startMonitor(1, 2, "zone-a")
-	e.setImage("zone-a", "r2")
+	mon := e.analyzedMembers(prom, v1alpha1.FailurePause, errorsBelowOne(v1alpha1.GateAfterBatch, 1, 1000), 2, "zone-a")
+	e.rollTo("r2", "zone-a")
 	e.waitPhase("ingester", v1alpha1.PhaseAnalyzing, 20*time.Second)
 
 	e.annotate("ingester", v1alpha1.AnnotationAbort, "now")
