@@ -1,0 +1,109 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// validAnalysis is a complete spec.analysis, as the docs show it.
+const validAnalysis = `
+prometheus:
+  address: https://prometheus.monitoring.svc:9090
+  authSecretRef: {name: prometheus-token}
+  tls: {caSecretRef: {name: prometheus-ca}, serverName: prometheus.monitoring.svc}
+  timeout: 5s
+soakTime: 10m
+checks:
+- name: error-rate
+  query: 'sum(rate(errors_total{namespace="{{ .Namespace }}",pod=~"{{ .Member }}-.*"}[1m]))'
+  condition: {compare: {operator: "<", threshold: "0.05"}}
+  initialDelay: 30s
+  interval: 15s
+  successThreshold: 3
+  failureThreshold: 2
+  errorThreshold: 5
+  gate: AfterBatch
+- name: no-alerts
+  query: 'ALERTS{alertstate="firing",namespace="{{ .Namespace }}"}'
+  condition: {hasData: false}
+`
+
+// The API server refuses bad analysis specs at admission, naming the field;
+// the CEL rules on the CRD compile and hold.
+func TestAnalysisValidation(t *testing.T) {
+	cp := apiServer(t)
+	ns, err := cp.CreateNamespace(t.Context(), "validation")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(extra string) string {
+		return "prometheus: {address: http://127.0.0.1:9090}\nchecks:\n- name: c\n  query: up\n" + extra
+	}
+	tests := []struct {
+		name     string
+		analysis string
+		want     string // "" accepts
+	}{
+		{name: "the documented example", analysis: validAnalysis},
+		{name: "a minimal check", analysis: check("  condition: {hasData: true}\n")},
+		{name: "both conditions", analysis: check("  condition: {hasData: true, compare: {operator: '<', threshold: '1'}}\n"),
+			want: "must set exactly one of hasData or compare"},
+		{name: "no condition", analysis: check("  condition: {}\n"), want: "must set exactly one of hasData or compare"},
+		{name: "a threshold that is no number", analysis: check("  condition: {compare: {operator: '<', threshold: 'five'}}\n"),
+			want: "spec.analysis.checks[0].condition.compare.threshold"},
+		{name: "an unknown operator", analysis: check("  condition: {compare: {operator: '=~', threshold: '1'}}\n"),
+			want: "spec.analysis.checks[0].condition.compare.operator"},
+		{name: "successThreshold 0", analysis: check("  condition: {hasData: true}\n  successThreshold: 0\n"),
+			want: "spec.analysis.checks[0].successThreshold"},
+		{name: "errorThreshold 0", analysis: check("  condition: {hasData: true}\n  errorThreshold: 0\n"),
+			want: "spec.analysis.checks[0].errorThreshold"},
+		{name: "an interval under 1s", analysis: check("  condition: {hasData: true}\n  interval: 500ms\n"),
+			want: "interval must be at least 1s"},
+		{name: "an unknown gate", analysis: check("  condition: {hasData: true}\n  gate: AfterPod\n"), want: "spec.analysis.checks[0].gate"},
+		{name: "a check name that is no DNS label", analysis: strings.Replace(check("  condition: {hasData: true}\n"), "name: c", "name: Error_Rate", 1),
+			want: "spec.analysis.checks[0].name"},
+		{name: "two checks of the same name", analysis: check("  condition: {hasData: true}\n- name: c\n  query: up\n  condition: {hasData: true}\n"),
+			want: "spec.analysis.checks[1]"},
+		{name: "no checks", analysis: "prometheus: {address: http://127.0.0.1:9090}\nchecks: []\n", want: "spec.analysis.checks"},
+		{name: "an address without scheme", analysis: strings.Replace(check("  condition: {hasData: true}\n"), "http://127.0.0.1:9090", "prometheus:9090", 1),
+			want: "spec.analysis.prometheus.address must be an http:// or https:// URL"},
+		{name: "a zero timeout", analysis: strings.Replace(check("  condition: {hasData: true}\n"), "9090}", "9090, timeout: 0s}", 1),
+			want: "timeout must be more than 0s"},
+		{name: "a soakTime that is no duration", analysis: check("  condition: {hasData: true}\n") + "soakTime: 1 hour\n", want: "spec.analysis.soakTime"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var analysis map[string]any
+			if err := yaml.Unmarshal([]byte(tt.analysis), &analysis); err != nil {
+				t.Fatal(err)
+			}
+			rg := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "echelon.dev/v1alpha1", "kind": "RolloutGroup",
+				"metadata": map[string]any{"name": "g", "namespace": ns},
+				"spec": map[string]any{"statefulSets": []any{map[string]any{"name": "a"}}, "analysis": analysis, "onFailure": "Rollback"},
+			}}
+			err := cp.Client().Create(t.Context(), rg, client.DryRunAll)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want != "" && err == nil:
+				t.Fatalf("accepted, want an error naming %q", tt.want)
+			case tt.want != "" && !strings.Contains(err.Error(), tt.want):
+				t.Fatalf("error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+	// onFailure is Pause or Rollback.
+	bad := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "echelon.dev/v1alpha1", "kind": "RolloutGroup",
+		"metadata": map[string]any{"name": "g", "namespace": ns},
+		"spec":     map[string]any{"statefulSets": []any{map[string]any{"name": "a"}}, "onFailure": "Retry"},
+	}}
+	if err := cp.Client().Create(t.Context(), bad, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "spec.onFailure") {
+		t.Errorf("onFailure Retry: %v, want an error naming spec.onFailure", err)
+	}
+}
