@@ -84,7 +84,7 @@ func TestAnalysisValidation(t *testing.T) {
 			rg := &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": "echelon.dev/v1alpha1", "kind": "RolloutGroup",
 				"metadata": map[string]any{"name": "g", "namespace": ns},
-				"spec": map[string]any{"statefulSets": []any{map[string]any{"name": "a"}}, "analysis": analysis, "onFailure": "Rollback"},
+				"spec":     map[string]any{"statefulSets": []any{map[string]any{"name": "a"}}, "analysis": analysis, "onFailure": "Rollback"},
 			}}
 			err := cp.Client().Create(t.Context(), rg, client.DryRunAll)
 			switch {
