@@ -116,6 +116,9 @@ func scale(ctx context.Context, c client.Client, namespace, name string, replica
 		return err
 	}
 	s.Spec.Replicas = replicas
+	// Unconditional, as kubectl scale without --current-replicas: the
+	// StatefulSet's status changes under us.
+	s.ResourceVersion = ""
 	return c.SubResource("scale").Update(ctx, sts, append(opts, client.WithSubResourceBody(s))...)
 }
 
