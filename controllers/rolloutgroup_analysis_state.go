@@ -121,7 +121,7 @@ func (ap *analysisPass) hold() *rollout.Hold {
 		return &rollout.Hold{Reason: v1alpha1.ReasonRollbackFailed, Message: ap.restoreFailed}
 	case ap.rollingBack() && len(ap.restorePending) > 0:
 		return &rollout.Hold{Reason: v1alpha1.ReasonRollingBack,
-			Message: "rolling back: restoring the template of " + strings.Join(ap.restorePending, ", ")}
+			Message: "restoring the template of " + strings.Join(ap.restorePending, ", ")}
 	case ap.rollingBack():
 		return nil
 	case ap.st.Failure != nil:

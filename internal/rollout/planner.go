@@ -380,7 +380,7 @@ func planDeletions(in Input, ms *MemberState, gateDue string) ([]*corev1.Pod, st
 	case gateDue != "":
 		return nil, fmt.Sprintf("%s, waiting for the AfterMember gate of %s", progress, gateDue), v1alpha1.ReasonWaitingForAnalysis
 	case in.RollingBack && (ms.StableRevision == "" || ms.UpdateRevision != ms.StableRevision):
-		return nil, fmt.Sprintf("%s, rolling back: waiting for the template of revision %s to be restored", progress, orUnknown(ms.StableRevision)),
+		return nil, fmt.Sprintf("%s, waiting for its template of revision %s to be restored", progress, orUnknown(ms.StableRevision)),
 			v1alpha1.ReasonRollingBack
 	}
 	if in.BatchInterval > 0 && !in.LastBatchTime.IsZero() && in.Now.Before(in.LastBatchTime.Add(in.BatchInterval)) {

@@ -161,7 +161,7 @@ func TestDecideRollback(t *testing.T) {
 	}, {
 		name: "a member whose template is not restored yet is not rolled forward",
 		in:   with(group(restored("zone-a", 2), pendingMove("zone-b", 2)), rollingBack),
-		want: wantPlan{current: "zone-b", message: []string{"rolling back: waiting for the template of revision r1 to be restored"}},
+		want: wantPlan{current: "zone-b", message: []string{"zone-b: 0/2 updated, waiting for its template of revision r1 to be restored"}},
 	}, {
 		name: "a member without a known stable revision is not rolled while rolling back",
 		in:   with(group(outdated("zone-a", 2)), rollingBack),
