@@ -43,8 +43,9 @@ func printWebhook(out io.Writer, results []*webhookResult) {
 		}
 		fmt.Fprintf(out, "\nHighest step one replica holds (p99 <= %s, no error, nothing dropped, >= %.0f%% of the offered rate achieved): %s\n"+
 			"CPU in cores: CPU seconds over the step's seconds. The clients (bench) run on the same %d cores as the operator; others\n"+
-			"is the rest of the machine's busy time: kube-apiserver, etcd and whatever else runs there meanwhile.\n",
-			ms(r.P99LimitSeconds), achievedShare*100, held, runtime.NumCPU())
+			"is the rest of the machine's busy time: kube-apiserver, etcd and whatever else runs there meanwhile. * marks more than\n"+
+			"%.2f cores of it: other work competed for the cores, and the step's latency tells of it as much as of the operator.\n",
+			ms(r.P99LimitSeconds), achievedShare*100, held, runtime.NumCPU(), busyNeighbours)
 		if rot := r.Rotation; rot != nil {
 			printRotation(out, r, rot)
 		}
@@ -85,7 +86,8 @@ func printRotation(out io.Writer, r *webhookResult, rot *rotationResult) {
 	row(fmt.Sprintf("window %+.0fs..%+.0fs around the switch", rot.WindowFromSeconds, rot.WindowToSeconds), rot.Window, "-")
 	row(fmt.Sprintf("whole load (%s)", seconds(rot.Whole.Seconds).Round(100e6)), rot.Whole.latencySummary, fmt.Sprint(rot.Whole.Dropped))
 	_ = tw.Flush()
-	fmt.Fprintf(out, "Operator CPU over the whole load: %.2f cores.\n", rot.Whole.OperatorCPUSeconds/rot.Whole.Seconds)
+	fmt.Fprintf(out, "Over the whole load: operator CPU %.2f cores, bench %.2f cores, others %s.\n",
+		rot.Whole.OperatorCPUSeconds/rot.Whole.Seconds, rot.Whole.BenchCPUSeconds/rot.Whole.Seconds, othersCell(rot.Whole))
 	var p99s []string
 	for _, s := range rot.BySecond {
 		if float64(s.Second) >= rot.WindowFromSeconds && float64(s.Second) < rot.WindowToSeconds {
@@ -97,10 +99,24 @@ func printRotation(out io.Writer, r *webhookResult, rot *rotationResult) {
 
 func stepRow(tw io.Writer, label string, s webhookStep) {
 	_, writes, _ := tally(s.OperatorRequests)
-	fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%.2f cores\t%.2f cores\t%.2f cores\t%d\t%s\t\n",
+	fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%.2f cores\t%.2f cores\t%s\t%d\t%s\t\n",
 		label, s.OfferedPerSecond, s.AchievedPerSecond, s.Requests, errorsCell(s.latencySummary), s.Dropped,
 		ms(s.P50Seconds), ms(s.P90Seconds), ms(s.P99Seconds), ms(s.MaxSeconds),
-		s.OperatorCPUSeconds/s.Seconds, s.BenchCPUSeconds/s.Seconds, s.OthersCPUSeconds/s.Seconds, writes, yesNo(s.Held))
+		s.OperatorCPUSeconds/s.Seconds, s.BenchCPUSeconds/s.Seconds, othersCell(s), writes, yesNo(s.Held))
+}
+
+// busyNeighbours is the CPU, in cores, beyond which the rest of the machine
+// competed with the operator and its clients for the two cores: in this
+// scenario kube-apiserver and etcd are all but idle, so that is other work.
+const busyNeighbours = 0.25
+
+// othersCell is the rest of the machine's CPU, marked when it competed.
+func othersCell(s webhookStep) string {
+	cores := s.OthersCPUSeconds / s.Seconds
+	if cores > busyNeighbours {
+		return fmt.Sprintf("%.2f cores *", cores)
+	}
+	return fmt.Sprintf("%.2f cores", cores)
 }
 
 // errorsCell is the error count, with the count of each kind when there are any.
