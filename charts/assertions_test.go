@@ -106,16 +106,23 @@ const configLeaseName = "echelon-leader"
 
 func leaderElectionRules(t *testing.T) []rbacv1.PolicyRule {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "config", "rbac", "leader_election_role.yaml"))
+	if id := options.Default().LeaderElectionID; id != configLeaseName {
+		t.Fatalf("config/rbac/leader_election_role.yaml names Lease %s, but the binary's default --leader-election-id is %s", configLeaseName, id)
+	}
+	return configRoleRules(t, "leader_election_role.yaml")
+}
+
+// configRoleRules reads the rules of a Role written by hand in config/rbac,
+// the file the tests' operator user is bound to.
+func configRoleRules(t *testing.T, file string) []rbacv1.PolicyRule {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "config", "rbac", file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var role rbacv1.Role
 	if err := yaml.Unmarshal(raw, &role); err != nil {
 		t.Fatal(err)
-	}
-	if id := options.Default().LeaderElectionID; id != configLeaseName {
-		t.Fatalf("config/rbac/leader_election_role.yaml names Lease %s, but the binary's default --leader-election-id is %s", configLeaseName, id)
 	}
 	return role.Rules
 }

@@ -361,17 +361,9 @@ func rolesFor(m manifest, resource string) []string {
 // Secret name, bound to the operator.
 func assertWebhookCertRBAC(t *testing.T, m manifest, secret string) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "config", "rbac", "webhook_cert_role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var role rbacv1.Role
-	if err := yaml.Unmarshal(raw, &role); err != nil {
-		t.Fatal(err)
-	}
 	configSecret := options.Default().Webhook.CertSecret
 	var want []string
-	for _, p := range permissions(role.Rules) {
+	for _, p := range permissions(configRoleRules(t, "webhook_cert_role.yaml")) {
 		want = append(want, strings.Replace(p, " "+configSecret, " "+secret, 1))
 	}
 	if got := rolesFor(m, "secrets"); !slices.Equal(got, want) {
@@ -629,30 +621,35 @@ func TestWebhooksMatchGenerated(t *testing.T) {
 			generated.objs = append(generated.objs, obj)
 		}
 	}
-	normalize := func(cc *admissionregistrationv1.WebhookClientConfig) {
-		cc.CABundle = nil
-		if cc.Service != nil && cc.Service.Port == nil {
-			cc.Service.Port = ptr.To[int32](443)
-		}
+	validating := func(m manifest) []admissionregistrationv1.ValidatingWebhook {
+		return one[admissionregistrationv1.ValidatingWebhookConfiguration](m, "ValidatingWebhookConfiguration").Webhooks
 	}
-	gotV := one[admissionregistrationv1.ValidatingWebhookConfiguration](m, "ValidatingWebhookConfiguration").Webhooks
-	wantV := one[admissionregistrationv1.ValidatingWebhookConfiguration](generated, "ValidatingWebhookConfiguration").Webhooks
-	for _, list := range [][]admissionregistrationv1.ValidatingWebhook{gotV, wantV} {
+	mutating := func(m manifest) []admissionregistrationv1.MutatingWebhook {
+		return one[admissionregistrationv1.MutatingWebhookConfiguration](m, "MutatingWebhookConfiguration").Webhooks
+	}
+	assertSameWebhooks(t, "validating", validating(m), validating(generated), func(w *admissionregistrationv1.ValidatingWebhook) *admissionregistrationv1.WebhookClientConfig {
+		return &w.ClientConfig
+	})
+	assertSameWebhooks(t, "mutating", mutating(m), mutating(generated), func(w *admissionregistrationv1.MutatingWebhook) *admissionregistrationv1.WebhookClientConfig {
+		return &w.ClientConfig
+	})
+}
+
+// assertSameWebhooks compares the chart's webhooks with the generated ones,
+// once their client configurations are normalized: no caBundle, and the
+// Service port the API server defaults to.
+func assertSameWebhooks[W any](t *testing.T, kind string, got, want []W, clientConfig func(*W) *admissionregistrationv1.WebhookClientConfig) {
+	t.Helper()
+	for _, list := range [][]W{got, want} {
 		for i := range list {
-			normalize(&list[i].ClientConfig)
+			cc := clientConfig(&list[i])
+			cc.CABundle = nil
+			if cc.Service != nil && cc.Service.Port == nil {
+				cc.Service.Port = ptr.To[int32](443)
+			}
 		}
 	}
-	if !reflect.DeepEqual(gotV, wantV) {
-		t.Errorf("chart's validating webhooks differ from config/webhook/manifests.yaml\n got: %+v\nwant: %+v", gotV, wantV)
-	}
-	gotM := one[admissionregistrationv1.MutatingWebhookConfiguration](m, "MutatingWebhookConfiguration").Webhooks
-	wantM := one[admissionregistrationv1.MutatingWebhookConfiguration](generated, "MutatingWebhookConfiguration").Webhooks
-	for _, list := range [][]admissionregistrationv1.MutatingWebhook{gotM, wantM} {
-		for i := range list {
-			normalize(&list[i].ClientConfig)
-		}
-	}
-	if !reflect.DeepEqual(gotM, wantM) {
-		t.Errorf("chart's mutating webhooks differ from config/webhook/manifests.yaml\n got: %+v\nwant: %+v", gotM, wantM)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("chart's %s webhooks differ from config/webhook/manifests.yaml\n got: %+v\nwant: %+v", kind, got, want)
 	}
 }

@@ -154,45 +154,31 @@ func (o *Operator) RouteWebhooks(ctx context.Context, cs kubernetes.Interface) e
 		cc.URL = ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", o.WebhookPort, path))
 	}
 	var bundles [][]byte
-	routed := 0
 	vwcs := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations()
 	mwcs := cs.AdmissionregistrationV1().MutatingWebhookConfigurations()
 	list, err := vwcs.List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return err
 	}
-	for _, item := range list.Items {
-		routed++
-		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cfg, err := vwcs.Get(ctx, item.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			for i := range cfg.Webhooks {
-				url(&cfg.Webhooks[i].ClientConfig)
-			}
-			_, err = vwcs.Update(ctx, cfg, metav1.UpdateOptions{})
-			return err
-		}); err != nil {
-			return fmt.Errorf("route ValidatingWebhookConfiguration %s: %w", item.Name, err)
-		}
-	}
 	mlist, err := mwcs.List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return err
 	}
-	for _, item := range mlist.Items {
-		routed++
-		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cfg, err := mwcs.Get(ctx, item.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
+	routed := len(list.Items) + len(mlist.Items)
+	for _, item := range list.Items {
+		if err := route(ctx, vwcs, item.Name, func(cfg *admissionregistrationv1.ValidatingWebhookConfiguration) {
 			for i := range cfg.Webhooks {
 				url(&cfg.Webhooks[i].ClientConfig)
 			}
-			_, err = mwcs.Update(ctx, cfg, metav1.UpdateOptions{})
-			return err
+		}); err != nil {
+			return fmt.Errorf("route ValidatingWebhookConfiguration %s: %w", item.Name, err)
+		}
+	}
+	for _, item := range mlist.Items {
+		if err := route(ctx, mwcs, item.Name, func(cfg *admissionregistrationv1.MutatingWebhookConfiguration) {
+			for i := range cfg.Webhooks {
+				url(&cfg.Webhooks[i].ClientConfig)
+			}
 		}); err != nil {
 			return fmt.Errorf("route MutatingWebhookConfiguration %s: %w", item.Name, err)
 		}
@@ -235,6 +221,27 @@ func (o *Operator) RouteWebhooks(ctx context.Context, cs kubernetes.Interface) e
 		return fmt.Errorf("webhooks routed to 127.0.0.1:%d, but %s: %w\n%s", o.WebhookPort, why, err, o.LogTail(30))
 	}
 	return nil
+}
+
+// configClient is what route needs of the validating or mutating webhook
+// configurations' client.
+type configClient[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*T, error)
+	Update(ctx context.Context, cfg *T, opts metav1.UpdateOptions) (*T, error)
+}
+
+// route applies change to the configuration, again on a conflict with the
+// operator injecting its CA meanwhile.
+func route[T any](ctx context.Context, c configClient[T], name string, change func(*T)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cfg, err := c.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(cfg)
+		_, err = c.Update(ctx, cfg, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // verifyServing says why the API server could not call the process with
