@@ -273,7 +273,17 @@ func assertWebhookWiring(t *testing.T, m manifest, opts options.Options) {
 		if opts.Webhook.Service != webhookService(t, m) {
 			t.Errorf("--webhook-service=%s, but the webhooks call Service %s: the self-signed certificate would not name it", opts.Webhook.Service, webhookService(t, m))
 		}
+		for _, cfg := range configs {
+			if want := releaseNamespace + "." + opts.Webhook.CertSecret; cfg.meta.Labels[certs.InjectCALabel] != want {
+				t.Errorf("%s: label %s=%q, want %q: the operator would not inject its CA", cfg.kind, certs.InjectCALabel, cfg.meta.Labels[certs.InjectCALabel], want)
+			}
+		}
 		return
+	}
+	for _, cfg := range configs {
+		if v, ok := cfg.meta.Labels[certs.InjectCALabel]; ok {
+			t.Errorf("%s: label %s=%q although the certificate comes from files", cfg.kind, certs.InjectCALabel, v)
+		}
 	}
 	vols := webhookVolumes(m)
 	for _, file := range []string{opts.Webhook.CertFile, opts.Webhook.KeyFile} {
