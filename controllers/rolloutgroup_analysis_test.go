@@ -113,7 +113,7 @@ func (e *env) analyzedMembers(prom *promStub, policy v1alpha1.FailurePolicy, che
 	e.t.Helper()
 	for _, m := range members {
 		sts := e.versionedStatefulSet(m, int32(replicas), "r1", "r1", "r2")
-		e.pods(sts, replicas, "r1", podSpec{})
+		e.pods(sts, replicas, revisionName(m, "r1"), podSpec{})
 	}
 	e.analysisGroup("ingester", prom, policy, []v1alpha1.AnalysisCheck{check}, members...)
 	e.waitPhase("ingester", v1alpha1.PhaseComplete, 20*time.Second)
@@ -140,15 +140,21 @@ func errorsBelowOne(gate v1alpha1.AnalysisGate, successes, failures int32) v1alp
 	}
 }
 
-// versionedStatefulSet creates an OnDelete StatefulSet on revision rev, with
-// ControllerRevisions <name>-<r> for each of revs holding the template of
-// image app:<r>, as the StatefulSet controller would have stored them.
-func (e *env) versionedStatefulSet(name string, replicas int32, rev string, revs ...string) *appsv1.StatefulSet {
+// Revisions in these tests are named as the StatefulSet controller names them,
+// after their ControllerRevision: <statefulset>-<hash>, with the hash a tag
+// such as r1, and the template of revision <sts>-<tag> runs image
+// app:<sts>-<tag>.
+func revisionName(sts, tag string) string { return sts + "-" + tag }
+
+// versionedStatefulSet creates an OnDelete StatefulSet on revision tag, with a
+// ControllerRevision for each of tags holding its template, as the
+// StatefulSet controller would have stored them.
+func (e *env) versionedStatefulSet(name string, replicas int32, tag string, tags ...string) *appsv1.StatefulSet {
 	e.t.Helper()
-	sts := e.statefulSet(name, replicas, rev)
-	for i, r := range revs {
+	sts := e.statefulSet(name, replicas, revisionName(name, tag))
+	for i, r := range tags {
 		tmpl := sts.Spec.Template.DeepCopy()
-		tmpl.Spec.Containers[0].Image = "app:" + r
+		tmpl.Spec.Containers[0].Image = "app:" + revisionName(name, r)
 		raw, err := json.Marshal(tmpl)
 		if err != nil {
 			e.t.Fatal(err)
@@ -163,7 +169,7 @@ func (e *env) versionedStatefulSet(name string, replicas int32, rev string, revs
 			e.t.Fatal(err)
 		}
 		cr := &appsv1.ControllerRevision{
-			ObjectMeta: metav1.ObjectMeta{Name: name + "-" + r, Namespace: e.ns,
+			ObjectMeta: metav1.ObjectMeta{Name: revisionName(name, r), Namespace: e.ns,
 				Labels:          map[string]string{appsv1.ControllerRevisionHashLabelKey: r, "app": name},
 				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(sts, appsv1.SchemeGroupVersion.WithKind("StatefulSet"))}},
 			Data:     runtime.RawExtension{Raw: data},
@@ -178,7 +184,7 @@ func (e *env) versionedStatefulSet(name string, replicas int32, rev string, revs
 
 // playRevisions does the StatefulSet controller's revision bookkeeping: when a
 // StatefulSet's spec changes, it observes the generation and makes the
-// revision named by the template's image tag (app:<rev>) the update revision.
+// revision its template's image names (app:<revision>) the update revision.
 func (e *env) playRevisions() {
 	e.t.Helper()
 	wc, err := client.NewWithWatch(apiServer(e.t).Config(), client.Options{Scheme: testScheme()})
@@ -214,12 +220,12 @@ func (e *env) playRevisions() {
 	}()
 }
 
-// setImage changes the StatefulSet's template to image app:<rev>.
-func (e *env) setImage(name, rev string) {
+// setImage changes the StatefulSet's template to the one of revision tag.
+func (e *env) setImage(name, tag string) {
 	e.t.Helper()
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		sts := e.getSTS(name)
-		sts.Spec.Template.Spec.Containers[0].Image = "app:" + rev
+		sts.Spec.Template.Spec.Containers[0].Image = "app:" + revisionName(name, tag)
 		return e.admin.Update(e.ctx, sts)
 	}); err != nil {
 		e.t.Fatal(err)
@@ -262,7 +268,7 @@ func (e *env) waitEvent(group, reason string, timeout time.Duration) {
 	e.eventually(timeout, "Event "+reason, func() (bool, error) { return slices.Contains(e.eventReasons(group), reason), nil })
 }
 
-// podRevisions counts the member's pods on each revision, terminating or not.
+// podRevisions counts the member's pods on each revision tag, terminating or not.
 func (e *env) podRevisions(sts string) map[string]int {
 	e.t.Helper()
 	var list corev1.PodList
@@ -271,9 +277,29 @@ func (e *env) podRevisions(sts string) map[string]int {
 	}
 	out := map[string]int{}
 	for _, p := range list.Items {
-		out[p.Labels[appsv1.ControllerRevisionHashLabelKey]]++
+		out[strings.TrimPrefix(p.Labels[appsv1.ControllerRevisionHashLabelKey], sts+"-")]++
 	}
 	return out
+}
+
+// waitRolledToTag waits until the group is Complete with every member on its
+// revision tag.
+func (e *env) waitRolledToTag(group, tag string, timeout time.Duration) *v1alpha1.RolloutGroup {
+	e.t.Helper()
+	var rg *v1alpha1.RolloutGroup
+	e.eventually(timeout, "group "+group+" complete on "+tag, func() (bool, error) {
+		rg = e.getGroup(group)
+		if rg.Status.Phase != v1alpha1.PhaseComplete {
+			return false, nil
+		}
+		for _, m := range rg.Status.StatefulSets {
+			if m.UpdateRevision != revisionName(m.Name, tag) || m.UpdatedReplicas != m.Replicas {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return rg
 }
 
 // An AfterBatch gate holds the next batch while its check does not pass, with
@@ -305,7 +331,7 @@ func TestAnalysisGateHoldsDeletions(t *testing.T) {
 	}
 	queries := prom.recorded()
 	for i, q := range queries[:3] {
-		if q.query != `errors{statefulset="zone-a",revision="r2"}` {
+		if q.query != `errors{statefulset="zone-a",revision="zone-a-r2"}` {
 			t.Errorf("query %d = %q, want the template expanded for zone-a", i, q.query)
 		}
 		if i > 0 && q.at.Sub(queries[i-1].at) < 900*time.Millisecond {
@@ -314,7 +340,7 @@ func TestAnalysisGateHoldsDeletions(t *testing.T) {
 	}
 
 	prom.setValue(constant("0"))
-	rg = e.waitRolledTo("ingester", "r2", 60*time.Second)
+	rg = e.waitRolledToTag("ingester", "r2", 60*time.Second)
 	expectNoBreaches(t, mon)
 	e.eventually(10*time.Second, "a GatePassed Event per batch", func() (bool, error) {
 		n := 0
@@ -329,7 +355,7 @@ func TestAnalysisGateHoldsDeletions(t *testing.T) {
 		t.Errorf("analysis after the rollout: %+v", an)
 	}
 	for _, m := range rg.Status.StatefulSets {
-		if m.StableRevision != "r2" {
+		if m.StableRevision != revisionName(m.Name, "r2") {
 			t.Errorf("member %s stableRevision %q after the rollout, want r2", m.Name, m.StableRevision)
 		}
 	}
@@ -375,7 +401,7 @@ func TestAnalysisPauseAndRetry(t *testing.T) {
 
 	prom.setValue(constant("0"))
 	e.annotate("ingester", v1alpha1.AnnotationRetry, "1")
-	rg = e.waitRolledTo("ingester", "r2", 60*time.Second)
+	rg = e.waitRolledToTag("ingester", "r2", 60*time.Second)
 	expectNoBreaches(t, mon)
 	if rg.Status.Analysis.HandledRetry != "1" || rg.Status.Analysis.Failure != nil {
 		t.Errorf("analysis after the retry: %+v", rg.Status.Analysis)
@@ -414,14 +440,17 @@ func TestAnalysisRollbackRestoresTemplates(t *testing.T) {
 	if an.Failure == nil || an.Failure.Reason != v1alpha1.ReasonAnalysisFailed || !strings.Contains(an.Failure.Message, "AfterMember gate of zone-b") {
 		t.Errorf("failure %+v, want zone-b's gate failed", an.Failure)
 	}
-	wantMembers := []v1alpha1.RollbackMember{{Name: "zone-c", From: "r2", To: "r1"}, {Name: "zone-b", From: "r2", To: "r1"}, {Name: "zone-a", From: "r2", To: "r1"}}
+	var wantMembers []v1alpha1.RollbackMember
+	for _, m := range []string{"zone-c", "zone-b", "zone-a"} {
+		wantMembers = append(wantMembers, v1alpha1.RollbackMember{Name: m, From: revisionName(m, "r2"), To: revisionName(m, "r1")})
+	}
 	if !slices.Equal(an.Rollback.Members, wantMembers) {
 		t.Errorf("rollback members %+v, want %+v", an.Rollback.Members, wantMembers)
 	}
 	for _, m := range members {
 		sts := e.getSTS(m)
-		if img := sts.Spec.Template.Spec.Containers[0].Image; img != "app:r1" || sts.Status.UpdateRevision != "r1" {
-			t.Errorf("StatefulSet %s: image %s, update revision %s after the rollback, want app:r1 and r1", m, img, sts.Status.UpdateRevision)
+		if img := sts.Spec.Template.Spec.Containers[0].Image; img != "app:"+revisionName(m, "r1") || sts.Status.UpdateRevision != revisionName(m, "r1") {
+			t.Errorf("StatefulSet %s: image %s, update revision %s after the rollback, want revision r1", m, img, sts.Status.UpdateRevision)
 		}
 		if got := e.podRevisions(m); got["r1"] != 3 {
 			t.Errorf("StatefulSet %s pods by revision %v, want all 3 on r1", m, got)
@@ -430,7 +459,7 @@ func TestAnalysisRollbackRestoresTemplates(t *testing.T) {
 	// Rolled forward: zone-a then zone-b; rolled back: zone-b, then zone-a.
 	var back []string
 	for _, d := range mon.Rolls() {
-		if d.Labels[appsv1.ControllerRevisionHashLabelKey] == "r2" && (len(back) == 0 || back[len(back)-1] != d.Member) {
+		if d.Labels[appsv1.ControllerRevisionHashLabelKey] == revisionName(d.Member, "r2") && (len(back) == 0 || back[len(back)-1] != d.Member) {
 			back = append(back, d.Member)
 		}
 	}
@@ -481,5 +510,47 @@ func TestAnalysisAbort(t *testing.T) {
 
 	// Retry clears the failure: the group is Complete on r1.
 	e.annotate("ingester", v1alpha1.AnnotationRetry, "1")
-	e.waitRolledTo("ingester", "r1", 20*time.Second)
+	e.waitRolledToTag("ingester", "r1", 20*time.Second)
+}
+
+// A rollback whose stable ControllerRevision is gone cannot restore the
+// template: the group holds Failed (RollbackFailed) naming it, deleting
+// nothing, until the template is put back by hand; then the pods roll back.
+func TestAnalysisRollbackWithoutStableRevision(t *testing.T) {
+	e := newEnv(t, envOptions{eventDriven: true})
+	prom := newPromStub(t, constant("5"))
+	sts := e.versionedStatefulSet("zone-a", 2, "r1", "r2") // no ControllerRevision for r1
+	e.pods(sts, 2, revisionName("zone-a", "r1"), podSpec{})
+	e.analysisGroup("ingester", prom, v1alpha1.FailureRollback, []v1alpha1.AnalysisCheck{errorsBelowOne(v1alpha1.GateAfterBatch, 1, 1)}, "zone-a")
+	e.waitPhase("ingester", v1alpha1.PhaseComplete, 20*time.Second)
+	e.playStatefulSetController(kubeletTiming{readyAfter: 50 * time.Millisecond}, "zone-a")
+	e.playRevisions()
+	mon := e.startMonitor(1, 2, "zone-a")
+	e.rollTo("r2", "zone-a")
+
+	rg := e.waitPhase("ingester", v1alpha1.PhaseFailed, 30*time.Second)
+	e.eventually(10*time.Second, "RollbackFailed", func() (bool, error) {
+		rg = e.getGroup("ingester")
+		c := findCondition(rg.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Reason == v1alpha1.ReasonRollbackFailed, nil
+	})
+	if !strings.Contains(rg.Status.Message, "ControllerRevision zone-a-r1 (the stable revision) is gone") {
+		t.Errorf("message %q, want it to name the missing revision", rg.Status.Message)
+	}
+	rolls := len(mon.Rolls())
+	e.reconcile("ingester")
+	if got := e.podRevisions("zone-a"); got["r2"] != 1 || len(mon.Rolls()) != rolls {
+		t.Errorf("pods %v, %d rolls more, while the rollback cannot restore: want the one batch on r2 left alone", got, len(mon.Rolls())-rolls)
+	}
+
+	e.setImage("zone-a", "r1") // restored by hand
+	e.eventually(30*time.Second, "the rollback to complete", func() (bool, error) {
+		rg = e.getGroup("ingester")
+		rb := rg.Status.Analysis.Rollback
+		return rg.Status.Phase == v1alpha1.PhaseFailed && rb != nil && rb.CompletionTime != nil, nil
+	})
+	expectNoBreaches(t, mon)
+	if got := e.podRevisions("zone-a"); got["r1"] != 2 {
+		t.Errorf("pods %v after the template was restored by hand, want both on r1", got)
+	}
 }

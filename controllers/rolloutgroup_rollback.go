@@ -16,15 +16,15 @@ import (
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
 
-// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=patch
 
 // restoreTemplates puts back, on each member of the rollback whose StatefulSet
 // still has the revision rolled back from as its update revision, the pod
 // template of its stable revision, as `kubectl rollout undo` does: the
-// ControllerRevision named <statefulset>-<stable revision> stores the template
-// as a strategic merge patch that replaces spec.template, and is applied as it
-// is. The StatefulSet controller then finds the restored template equal to
+// ControllerRevision named by the stable revision (<statefulset>-<hash>)
+// stores the template as a strategic merge patch that replaces spec.template,
+// and is applied as it is. The StatefulSet controller then finds the restored template equal to
 // that revision and makes it the update revision again, and the planner rolls
 // the moved pods back.
 //
@@ -67,32 +67,20 @@ func (r *RolloutGroupReconciler) restoreTemplates(ctx context.Context, rg *v1alp
 	return pending, "", nil
 }
 
-// stableRevision reads the ControllerRevision of sts whose hash is hash, and
-// checks that it holds a pod template. It is named <sts>-<hash> and owned by
-// sts; a revision named otherwise is found by its controller-revision-hash
-// label. The string says why there is none to restore.
-func (r *RolloutGroupReconciler) stableRevision(ctx context.Context, sts *appsv1.StatefulSet, hash string) (*appsv1.ControllerRevision, string, error) {
+// stableRevision reads the ControllerRevision of sts named revision (a
+// StatefulSet's revisions, in its status and in its pods'
+// controller-revision-hash label, are the names of its ControllerRevisions,
+// <sts>-<hash>), checks that sts owns it and that it holds a pod template.
+// The string says why there is none to restore.
+func (r *RolloutGroupReconciler) stableRevision(ctx context.Context, sts *appsv1.StatefulSet, revision string) (*appsv1.ControllerRevision, string, error) {
 	rev := &appsv1.ControllerRevision{}
-	err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: sts.Namespace, Name: sts.Name + "-" + hash}, rev)
+	err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: sts.Namespace, Name: revision}, rev)
 	switch {
-	case err == nil && ownedBy(rev, sts) && rev.Labels[appsv1.ControllerRevisionHashLabelKey] == hash:
-	case err == nil || apierrors.IsNotFound(err):
-		var list appsv1.ControllerRevisionList
-		if err := r.apiReader.List(ctx, &list, client.InNamespace(sts.Namespace), client.MatchingLabels{appsv1.ControllerRevisionHashLabelKey: hash}); err != nil {
-			return nil, "", fmt.Errorf("list the ControllerRevisions of StatefulSet %s: %w", sts.Name, err)
-		}
-		rev = nil
-		for i := range list.Items {
-			if ownedBy(&list.Items[i], sts) {
-				rev = &list.Items[i]
-			}
-		}
-		if rev == nil {
-			return nil, fmt.Sprintf("cannot roll back StatefulSet %s: its ControllerRevision %s-%s (the stable revision) is gone; restore the template by hand or set echelon.dev/retry",
-				sts.Name, sts.Name, hash), nil
-		}
-	default:
-		return nil, "", fmt.Errorf("get ControllerRevision %s-%s: %w", sts.Name, hash, err)
+	case apierrors.IsNotFound(err) || (err == nil && !ownedBy(rev, sts)):
+		return nil, fmt.Sprintf("cannot roll back StatefulSet %s: its ControllerRevision %s (the stable revision) is gone; restore the template by hand or set echelon.dev/retry",
+			sts.Name, revision), nil
+	case err != nil:
+		return nil, "", fmt.Errorf("get ControllerRevision %s: %w", revision, err)
 	}
 	var patch struct {
 		Spec struct {

@@ -37,10 +37,10 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - apps
   resources:
   - controllerrevisions
+  - deployments/scale
+  - replicasets/scale
   verbs:
   - get
-  - list
-  - watch
 - apiGroups:
   - apps
   resources:
@@ -49,13 +49,6 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   verbs:
   - list
   - watch
-- apiGroups:
-  - apps
-  resources:
-  - deployments/scale
-  - replicasets/scale
-  verbs:
-  - get
 - apiGroups:
   - apps
   resources:
@@ -123,10 +116,10 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - apps
   resources:
   - controllerrevisions
+  - deployments/scale
+  - replicasets/scale
   verbs:
   - get
-  - list
-  - watch
 - apiGroups:
   - apps
   resources:
@@ -135,13 +128,6 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   verbs:
   - list
   - watch
-- apiGroups:
-  - apps
-  resources:
-  - deployments/scale
-  - replicasets/scale
-  verbs:
-  - get
 - apiGroups:
   - apps
   resources:
