@@ -296,8 +296,8 @@ func (ap *analysisPass) releaseOnNewTemplate(pre rollout.Plan) {
 // openMemberGate opens the AfterMember gate of the member the plan names.
 func (ap *analysisPass) openMemberGate(plan rollout.Plan) {
 	ms := memberOf(plan, plan.GateDue)
-	if ms == nil {
-		return
+	if ms == nil || ap.gatePassed[ms.Name] == ms.UpdateRevision {
+		return // passed in this pass (skipped), after the plan was made
 	}
 	ap.st.Gate = &v1alpha1.GateStatus{Member: ms.Name, Kind: v1alpha1.GateAfterMember, Revision: ms.UpdateRevision,
 		StartTime: ap.timeNow(), SoakUntil: ap.soakEnd()}
