@@ -11,6 +11,9 @@
 //     pod it removes has answered the prepare call, and only when the zone
 //     delay and the other members' readiness let the controller do the same.
 //     Any failure tells the pods that may have prepared to cancel, and denies.
+//     It also refuses a downscale the policy forbids (downscale.allowed:
+//     false), which no-downscale would refuse after it: no pod is prepared
+//     for a downscale that cannot happen.
 //   - /admission/validate (validating; RolloutGroups and ScalingPolicies;
 //     CREATE and UPDATE) applies the rules that need other objects
 //     (ValidateRolloutGroup, ValidateScalingPolicy). Rules on one object are

@@ -3,19 +3,11 @@ package webhooks
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"errors"
-	"math/big"
 	"net"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,51 +15,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/webhooks/webhookstest"
 )
-
-// staticCertificates serves one certificate; broken makes Check fail.
-type staticCertificates struct {
-	cert   *tls.Certificate
-	broken atomic.Bool
-}
-
-func (s *staticCertificates) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	return s.cert, nil
-}
-
-func (s *staticCertificates) Check(*http.Request) error {
-	if s.broken.Load() {
-		return errors.New("expired")
-	}
-	return nil
-}
-
-// selfSignedFor makes a certificate for 127.0.0.1 and the pool that trusts it.
-func selfSignedFor(t *testing.T) (*tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "echelon-webhook-test"},
-		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA: true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
-}
 
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -84,8 +33,11 @@ func freePort(t *testing.T) int {
 // certificate.
 func TestServer(t *testing.T) {
 	g := NewWithT(t)
-	cert, pool := selfSignedFor(t)
-	certs := &staticCertificates{cert: cert}
+	certs, err := webhookstest.NewCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := certs.Pool
 	port := freePort(t)
 	srv := NewServer("127.0.0.1", port, certs)
 	srv.Register(PathNoDownscale, handler(metrics.WebhookNoDownscale, &NoDownscale{Cluster: &fakeCluster{}}, nil))
@@ -125,7 +77,7 @@ func TestServer(t *testing.T) {
 		t.Error("a TLS 1.1 client was served")
 	}
 
-	certs.broken.Store(true)
+	certs.Break()
 	if err := health(nil); err == nil {
 		t.Error("healthy with a certificate source that reports no valid certificate")
 	}
