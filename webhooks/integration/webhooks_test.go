@@ -80,18 +80,23 @@ func TestNoDownscale(t *testing.T) {
 	g.Expect(patch(e.operator, 6)).To(MatchError(ContainSubstring("denied")), "the operator's user under another field manager")
 	g.Expect(patch(e.operator, 6, client.FieldOwner(controllers.ScalingPolicyFieldManager))).To(Succeed(), "the ScalingPolicy controller's own write")
 
+	// The Events name the workloads by UID too; a Scale carries its parent's.
+	g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(deploy), deploy)).To(Succeed())
 	g.Eventually(func() []string {
 		var events eventsv1.EventList
 		g.Expect(e.admin.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
 		var got []string
 		for _, ev := range events.Items {
 			if ev.Type == "Warning" && ev.Reason == webhooks.EventReasonDownscaleDenied {
-				got = append(got, ev.Regarding.Kind+"/"+ev.Regarding.Name)
+				got = append(got, ev.Regarding.Kind+"/"+ev.Regarding.Name+"/"+string(ev.Regarding.UID))
 			}
 		}
 		slices.Sort(got)
 		return slices.Compact(got)
-	}, 10*time.Second, 100*time.Millisecond).Should(Equal([]string{"Deployment/gateway", "StatefulSet/ingester-zone-a"}))
+	}, 10*time.Second, 100*time.Millisecond).Should(Equal([]string{
+		"Deployment/gateway/" + string(deploy.UID),
+		"StatefulSet/ingester-zone-a/" + string(sts.UID),
+	}))
 }
 
 // TestScalingPolicyOwnDownscale: the ScalingPolicy controller's own downscale
