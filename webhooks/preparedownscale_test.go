@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -359,4 +361,40 @@ func TestPodHost(t *testing.T) {
 	if host, why := ip.podHost(&pod, ""); host != "10.1.2.3" || why != "" {
 		t.Errorf("ip: %q %q", host, why)
 	}
+}
+
+// TestPodCallMetrics: each pod call is timed, and failures are counted by
+// call: a 500 to a prepare is one, a 409 to a cancel is none.
+func TestPodCallMetrics(t *testing.T) {
+	pods := newPodServer(t, "a", 3, 4)
+	pods.Answer(http.MethodPost, "a-4", webhookstest.Status(http.StatusInternalServerError, "no"))
+	pods.Answer(http.MethodDelete, "a-3", webhookstest.Status(http.StatusConflict, "locked"))
+	cluster := &fakeCluster{
+		policies: []v1alpha1.ScalingPolicy{makePolicy("a-scaling", "StatefulSet", "a").prepare("/p", pods.Port, time.Second).obj()},
+		pods:     runningPods(pods),
+	}
+	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: controllers.PodAddressing{PodAddressIP: true}, Now: time.Now}
+	count := func(call string) (calls uint64, failures float64) {
+		return histogramCount(t, metrics.WebhookPodCallDuration.WithLabelValues(call)), testutil.ToFloat64(metrics.WebhookPodCallFailures.WithLabelValues(call))
+	}
+	prepares, prepareFailures := count(metrics.PodCallPrepare)
+	cancels, cancelFailures := count(metrics.PodCallCancel)
+	req := stsUpdate("a", 5, 3)
+	if v := prep.decide(context.Background(), &req.r); v.allowed {
+		t.Fatalf("allowed: %+v", v)
+	}
+	p, pf := count(metrics.PodCallPrepare)
+	c, cf := count(metrics.PodCallCancel)
+	if p-prepares != 2 || pf-prepareFailures != 1 || c-cancels != 1 || cf-cancelFailures != 0 {
+		t.Errorf("prepare calls %d (failed %v), cancel calls %d (failed %v); want 2 (1), 1 (0)", p-prepares, pf-prepareFailures, c-cancels, cf-cancelFailures)
+	}
+}
+
+func histogramCount(t *testing.T, o prometheus.Observer) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := o.(prometheus.Metric).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
 }
