@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -79,6 +80,9 @@ type PrepareDownscale struct {
 // certificates rarely carry.
 func NewPodClient() *podcall.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if tr.TLSClientConfig == nil {
+		tr.TLSClientConfig = &tls.Config{}
+	}
 	tr.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // documented on spec.downscale.prepare.scheme
 	// The per-call timeout bounds each call; this only bounds one that lost its deadline.
 	return &podcall.Client{HTTP: &http.Client{

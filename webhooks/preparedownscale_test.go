@@ -3,7 +3,9 @@ package webhooks
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -397,4 +399,24 @@ func histogramCount(t *testing.T, o prometheus.Observer) uint64 {
 		t.Fatal(err)
 	}
 	return m.GetHistogram().GetSampleCount()
+}
+
+// TestPrepareOverHTTPS: with scheme https the pod's certificate, which names
+// neither its IP nor a name the webhook uses, is not verified.
+func TestPrepareOverHTTPS(t *testing.T) {
+	var calls []string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls = append(calls, r.Method+" "+r.URL.Path)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	p := makePolicy("a-scaling", "StatefulSet", "a").prepare("/prepare", int32(port), time.Second).obj()
+	p.Spec.Downscale.Prepare.Scheme = "https"
+	cluster := &fakeCluster{policies: []v1alpha1.ScalingPolicy{p}, pods: []corev1.Pod{runningPod("a-4", "127.0.0.1")}}
+	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: controllers.PodAddressing{PodAddressIP: true}, Now: time.Now}
+	req := stsUpdate("a", 5, 4)
+	if v := prep.decide(context.Background(), &req.r); !v.allowed || !slices.Equal(calls, []string{"POST /prepare"}) {
+		t.Errorf("verdict %+v, calls %q; want allowed after one POST over TLS", v, calls)
+	}
 }
