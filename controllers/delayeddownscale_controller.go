@@ -44,6 +44,22 @@ type PodAddressing struct {
 	ClusterDomain string
 }
 
+// Host is how a pod of a StatefulSet whose spec.serviceName is service is
+// reached: its DNS name through that headless Service (the default), or its
+// IP (--pod-address=ip). why says why it cannot be reached yet.
+func (a PodAddressing) Host(pod *corev1.Pod, service string) (host, why string) {
+	if a.PodAddressIP {
+		if pod.Status.PodIP == "" {
+			return "", "the pod has no IP yet"
+		}
+		return pod.Status.PodIP, ""
+	}
+	if service == "" {
+		return "", "the StatefulSet has no spec.serviceName, so its pods have no DNS name (use --pod-address=ip)"
+	}
+	return fmt.Sprintf("%s.%s.%s.svc.%s", pod.Name, service, pod.Namespace, a.ClusterDomain), ""
+}
+
 // DelayedDownscaleReconciler asks the pods a downscale removes to prepare,
 // and tells the target's ScalingPolicy how far it may shrink the StatefulSet.
 type DelayedDownscaleReconciler struct {

@@ -90,7 +90,7 @@ func (r *DelayedDownscaleReconciler) observe(ctx context.Context, dd *v1alpha1.D
 		if !ok {
 			continue // not named as a pod of the StatefulSet
 		}
-		host, addrErr := r.podHost(pod, target.Spec.ServiceName)
+		host, addrErr := r.config.Host(pod, target.Spec.ServiceName)
 		p := delayed.Pod{Name: pod.Name, Ordinal: ordinal, AddressError: addrErr}
 		if addrErr == "" {
 			ep := dd.Spec.PrepareEndpoint
@@ -103,22 +103,6 @@ func (r *DelayedDownscaleReconciler) observe(ctx context.Context, dd *v1alpha1.D
 		in.Pods[pod.Name] = p
 	}
 	return obs, nil
-}
-
-// podHost is how a pod is reached: its DNS name through the StatefulSet's
-// service (the default), or its IP (--pod-address=ip). The string says why it
-// cannot be reached.
-func (r *DelayedDownscaleReconciler) podHost(pod *corev1.Pod, service string) (string, string) {
-	if r.config.PodAddressIP {
-		if pod.Status.PodIP == "" {
-			return "", "the pod has no IP yet"
-		}
-		return pod.Status.PodIP, ""
-	}
-	if service == "" {
-		return "", "the StatefulSet has no spec.serviceName, so its pods have no DNS name (use --pod-address=ip)"
-	}
-	return fmt.Sprintf("%s.%s.%s.svc.%s", pod.Name, service, pod.Namespace, r.config.ClusterDomain), ""
 }
 
 // targets are the pods to call, with their URLs; pods that cannot be reached

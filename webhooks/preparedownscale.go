@@ -254,7 +254,7 @@ func (h *PrepareDownscale) podsToPrepare(ctx context.Context, sts *appsv1.Statef
 			skipped = append(skipped, fmt.Sprintf("%s (%s)", name, pod.Status.Phase))
 			continue
 		}
-		host, why := h.podHost(pod, sts.Spec.ServiceName)
+		host, why := h.Addressing.Host(pod, sts.Spec.ServiceName)
 		if why != "" {
 			v := deny(reasonPrepareFailed, fmt.Sprintf("downscale of %s from %d to %d denied: pod %s cannot be called: %s", change, *change.Old, *change.New, name, why))
 			v.event = &denialEvent{regarding: workloadRef(change), reason: EventReasonPrepareFailed, action: "Prepare"}
@@ -268,21 +268,6 @@ func (h *PrepareDownscale) podsToPrepare(ctx context.Context, sts *appsv1.Statef
 		warnings = append(warnings, fmt.Sprintf("not called, as not running: %s", strings.Join(skipped, ", ")))
 	}
 	return targets, warnings, nil
-}
-
-// podHost is how a pod is reached: its DNS name through the StatefulSet's
-// headless Service, or its IP with --pod-address=ip. why says why it cannot be.
-func (h *PrepareDownscale) podHost(pod *corev1.Pod, service string) (host, why string) {
-	if h.Addressing.PodAddressIP {
-		if pod.Status.PodIP == "" {
-			return "", "it has no IP yet"
-		}
-		return pod.Status.PodIP, ""
-	}
-	if service == "" {
-		return "", "its StatefulSet has no spec.serviceName, so it has no DNS name (run the operator with --pod-address=ip)"
-	}
-	return fmt.Sprintf("%s.%s.%s.svc.%s", pod.Name, service, pod.Namespace, h.Addressing.ClusterDomain), ""
 }
 
 // callTimeout is the policy's per-call timeout. When it is not shorter than

@@ -196,7 +196,7 @@ func TestPrepareDownscale(t *testing.T) {
 				c.pods = append(c.pods, runningPod("a-6", ""))
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 7, 5) }, reason: reasonPrepareFailed, code: http.StatusForbidden,
-			message: []string{"pod a-6 cannot be called: it has no IP yet"}, event: EventReasonPrepareFailed},
+			message: []string{"pod a-6 cannot be called: the pod has no IP yet"}, event: EventReasonPrepareFailed},
 		{name: "the record fails: every prepared pod is cancelled",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
@@ -353,14 +353,14 @@ func TestCallTimeout(t *testing.T) {
 func TestPodHost(t *testing.T) {
 	pod := runningPod("ingester-zone-a-3", "10.1.2.3")
 	fqdn := &PrepareDownscale{Addressing: controllers.PodAddressing{ClusterDomain: "cluster.local"}}
-	if host, why := fqdn.podHost(&pod, "ingester-zone-a"); host != "ingester-zone-a-3.ingester-zone-a.mimir.svc.cluster.local" || why != "" {
+	if host, why := fqdn.Addressing.Host(&pod, "ingester-zone-a"); host != "ingester-zone-a-3.ingester-zone-a.mimir.svc.cluster.local" || why != "" {
 		t.Errorf("fqdn: %q %q", host, why)
 	}
-	if _, why := fqdn.podHost(&pod, ""); !strings.Contains(why, "--pod-address=ip") {
+	if _, why := fqdn.Addressing.Host(&pod, ""); !strings.Contains(why, "--pod-address=ip") {
 		t.Errorf("fqdn without a service: %q", why)
 	}
 	ip := &PrepareDownscale{Addressing: controllers.PodAddressing{PodAddressIP: true}}
-	if host, why := ip.podHost(&pod, ""); host != "10.1.2.3" || why != "" {
+	if host, why := ip.Addressing.Host(&pod, ""); host != "10.1.2.3" || why != "" {
 		t.Errorf("ip: %q %q", host, why)
 	}
 }
