@@ -197,6 +197,6 @@ demo: test-assets ## Roll out a three-zone RolloutGroup on a local control plane
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: test-assets ## Time a 3 x 30-pod rollout against its floor (one operator; two with a SIGTERM or SIGKILL handover; among 50 groups) with API requests, CPU and memory, and ScalingPolicy followers tracking a leader. BENCH_FLAGS=--help lists the flags.
+bench: test-assets prometheus ## Time a 3 x 30-pod rollout against its floor (one operator; two with a SIGTERM or SIGKILL handover; among 50 groups) with API requests, CPU and memory, ScalingPolicy followers tracking a leader, the no-downscale webhook, and analysis gates against Prometheus. BENCH_FLAGS=--help lists the flags.
 	go build -o $(BIN)/echelon-bench ./hack/bench
 	$(BIN)/echelon-bench $(BENCH_FLAGS)

@@ -7,7 +7,7 @@ Licensed under the Apache License, Version 2.0.
 // Command bench measures a RolloutGroup rollout against the fastest rollout the
 // control plane allows: `make bench`, or
 //
-//	go run ./hack/bench [--scenarios=single,sigterm,sigkill,scale,follow] [--pod-start=1s,5s] [--json=bench.json]
+//	go run ./hack/bench [--scenarios=single,sigterm,sigkill,scale,follow,webhook,analysis] [--pod-start=1s,5s] [--json=bench.json]
 //
 // Every run starts a fresh local control plane whose pods take a fixed time
 // from creation to Ready (played by kwok with no jitter), runs the echelon
@@ -27,7 +27,12 @@ Licensed under the Apache License, Version 2.0.
 //     of /scale updates straight to the operator's no-downscale webhook at a
 //     fixed offered rate (open loop): latency at --webhook-rate, each step of
 //     --webhook-steps and the highest step with p99 <= 10ms, then the same
-//     rate across a rotation of the self-signed certificate (webhook.go).
+//     rate across a rotation of the self-signed certificate (webhook.go);
+//   - analysis: a real Prometheus (`make prometheus`) scrapes an exporter the
+//     bench sets; the time from a gate's metric turning bad to the rollback's
+//     first pod deletion, at each --analysis-intervals, and the queries
+//     --analysis-groups groups with a pending gate send per check interval
+//     (analysis.go).
 //
 // Runs run one after the other in one invocation and print side by side. Each
 // reports:
@@ -94,6 +99,7 @@ func main() {
 	flag.IntVar(&opts.scaleGroups, "scale-groups", 50, "Groups of the scale scenario, the rolling one included.")
 	flag.IntVar(&opts.followChanges, "follow-changes", 50, "Changes of the leader's replicas the follow scenario times.")
 	bindWebhookFlags(flag.CommandLine, &opts.webhook)
+	bindAnalysisFlags(flag.CommandLine, &opts.analysis)
 	flag.StringVar(&jsonPath, "json", "", "Also write the results as JSON to this file.")
 	flag.IntVar(&floorRepeats, "floor-repeats", 5, "How many batches to time with no operator; the floor uses their median.")
 	flag.IntVar(&replicas, "replicas", 30, "Pods per StatefulSet.")
@@ -106,6 +112,10 @@ func main() {
 		os.Exit(2)
 	}
 	if err := opts.webhook.validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(2)
+	}
+	if err := opts.analysis.validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(2)
 	}
@@ -122,13 +132,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s := scenario{members: len(memberNames), replicas: int32(replicas), maxUnavailable: int32(maxUnavailable)}
-	if err := bench(ctx, runs, jsonPath, floorRepeats, opts.followChanges, opts.webhook, s, logLevel, timeout); err != nil {
+	if err := bench(ctx, runs, jsonPath, floorRepeats, opts.followChanges, opts.webhook, opts.analysis, s, logLevel, timeout); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats, followChanges int, webhook webhookOptions, s scenario, logLevel string, timeout time.Duration) error {
+func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats, followChanges int, webhook webhookOptions, analysis analysisOptions, s scenario, logLevel string, timeout time.Duration) error {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return err
@@ -158,6 +168,7 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats,
 		results  []*result
 		follows  []*followResult
 		webhooks []*webhookResult
+		analyses []*analysisResult
 		failed   []error
 	)
 	for _, c := range runs {
@@ -194,6 +205,17 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats,
 			webhooks = append(webhooks, wr)
 			continue
 		}
+		if c.kind == kindAnalysis {
+			fmt.Printf("Measuring %s:\n", c.title(s))
+			ar, err := runAnalysis(ctx, cfg, analysis)
+			if err != nil {
+				failed = append(failed, fmt.Errorf("%s: %w", c.slug(), err))
+				fmt.Printf("  [%s] failed: %v\n", c.slug(), err)
+				continue
+			}
+			analyses = append(analyses, ar)
+			continue
+		}
 		fmt.Printf("Measuring %s with a pod start of %s:\n", c.title(s), c.podStart)
 		r, err := run(ctx, cfg)
 		if err != nil {
@@ -209,12 +231,20 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats,
 	}
 	printFollow(os.Stdout, follows)
 	printWebhook(os.Stdout, webhooks)
+	printAnalysis(os.Stdout, analyses)
 	fmt.Printf("\nOperator logs and request logs: %s (took %s in all)\n", workDir, since(began))
 	if jsonPath != "" && len(results)+len(follows)+len(webhooks) > 0 {
 		if err := writeJSON(jsonPath, s, results, follows, webhooks); err != nil {
 			return err
 		}
 		fmt.Printf("Results written to %s\n", jsonPath)
+	}
+	if jsonPath != "" && len(analyses) > 0 {
+		path, err := writeAnalysisJSON(jsonPath, analyses)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("Analysis results written to %s\n", path)
 	}
 	return errors.Join(failed...)
 }

@@ -75,9 +75,13 @@ const (
 	// kindWebhook loads the no-downscale admission webhook (webhook.go); it
 	// needs no pods, so its control plane is etcd and kube-apiserver alone.
 	kindWebhook = "webhook"
+	// kindAnalysis times metric-gated rollouts against a real Prometheus
+	// (analysis.go): a gate's failure to the rollback's first deletion, and
+	// the queries of many pending gates.
+	kindAnalysis = "analysis"
 )
 
-var allKinds = []string{kindSingle, kindSIGTERM, kindSIGKILL, kindScale, kindFollow, kindWebhook}
+var allKinds = []string{kindSingle, kindSIGTERM, kindSIGKILL, kindScale, kindFollow, kindWebhook, kindAnalysis}
 
 // caseOptions are the flags that decide the cases of an invocation.
 type caseOptions struct {
@@ -88,6 +92,7 @@ type caseOptions struct {
 	scaleGroups      int // in all, the rolling one included
 	followChanges    int // changes of the leader the follow scenario times
 	webhook          webhookOptions
+	analysis         analysisOptions
 }
 
 // cases lists the runs of an invocation in the order of allKinds, so that
@@ -118,6 +123,8 @@ func cases(o caseOptions) ([]benchCase, error) {
 			out = append(out, benchCase{kind: k, operators: 1})
 		case kindWebhook:
 			out = append(out, benchCase{kind: k, operators: 1, apiServerOnly: true})
+		case kindAnalysis:
+			out = append(out, benchCase{kind: k, operators: 1})
 		}
 	}
 	return out, nil
@@ -128,7 +135,7 @@ func (c benchCase) groups() int { return 1 + c.idleGroups }
 
 // slug names the run's files.
 func (c benchCase) slug() string {
-	if c.kind == kindFollow || c.kind == kindWebhook {
+	if c.kind == kindFollow || c.kind == kindWebhook || c.kind == kindAnalysis {
 		return c.kind
 	}
 	return fmt.Sprintf("%s-pod-start-%s", c.kind, c.podStart)
@@ -145,6 +152,8 @@ func (c benchCase) title(s scenario) string {
 		return fmt.Sprintf("%d zones following %s", len(followers), memberNames[0])
 	case c.kind == kindWebhook:
 		return "no-downscale webhook, 1 operator"
+	case c.kind == kindAnalysis:
+		return "analysis gates against Prometheus, 1 operator"
 	default:
 		return "1 operator"
 	}
