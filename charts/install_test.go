@@ -99,8 +99,9 @@ func TestInstall(t *testing.T) {
 	assertNamespaceUsersManageRolloutGroups(t, cp)
 
 	// The operator as the install runs it (its flags, environment and
-	// ServiceAccount) rolls out a group, reports a stalled one, and scales two
-	// zones one after the other through ScalingPolicies; its metrics
+	// ServiceAccount) rolls out a group, reports a stalled one, scales two
+	// zones one after the other through ScalingPolicies, and rolls a group
+	// back after a failed analysis gate; its metrics
 	// then hold every series the chart's alerts and dashboard query.
 	op := installed.Run(t, cp, "echelon-system", "echelon")
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "rollout"}}); err != nil {
@@ -118,6 +119,10 @@ func TestInstall(t *testing.T) {
 	// The API server calls the installed webhooks, at the Service's paths,
 	// trusting the CA the operator injected into the labelled configurations.
 	if err := installed.GuardDownscales(ctx, c, "rollout", "guard"); err != nil {
+		t.Fatalf("%v\n%s", err, op.LogTail(40))
+	}
+	// An analysis gate fails and the group rolls back, with the chart's RBAC.
+	if err := rollBackOnAnalysis(ctx, t, c, "rollout", "gated"); err != nil {
 		t.Fatalf("%v\n%s", err, op.LogTail(40))
 	}
 	scrape, err := op.Metrics()

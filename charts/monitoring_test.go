@@ -62,10 +62,11 @@ func renderedAlerts(t *testing.T, args ...string) []alertRule {
 }
 
 // wantAlerts are the alerts the chart ships, by name, in the order rendered:
-// those issue "Install and operate" asks for, those of ScalingPolicies and
-// DelayedDownscales, and those of the admission webhooks.
+// those issue "Install and operate" asks for, those of analysis gates, those
+// of ScalingPolicies and DelayedDownscales, and those of the admission webhooks.
 var wantAlerts = []string{
 	"EchelonRolloutGroupStalled", "EchelonRolloutGroupBlocked", "EchelonRolloutGroupPausedLong",
+	"EchelonRolloutGroupAnalysisFailed", "EchelonRolloutGroupAnalysisErrors",
 	"EchelonReconcileErrors", "EchelonOperatorAbsent", "EchelonScalingPolicyBlocked", "EchelonDelayedDownscaleBlocked",
 	"EchelonWebhookErrors", "EchelonWebhookCertificateExpiring", "EchelonNoLeader",
 }
@@ -140,6 +141,21 @@ func TestPrometheusRule(t *testing.T) {
 			if r.Alert == "EchelonOperatorAbsent" && strings.Contains(r.Annotations["description"], "webhook") {
 				t.Errorf("EchelonOperatorAbsent speaks of webhooks that are not installed: %s", r.Annotations["description"])
 			}
+		}
+	})
+	t.Run("values of a chart without the analysis alerts", func(t *testing.T) {
+		t.Parallel()
+		// helm upgrade --reuse-values renders with the previous chart's
+		// values, which lack the analysis alerts' keys: no alert, no error.
+		rules := renderedAlerts(t, "--set", "prometheusRule.enabled=true",
+			"--set", "prometheusRule.alerts.rolloutGroupAnalysisFailed=null", "--set", "prometheusRule.alerts.rolloutGroupAnalysisErrors=null")
+		for _, r := range rules {
+			if r.Alert == "EchelonRolloutGroupAnalysisFailed" || r.Alert == "EchelonRolloutGroupAnalysisErrors" {
+				t.Errorf("%s rendered without its values", r.Alert)
+			}
+		}
+		if len(rules) != len(wantAlerts)-2 {
+			t.Errorf("%d alerts without the analysis alerts' values, want %d", len(rules), len(wantAlerts)-2)
 		}
 	})
 	t.Run("no leader election, no leader alert", func(t *testing.T) {
@@ -262,7 +278,8 @@ func TestDashboard(t *testing.T) {
 	}
 	// What the issue asks the dashboard to show.
 	for _, want := range []string{"Phase", "Rollout progress", "Rollout duration", "Reconcile errors", "Pods rolled", "Leader",
-		"Webhook requests", "Webhook latency (p99)", "Pod call failures"} {
+		"Webhook requests", "Webhook latency (p99)", "Pod call failures",
+		"Analysis check results", "Analysis query latency (p99)", "Rollbacks"} {
 		if !slices.Contains(titles, want) {
 			t.Errorf("dashboard panels %v lack %q", titles, want)
 		}
