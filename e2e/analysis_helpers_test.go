@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -131,7 +132,7 @@ func errorRateCheck(mutate func(*v1alpha1.AnalysisCheck)) v1alpha1.AnalysisCheck
 // analysis, with onFailure policy, its operator running and its monitor armed;
 // Prometheus has scraped every zone's healthy gauge.
 func newAnalyzedZones(ctx context.Context, replicas int32, policy v1alpha1.FailurePolicy,
-	analysis func(*promSetup) *v1alpha1.RolloutAnalysis) (*zoneGroup, *promSetup, *framework.Monitor) {
+	analysis func(*promSetup) *v1alpha1.RolloutAnalysis) (*zoneGroup, *promSetup, *framework.Monitor, *framework.Operator) {
 	GinkgoHelper()
 	g := newZones(ctx, replicas)
 	p := startPrometheus(ctx, g.zones)
@@ -140,11 +141,11 @@ func newAnalyzedZones(ctx context.Context, replicas int32, policy v1alpha1.Failu
 	g.createGroup(ctx, func(s *v1alpha1.RolloutGroupSpec) {
 		s.Analysis, s.OnFailure = analysis(p), policy
 	})
-	startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
+	op := startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
 	g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
 	mon := g.monitor(ctx)
 	p.waitScraped(ctx, 0, g.zones...)
-	return g, p, mon
+	return g, p, mon, op
 }
 
 // waitSoaking waits until the group soaks member at its AfterMember gate.
@@ -221,21 +222,38 @@ func readyReason(rg *v1alpha1.RolloutGroup) string {
 	return ""
 }
 
-// analysisMetric reads the operator's count of the group's check queries with
-// result (success, failure or error); 0 when it exports none.
-func analysisMetric(op *framework.Operator, ns, check, result string) float64 {
+// operatorMetric reads the value of the operator's series name{labels}, with
+// the group's namespace and name added to labels; 0 when it exports none.
+func (g *zoneGroup) operatorMetric(op *framework.Operator, name string, labels map[string]string) float64 {
 	GinkgoHelper()
+	labels = maps.Clone(labels)
+	labels["namespace"], labels["rolloutgroup"] = g.ns, g.name
+	var pairs []string
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		pairs = append(pairs, fmt.Sprintf("%s=%q", k, labels[k]))
+	}
+	series := name + "{" + strings.Join(pairs, ",") + "} "
 	_, body, err := op.Get("/metrics")
 	Expect(err).NotTo(HaveOccurred())
-	want := fmt.Sprintf(`echelon_rolloutgroup_analysis_checks_total{check=%q,namespace=%q,result=%q,rolloutgroup="ingester"} `, check, ns, result)
 	for line := range strings.Lines(body) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), want); ok {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), series); ok {
 			v, err := strconv.ParseFloat(rest, 64)
 			Expect(err).NotTo(HaveOccurred(), "metric line %q", line)
 			return v
 		}
 	}
 	return 0
+}
+
+// checkResults reads the operator's count of queries of the group's check
+// by result: success, failure or error.
+func (g *zoneGroup) checkResults(op *framework.Operator, check string) map[string]float64 {
+	GinkgoHelper()
+	out := map[string]float64{}
+	for _, result := range []string{"success", "failure", "error"} {
+		out[result] = g.operatorMetric(op, "echelon_rolloutgroup_analysis_checks_total", map[string]string{"check": check, "result": result})
+	}
+	return out
 }
 
 // groupRecord is the group as one status write left it.

@@ -27,7 +27,7 @@ const watchJitter = 250 * time.Millisecond
 var _ = Describe("RolloutGroup metric-gated rollouts", func() {
 	It("passes every zone gate of a healthy rollout, each after its soak time", func(ctx SpecContext) {
 		const soak = 5 * time.Second
-		g, _, mon := newAnalyzedZones(ctx, 3, v1alpha1.FailurePause, func(p *promSetup) *v1alpha1.RolloutAnalysis {
+		g, _, mon, op := newAnalyzedZones(ctx, 3, v1alpha1.FailurePause, func(p *promSetup) *v1alpha1.RolloutAnalysis {
 			return p.analysis(soak,
 				errorRateCheck(nil),
 				errorRateCheck(func(c *v1alpha1.AnalysisCheck) {
@@ -84,6 +84,10 @@ var _ = Describe("RolloutGroup metric-gated rollouts", func() {
 			Expect(m.GatePassedRevision).To(Equal(m.UpdateRevision), "member %s passed its gate for its update revision", m.Name)
 		}
 		Expect(rg.Status.Analysis.Gate).To(BeNil())
+		for _, check := range []string{checkName, "zone-healthy"} {
+			Expect(g.checkResults(op, check)).To(And(HaveKeyWithValue("failure", 0.0), HaveKeyWithValue("error", 0.0),
+				HaveKeyWithValue("success", BeNumerically(">=", 3))), "queries of %s by result", check)
+		}
 		last := checkOf(Default, rg.Status.Analysis, checkName)
 		Expect(last.Query).To(Equal(`echelon_e2e_errors{zone="ingester-zone-c"}`), "the query is templated with the member")
 		Expect(last.ConsecutiveFailures + last.ConsecutiveErrors).To(BeZero())
@@ -93,7 +97,7 @@ var _ = Describe("RolloutGroup metric-gated rollouts", func() {
 		// The soak holds zone-a's gate open while zone-b's metric turns bad, so
 		// zone-b's gate queries the bad value from its first query.
 		const soak = 4 * time.Second
-		g, p, mon := newAnalyzedZones(ctx, 3, v1alpha1.FailurePause, func(p *promSetup) *v1alpha1.RolloutAnalysis {
+		g, p, mon, _ := newAnalyzedZones(ctx, 3, v1alpha1.FailurePause, func(p *promSetup) *v1alpha1.RolloutAnalysis {
 			return p.analysis(soak, errorRateCheck(nil))
 		})
 		pods := recordPods(ctx, g.ns)
@@ -147,7 +151,7 @@ var _ = Describe("RolloutGroup metric-gated rollouts", func() {
 		// The soak holds each gate open for a while: the flip lands while
 		// zone-b's gate is pending, before it could pass.
 		const soak = 6 * time.Second
-		g, p, mon := newAnalyzedZones(ctx, 3, v1alpha1.FailureRollback, func(p *promSetup) *v1alpha1.RolloutAnalysis {
+		g, p, mon, op := newAnalyzedZones(ctx, 3, v1alpha1.FailureRollback, func(p *promSetup) *v1alpha1.RolloutAnalysis {
 			return p.analysis(soak, errorRateCheck(nil))
 		})
 		timeline := g.recordGroup(ctx)
@@ -197,6 +201,9 @@ var _ = Describe("RolloutGroup metric-gated rollouts", func() {
 			HaveKeyWithValue("TemplateRestored", 3), HaveKeyWithValue("RollbackComplete", 1)))
 		Expect(g.eventsOf(ctx, "GateFailed")).To(ConsistOf(And(HavePrefix("Warning: check error-rate failed: value 5"),
 			ContainSubstring("onFailure Rollback"))))
+		Eventually(func() float64 {
+			return g.operatorMetric(op, "echelon_rolloutgroup_rollbacks_total", map[string]string{"reason": v1alpha1.ReasonAnalysisFailed})
+		}).Should(Equal(1.0))
 
 		failedAt, _ := timeline.first(func(r groupRecord) bool { return r.Analysis != nil && r.Analysis.Failure != nil })
 		firstBack := mon.DeletionsWhere(versionAnnotation, "v2")[0]
@@ -213,7 +220,7 @@ var _ = Describe("RolloutGroup metric-gated rollouts", func() {
 
 	It("counts a stopped Prometheus as query errors, fails the gate only at errorThreshold, and passes it once Prometheus is back", func(ctx SpecContext) {
 		const threshold = 4
-		g, p, mon := newAnalyzedZones(ctx, 3, v1alpha1.FailurePause, func(p *promSetup) *v1alpha1.RolloutAnalysis {
+		g, p, mon, op := newAnalyzedZones(ctx, 3, v1alpha1.FailurePause, func(p *promSetup) *v1alpha1.RolloutAnalysis {
 			return p.analysis(0, errorRateCheck(func(c *v1alpha1.AnalysisCheck) {
 				c.ErrorThreshold = threshold
 				// Room for Prometheus to stop before zone-a's gate queries.
@@ -238,6 +245,8 @@ var _ = Describe("RolloutGroup metric-gated rollouts", func() {
 		Expect(g.eventsOf(ctx, "AnalysisError")).To(ConsistOf(And(HavePrefix("Warning: check error-rate: 4 consecutive query errors"),
 			ContainSubstring("AfterMember gate of ingester-zone-a"))))
 		Expect(g.eventReasons(ctx)).NotTo(HaveKey("GateFailed"), "errors are not failures")
+		Eventually(func() map[string]float64 { return g.checkResults(op, checkName) }).Should(
+			Equal(map[string]float64{"success": 0, "failure": 0, "error": threshold}))
 		// Below the threshold the errors showed, and the group said it was
 		// analyzing, not failing.
 		var below []int32
@@ -267,13 +276,26 @@ var _ = Describe("RolloutGroup metric-gated rollouts", func() {
 		// is evaluated from the start and goes past the old threshold without
 		// failing, then passes once Prometheus answers again.
 		g.updateSpec(ctx, func(s *v1alpha1.RolloutGroupSpec) { s.Analysis.Checks[0].ErrorThreshold = 1000 })
+		retried := time.Now()
 		g.annotate(ctx, v1alpha1.AnnotationRetry, "after-errors")
+		// Counts reach status with the next progress write (every 10 s at most)
+		// or when a check changes phase: the wait takes one progress write.
 		Eventually(func(gm Gomega) {
 			rg := g.get(ctx)
 			gm.Expect(rg.Status.ObservedGeneration).To(Equal(rg.Generation))
 			gm.Expect(rg.Status.Phase).To(Equal(v1alpha1.PhaseAnalyzing))
 			gm.Expect(checkOf(gm, rg.Status.Analysis, checkName).ConsecutiveErrors).To(BeNumerically(">", threshold+1))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		var rising []int32
+		for _, r := range timeline.all() {
+			if st, ok := r.check(checkName); ok && r.At.After(retried) && r.gate() == "ingester-zone-a" && st.ConsecutiveErrors > 0 {
+				rising = append(rising, st.ConsecutiveErrors)
+				Expect(r.Phase).To(Equal(v1alpha1.PhaseAnalyzing), "%s", r)
+				Expect(st.ConsecutiveFailures).To(BeZero(), "%s", r)
+			}
+		}
+		AddReportEntry("consecutiveErrors shown after the retry, errorThreshold 1000", fmt.Sprint(rising))
+		Expect(slices.IsSorted(rising)).To(BeTrue(), "the errors only rise: %v", rising)
 		Expect(rollsOf(mon, "ingester-zone-b")).To(BeZero())
 		Expect(p.prom.Start(ctx)).To(Succeed())
 		restarted := time.Now()
@@ -375,7 +397,7 @@ var _ = Describe("RolloutGroup metric-gated rollouts", func() {
 	It("skips a gate, aborts a rollout (onFailure Pause) and retries, all from kubectl", func(ctx SpecContext) {
 		// Every zone's metric is bad, and the failure threshold out of reach:
 		// the gates would hold for ever.
-		g, p, mon := newAnalyzedZones(ctx, 3, v1alpha1.FailurePause, func(p *promSetup) *v1alpha1.RolloutAnalysis {
+		g, p, mon, _ := newAnalyzedZones(ctx, 3, v1alpha1.FailurePause, func(p *promSetup) *v1alpha1.RolloutAnalysis {
 			return p.analysis(0, errorRateCheck(func(c *v1alpha1.AnalysisCheck) { c.FailureThreshold = 1000 }))
 		})
 		stable := g.updateRevisions(ctx)
@@ -391,7 +413,8 @@ var _ = Describe("RolloutGroup metric-gated rollouts", func() {
 				rg := g.get(ctx)
 				gm.Expect(rg.Status.Phase).To(Equal(v1alpha1.PhaseAnalyzing))
 				gm.Expect(rg.Status.Analysis).To(HaveField("Gate", HaveField("Member", member)))
-				gm.Expect(checkOf(gm, rg.Status.Analysis, checkName).ConsecutiveFailures).To(BeNumerically(">=", 2))
+				gm.Expect(checkOf(gm, rg.Status.Analysis, checkName)).To(And(HaveField("Phase", v1alpha1.CheckRunning),
+					HaveField("LastValue", "5"), HaveField("ConsecutiveFailures", BeNumerically(">=", 1))))
 			}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 		}
 		holds := func(member string) {
