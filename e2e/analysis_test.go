@@ -17,13 +17,13 @@ import (
 	"github.com/echelon-operator/echelon/e2e/framework"
 )
 
-// Metric-gated rollouts against a real Prometheus scraping an exporter the spec
-// controls. Every spec watches every pod with the monitor and fails on any
-// breach of the guarantees, rollbacks included.
 // watchJitter is how much later than the API server's order the test's
 // watches may deliver one event than another on a loaded machine.
 const watchJitter = 250 * time.Millisecond
 
+// Metric-gated rollouts against a real Prometheus scraping an exporter the spec
+// controls. Every spec watches every pod with the monitor and fails on any
+// breach of the guarantees, rollbacks included.
 var _ = Describe("RolloutGroup metric-gated rollouts", func() {
 	It("passes every zone gate of a healthy rollout, each after its soak time", func(ctx SpecContext) {
 		const soak = 5 * time.Second
@@ -334,9 +334,13 @@ var _ = Describe("RolloutGroup metric-gated rollouts", func() {
 			s.Analysis = p.analysis(0, errorRateCheck(withThreshold))
 			s.Analysis.Prometheus.AuthSecretRef = &v1alpha1.LocalSecretReference{Name: "prometheus-wrong"}
 		})
+		// This group's checks run after every batch of pods: the first batch's
+		// gate fails, and holds the second.
+		afterBatch := func(c *v1alpha1.AnalysisCheck) { c.Gate, c.ErrorThreshold = v1alpha1.GateAfterBatch, 2 }
 		promql.createGroup(ctx, func(s *v1alpha1.RolloutGroupSpec) {
-			s.Analysis = p.analysis(0, errorRateCheck(withThreshold), errorRateCheck(func(c *v1alpha1.AnalysisCheck) {
-				c.Name, c.Query, c.ErrorThreshold = "broken-query", `sum(`+errorsQuery, 2
+			s.Analysis = p.analysis(0, errorRateCheck(afterBatch), errorRateCheck(func(c *v1alpha1.AnalysisCheck) {
+				afterBatch(c)
+				c.Name, c.Query = "broken-query", `sum(`+errorsQuery
 			}))
 			s.Analysis.Prometheus.AuthSecretRef = &v1alpha1.LocalSecretReference{Name: "prometheus"}
 		})
@@ -369,7 +373,9 @@ var _ = Describe("RolloutGroup metric-gated rollouts", func() {
 		rg = promql.get(ctx)
 		badQuery := ContainSubstring("Prometheus refused the query (bad PromQL)")
 		Expect(rg.Status.Analysis.Failure).To(And(HaveField("Reason", v1alpha1.ReasonAnalysisError), HaveField("Check", "broken-query")))
-		Expect(rg.Status.Message).To(And(HavePrefix("check broken-query: 2 consecutive query errors"), badQuery))
+		Expect(rg.Status.Message).To(And(HavePrefix("check broken-query: 2 consecutive query errors"), badQuery,
+			ContainSubstring("AfterBatch gate of promql-zone-a")))
+		Expect(rollsOf(mons[1], "promql-zone-a")).To(Equal(1), "the failed gate of the first batch holds the second")
 		Expect(checkOf(Default, rg.Status.Analysis, "broken-query")).To(And(HaveField("Phase", v1alpha1.CheckErrored),
 			HaveField("LastError", badQuery), HaveField("ConsecutiveFailures", BeZero()),
 			HaveField("Query", `sum(echelon_e2e_errors{zone="promql-zone-a"}`)))
