@@ -76,7 +76,7 @@ type analysisOptions struct {
 func bindAnalysisFlags(fs *flag.FlagSet, o *analysisOptions) {
 	*o = analysisOptions{
 		intervals: []time.Duration{time.Second, 5 * time.Second},
-		repeats:   6, groups: 50, idleGroups: 10, window: 30 * time.Second,
+		repeats:   10, groups: 50, idleGroups: 10, window: 30 * time.Second,
 	}
 	fs.Var((*durationList)(&o.intervals), "analysis-intervals", "Comma-separated check intervals the analysis scenario measures.")
 	fs.IntVar(&o.repeats, "analysis-repeats", o.repeats, "Times, per check interval, the analysis scenario turns a gate's metric bad and times the rollback.")
