@@ -121,3 +121,18 @@ func TestAnalysisOptions(t *testing.T) {
 		t.Error("--analysis-repeats=0 was accepted")
 	}
 }
+
+func TestAnalysisCase(t *testing.T) {
+	got, err := cases(caseOptions{kinds: []string{kindAnalysis, kindFollow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In the order of allKinds: follow, then analysis, one operator each.
+	want := []benchCase{{kind: kindFollow, operators: 1}, {kind: kindAnalysis, operators: 1}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("cases = %+v, want %+v", got, want)
+	}
+	if slug := got[1].slug(); slug != "analysis" {
+		t.Errorf("slug of the analysis case = %q, want analysis (it names the run's files)", slug)
+	}
+}
