@@ -307,6 +307,24 @@ func (ap *analysisPass) openMemberGate(plan rollout.Plan) {
 
 // openBatchGate opens the AfterBatch gate of a batch just deleted; its clock
 // starts once the batch's pods are back.
+// openBatchGateBefore opens, before plan's deletions are made, the AfterBatch
+// gate they will open, and says whether it did. The controller records it in
+// status before deleting: a crash between the two must not let the next batch
+// go ungated. A gate opened for deletions that then fail costs one evaluation
+// of its checks, nothing more.
+func (ap *analysisPass) openBatchGateBefore(plan rollout.Plan) bool {
+	if ap.spec.Analysis == nil || ap.st.Failure != nil || ap.st.Rollback != nil || plan.Blocked != nil ||
+		len(plan.Delete) == 0 || len(checksOf(ap.spec.Analysis, v1alpha1.GateAfterBatch)) == 0 {
+		return false
+	}
+	ms := memberOf(plan, plan.Current)
+	if ms == nil {
+		return false
+	}
+	ap.openBatchGate(ms.Name, ms.UpdateRevision)
+	return true
+}
+
 func (ap *analysisPass) openBatchGate(member, revision string) {
 	ap.st.Gate = &v1alpha1.GateStatus{Member: member, Kind: v1alpha1.GateAfterBatch, Revision: revision}
 	ap.st.Checks = nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -575,6 +576,48 @@ func TestAnalysisChangedIsUrgent(t *testing.T) {
 	for _, tt := range tests {
 		if got := analysisChanged(tt.w, tt.n); got != tt.want {
 			t.Errorf("%s: analysisChanged = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// The AfterBatch gate a batch's deletions open is opened before they are
+// made, with fresh check records, so that the controller can record it first:
+// a pass that dies after deleting must not leave the next batch ungated, nor
+// a stale Passed record of the last gate to pass the new one.
+func TestAnalysisBatchGateOpenedBeforeDeleting(t *testing.T) {
+	rg := analysisGroup(0, v1alpha1.FailurePause, func(rg *v1alpha1.RolloutGroup) {
+		rg.Status.Analysis = &v1alpha1.AnalysisStatus{Checks: []v1alpha1.CheckStatus{{Name: "batch", Phase: v1alpha1.CheckPassed, ConsecutiveSuccesses: 1}}}
+	})
+	deleting := analysisPlan(rolloutMember("a", 1, 3), rolloutMember("b", 0, 3))
+	deleting.Current = "a"
+	deleting.Delete = []*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "a-1"}}}
+	ap := newAnalysisPass(rg, statusNow)
+	if !ap.openBatchGateBefore(deleting) {
+		t.Fatal("no gate opened before a batch of a group with an AfterBatch check")
+	}
+	if g := ap.st.Gate; g == nil || g.Kind != v1alpha1.GateAfterBatch || g.Member != "a" || g.Revision != "r2" {
+		t.Fatalf("gate = %+v, want an AfterBatch gate of a on r2", g)
+	}
+	if len(ap.st.Checks) != 1 || ap.st.Checks[0].ConsecutiveSuccesses != 0 || ap.st.Checks[0].Phase == v1alpha1.CheckPassed {
+		t.Errorf("check records = %+v, want a fresh record", ap.st.Checks)
+	}
+
+	for name, tt := range map[string]struct {
+		mutate func(*v1alpha1.RolloutGroup)
+		plan   rollout.Plan
+	}{
+		"no deletions":        {plan: analysisPlan(rolloutMember("a", 1, 3))},
+		"no AfterBatch check": {mutate: func(rg *v1alpha1.RolloutGroup) { rg.Spec.Analysis.Checks = rg.Spec.Analysis.Checks[1:] }, plan: deleting},
+		"failed":              {mutate: func(rg *v1alpha1.RolloutGroup) { rg.Status.Analysis.Failure = &v1alpha1.AnalysisFailure{} }, plan: deleting},
+	} {
+		g := analysisGroup(0, v1alpha1.FailurePause, func(rg *v1alpha1.RolloutGroup) {
+			rg.Status.Analysis = &v1alpha1.AnalysisStatus{}
+			if tt.mutate != nil {
+				tt.mutate(rg)
+			}
+		})
+		if ap := newAnalysisPass(g, statusNow); ap.openBatchGateBefore(tt.plan) || ap.st.Gate != nil {
+			t.Errorf("%s: a gate was opened", name)
 		}
 	}
 }

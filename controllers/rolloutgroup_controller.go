@@ -98,6 +98,11 @@ func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			return ctrl.Result{}, err
 		}
 	}
+	if ap.openBatchGateBefore(plan) {
+		if written, err = r.recordGate(ctx, rg, written, ap.st, now); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	acted, actErr := r.removePods(ctx, rg, plan, now)
 	actErr = errors.Join(actErr, r.advanceRevisions(ctx, rg, plan, in.Members))
 	ap.afterAct(plan, acted)
@@ -151,6 +156,23 @@ func (r *RolloutGroupReconciler) saveStatus(ctx context.Context, rg *v1alpha1.Ro
 }
 
 func setGroupStatus(rg *v1alpha1.RolloutGroup, st v1alpha1.RolloutGroupStatus) { rg.Status = st }
+
+// recordGate writes the pending gate and its fresh check records over the
+// written status, before the deletions that open it, and returns what the
+// API server now holds.
+func (r *RolloutGroupReconciler) recordGate(ctx context.Context, rg *v1alpha1.RolloutGroup, written v1alpha1.RolloutGroupStatus, st v1alpha1.AnalysisStatus, now time.Time) (v1alpha1.RolloutGroupStatus, error) {
+	next := *written.DeepCopy()
+	if next.Analysis == nil {
+		next.Analysis = &v1alpha1.AnalysisStatus{}
+	}
+	next.Analysis.Gate = st.Gate.DeepCopy()
+	next.Analysis.Checks = append([]v1alpha1.CheckStatus(nil), st.Checks...)
+	if err := patchStatus(ctx, r, rg, written, next, setGroupStatus); err != nil {
+		return written, fmt.Errorf("RolloutGroup: record the gate before deleting: %w", err)
+	}
+	r.status.Wrote(rg, next, now)
+	return next, nil
+}
 
 // recordTransition emits the Events of a rollout (started, each member complete,
 // complete) and of the phases a user must notice (paused, resumed, blocked,
