@@ -147,7 +147,7 @@ func (ms *MemberState) disruption() string {
 	case ms.Leaving > 0:
 		return fmt.Sprintf("%s above the wanted ordinals still leaving (scale-down)", pods(ms.Leaving))
 	case ms.Unavailable > 0 && ms.scaling():
-		return fmt.Sprintf("%d/%d pods not available (scale-up from %d)", ms.Unavailable, ms.Replicas, ms.StatusReplicas)
+		return fmt.Sprintf("%d/%d pods not available (%d of %d created so far)", ms.Unavailable, ms.Replicas, ms.StatusReplicas, ms.Replicas)
 	case ms.Unavailable > 0:
 		return fmt.Sprintf("%d/%d pods not available", ms.Unavailable, ms.Replicas)
 	case ms.StatusReplicas > ms.StatusReady:
