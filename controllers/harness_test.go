@@ -97,6 +97,9 @@ type env struct {
 	view *podView
 	// liveReads counts the reconciler's reads that bypass the cache.
 	liveReads *countingReader
+	// liveReader is the user of the reconciler's live reads with
+	// envOptions.liveReadsAsOperator, nil otherwise.
+	liveReader *controlplane.User
 }
 
 // envOptions shape the reconciler under test.
@@ -111,6 +114,10 @@ type envOptions struct {
 	wrapClient func(client.Client) client.Client
 	// withScaling also runs the ScalingPolicy controller.
 	withScaling bool
+	// liveReadsAsOperator makes the reads that bypass the cache (Secrets,
+	// ControllerRevisions...) as a user bound to the generated RBAC only, as
+	// the operator runs, instead of as admin: a read the RBAC refuses fails.
+	liveReadsAsOperator bool
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -156,6 +163,14 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	r.Client = e.view
 	if opts.wrapClient != nil {
 		r.Client = opts.wrapClient(r.Client)
+	}
+	if opts.liveReadsAsOperator {
+		if e.liveReader, err = cp.NewOperatorUser(ctx, "echelon-"+ns); err != nil {
+			t.Fatal(err)
+		}
+		if r.apiReader, err = client.New(e.liveReader.Config, client.Options{Scheme: testScheme()}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e.liveReads = &countingReader{Reader: r.apiReader}
 	r.apiReader = e.liveReads

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -17,8 +18,6 @@ import (
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
-
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
 // analyze runs the group's analysis for this pass: the manual controls, the
 // gates, the queries that are due (at most one per check per interval, and
@@ -109,7 +108,7 @@ func (r *RolloutGroupReconciler) querierFor(ctx context.Context, rg *v1alpha1.Ro
 	if ref := src.AuthSecretRef; ref != nil {
 		data, err := r.secretData(ctx, rg.Namespace, ref.Name)
 		if err != nil {
-			return nil, fmt.Errorf("spec.analysis.prometheus.authSecretRef: %w", err)
+			return nil, secretReadError("spec.analysis.prometheus.authSecretRef", rg.Namespace, ref.Name, err)
 		}
 		cfg.BearerToken = string(data["token"])
 		cfg.Username, cfg.Password = string(data["username"]), string(data["password"])
@@ -122,7 +121,7 @@ func (r *RolloutGroupReconciler) querierFor(ctx context.Context, rg *v1alpha1.Ro
 		if ref := tls.CASecretRef; ref != nil {
 			data, err := r.secretData(ctx, rg.Namespace, ref.Name)
 			if err != nil {
-				return nil, fmt.Errorf("spec.analysis.prometheus.tls.caSecretRef: %w", err)
+				return nil, secretReadError("spec.analysis.prometheus.tls.caSecretRef", rg.Namespace, ref.Name, err)
 			}
 			key := ref.Key
 			if key == "" {
@@ -136,12 +135,28 @@ func (r *RolloutGroupReconciler) querierFor(ctx context.Context, rg *v1alpha1.Ro
 	return r.queriers.get(types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}, cfg)
 }
 
+// secretData reads a Secret live. The operator's generated RBAC grants no
+// right on Secrets: reading one needs a Role the installer grants in the
+// group's namespace (config/rbac/analysis_secrets_role.yaml, or the chart's
+// rbac.analysisSecretNamespaces), so that it cannot read every Secret of the
+// cluster.
 func (r *RolloutGroupReconciler) secretData(ctx context.Context, namespace, name string) (map[string][]byte, error) {
 	secret := &corev1.Secret{}
 	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, secret); err != nil {
-		return nil, fmt.Errorf("read Secret %s: %w", name, err)
+		return nil, err
 	}
 	return secret.Data, nil
+}
+
+// secretReadError is the check error for a Secret the operator could not
+// read from field. A refusal says what to grant: the operator reads no Secret
+// unless granted, so a missing grant is the likely cause, not a bug.
+func secretReadError(field, namespace, name string, err error) error {
+	if apierrors.IsForbidden(err) {
+		return fmt.Errorf("%s: the operator may not read Secret %s in namespace %s: grant it get on Secrets there (Helm value rbac.analysisSecretNamespaces)",
+			field, name, namespace)
+	}
+	return fmt.Errorf("%s: read Secret %s: %w", field, name, err)
 }
 
 // emitAnalysis emits the pass's Events and counts its results.

@@ -7,6 +7,7 @@ package controllers
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -19,8 +20,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
@@ -43,6 +46,8 @@ type promStub struct {
 type stubQuery struct {
 	at    time.Time
 	query string
+	// authorization is the request's Authorization header.
+	authorization string
 }
 
 func newPromStub(t *testing.T, value func(string) string) *promStub {
@@ -54,7 +59,7 @@ func newPromStub(t *testing.T, value func(string) string) *promStub {
 		}
 		q := r.Form.Get("query")
 		p.mu.Lock()
-		p.queries = append(p.queries, stubQuery{at: time.Now(), query: q})
+		p.queries = append(p.queries, stubQuery{at: time.Now(), query: q, authorization: r.Header.Get("Authorization")})
 		v := p.value(q)
 		p.mu.Unlock()
 		result := ""
@@ -552,5 +557,93 @@ func TestAnalysisRollbackWithoutStableRevision(t *testing.T) {
 	expectNoBreaches(t, mon)
 	if got := e.podRevisions("zone-a"); got["r1"] != 2 {
 		t.Errorf("pods %v after the template was restored by hand, want both on r1", got)
+	}
+}
+
+// The operator reads no Secret unless granted: a group whose credentials it
+// may not read fails its gate with an error that says what to grant, and once
+// the namespace is granted (config/rbac/analysis_secrets_role.yaml) a retry
+// reads the Secret and queries with its token.
+func TestAnalysisSecretForbiddenSaysWhatToGrant(t *testing.T) {
+	e := newEnv(t, envOptions{eventDriven: true, liveReadsAsOperator: true})
+	prom := newPromStub(t, constant("0"))
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "prometheus-auth"}, StringData: map[string]string{"token": "s3cret"}}
+	if err := e.admin.Create(e.ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	mon := e.analyzedMembers(prom, v1alpha1.FailurePause, errorsBelowOne(v1alpha1.GateAfterMember, 1, 1), 2, "zone-a")
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		rg := e.getGroup("ingester")
+		rg.Spec.Analysis.Prometheus.AuthSecretRef = &v1alpha1.LocalSecretReference{Name: secret.Name}
+		return e.admin.Update(e.ctx, rg)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.rollTo("r2", "zone-a")
+
+	rg := e.waitPhase("ingester", v1alpha1.PhaseFailed, 30*time.Second)
+	want := fmt.Sprintf("spec.analysis.prometheus.authSecretRef: the operator may not read Secret prometheus-auth in namespace %s: "+
+		"grant it get on Secrets there (Helm value rbac.analysisSecretNamespaces)", e.ns)
+	an := rg.Status.Analysis
+	if an.Failure == nil || an.Failure.Reason != v1alpha1.ReasonAnalysisError || !strings.Contains(rg.Status.Message, want) {
+		t.Errorf("failed status: message %q failure %+v, want an AnalysisError saying %q", rg.Status.Message, an.Failure, want)
+	}
+	if len(an.Checks) != 1 || an.Checks[0].Phase != v1alpha1.CheckErrored || an.Checks[0].LastError != want || an.Checks[0].ConsecutiveFailures != 0 {
+		t.Errorf("check status %+v, want errored (not failed) with lastError %q", an.Checks, want)
+	}
+	if n := len(prom.recorded()); n != 0 {
+		t.Errorf("%d queries without the credentials, want none", n)
+	}
+
+	if err := apiServer(t).GrantAnalysisSecrets(e.ctx, e.liveReader.Name, e.ns); err != nil {
+		t.Fatal(err)
+	}
+	e.annotate("ingester", v1alpha1.AnnotationRetry, "granted")
+	e.waitRolledToTag("ingester", "r2", 60*time.Second)
+	expectNoBreaches(t, mon)
+	queries := prom.recorded()
+	if len(queries) == 0 || queries[len(queries)-1].authorization != "Bearer s3cret" {
+		t.Errorf("queries after the grant %+v, want the Secret's token as the bearer token", queries)
+	}
+}
+
+func TestSecretReadError(t *testing.T) {
+	secrets := schema.GroupResource{Resource: "secrets"}
+	for _, tc := range []struct {
+		name, field string
+		err         error
+		want        string
+	}{{
+		name:  "refused credentials say what to grant",
+		field: "spec.analysis.prometheus.authSecretRef",
+		err:   apierrors.NewForbidden(secrets, "prometheus-auth", errors.New(`User "echelon" cannot get resource "secrets"`)),
+		want: "spec.analysis.prometheus.authSecretRef: the operator may not read Secret prometheus-auth in namespace mimir: " +
+			"grant it get on Secrets there (Helm value rbac.analysisSecretNamespaces)",
+	}, {
+		name:  "refused CA says what to grant",
+		field: "spec.analysis.prometheus.tls.caSecretRef",
+		err:   apierrors.NewForbidden(secrets, "prometheus-auth", errors.New("no RBAC policy matched")),
+		want: "spec.analysis.prometheus.tls.caSecretRef: the operator may not read Secret prometheus-auth in namespace mimir: " +
+			"grant it get on Secrets there (Helm value rbac.analysisSecretNamespaces)",
+	}, {
+		name:  "a missing Secret is reported as it is",
+		field: "spec.analysis.prometheus.authSecretRef",
+		err:   apierrors.NewNotFound(secrets, "prometheus-auth"),
+		want:  `spec.analysis.prometheus.authSecretRef: read Secret prometheus-auth: secrets "prometheus-auth" not found`,
+	}, {
+		name:  "other errors keep their cause",
+		field: "spec.analysis.prometheus.authSecretRef",
+		err:   errors.New("connection refused"),
+		want:  "spec.analysis.prometheus.authSecretRef: read Secret prometheus-auth: connection refused",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := secretReadError(tc.field, "mimir", "prometheus-auth", tc.err)
+			if err.Error() != tc.want {
+				t.Errorf("error %q\nwant  %q", err, tc.want)
+			}
+			if !apierrors.IsForbidden(tc.err) && !errors.Is(err, tc.err) {
+				t.Errorf("error %q does not wrap its cause %v", err, tc.err)
+			}
+		})
 	}
 }

@@ -326,6 +326,8 @@ var _ = Describe("RolloutGroup metric-gated rollouts", func() {
 		}
 		secret("prometheus-wrong", "not-"+framework.PrometheusPassword)
 		secret("prometheus", framework.PrometheusPassword)
+		// The operator reads no Secret unless granted, namespace by namespace.
+		Expect(cp.GrantAnalysisSecrets(ctx, operatorUser.Name, ns)).To(Succeed())
 		withThreshold := func(c *v1alpha1.AnalysisCheck) { c.ErrorThreshold = 2 }
 		for _, g := range []*zoneGroup{creds, promql} {
 			g.createStatefulSets(ctx, nil)

@@ -344,3 +344,32 @@ func TestOperatorUserHoldsLeaseRightsOnlyForItsLease(t *testing.T) {
 		g.Expect(allowed(ctx, g, c, user.Name, attrs)).To(BeFalse(), "%s must not %s Lease %s/%s", user.Name, attrs.Verb, attrs.Namespace, attrs.Name)
 	}
 }
+
+// The operator reads analysis Secrets only where they are granted: get, in
+// the namespaces given to GrantAnalysisSecrets, and nothing else on Secrets.
+func TestOperatorUserReadsAnalysisSecretsOnlyWhereGranted(t *testing.T) {
+	cp := controlPlane(t)
+	g := NewWithT(t)
+	ctx := t.Context()
+	c := cp.Client()
+
+	user, err := cp.NewOperatorUser(ctx, "echelon-operator-secrets-test")
+	g.Expect(err).NotTo(HaveOccurred())
+	granted, err := cp.CreateNamespace(ctx, "secrets-granted")
+	g.Expect(err).NotTo(HaveOccurred())
+	other, err := cp.CreateNamespace(ctx, "secrets-other")
+	g.Expect(err).NotTo(HaveOccurred())
+	secret := func(verb, namespace string) authorizationv1.ResourceAttributes {
+		return authorizationv1.ResourceAttributes{Resource: "secrets", Verb: verb, Namespace: namespace, Name: "prometheus-auth"}
+	}
+	g.Expect(allowed(ctx, g, c, user.Name, secret("get", granted))).To(BeFalse(), "%s may read Secrets before any grant", user.Name)
+
+	g.Expect(cp.GrantAnalysisSecrets(ctx, user.Name, granted)).To(Succeed())
+	g.Eventually(func(g Gomega) bool { return allowed(ctx, g, c, user.Name, secret("get", granted)) }).
+		WithTimeout(10*time.Second).Should(BeTrue(), "%s may get Secrets in %s", user.Name, granted)
+	for _, attrs := range []authorizationv1.ResourceAttributes{
+		secret("get", other), secret("get", "kube-system"), secret("list", granted), secret("watch", granted), secret("update", granted),
+	} {
+		g.Expect(allowed(ctx, g, c, user.Name, attrs)).To(BeFalse(), "%s must not %s Secrets in %s", user.Name, attrs.Verb, attrs.Namespace)
+	}
+}

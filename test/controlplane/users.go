@@ -95,13 +95,26 @@ func (cp *ControlPlane) NewOperatorUser(ctx context.Context, name string) (*User
 // (LeaderElectionRBACFile) in namespace, where the operator keeps its Lease
 // (--leader-election-namespace). The operator holds no Lease rights elsewhere.
 func (cp *ControlPlane) GrantLeaderElection(ctx context.Context, user, namespace string) error {
-	objs, err := cp.readObjects(LeaderElectionRBACFile)
+	return cp.grantRolesIn(ctx, user, LeaderElectionRBACFile, namespace)
+}
+
+// grantRolesIn applies the Roles of file (relative to the repository root) in
+// namespace and binds each to the user: the hand-written Roles of config/rbac
+// leave their namespace to whoever binds them.
+func (cp *ControlPlane) grantRolesIn(ctx context.Context, user, file, namespace string) error {
+	objs, err := cp.readObjects(file)
 	if err != nil {
 		return err
 	}
+	if len(objs) == 0 {
+		return fmt.Errorf("grant %s to %s: the file holds no roles", file, user)
+	}
 	for _, role := range objs {
+		if role.GetKind() != "Role" {
+			return fmt.Errorf("grant %s to %s in %s: the file holds a %s; only Roles are granted in a namespace", file, user, namespace, role.GetKind())
+		}
 		role.SetNamespace(namespace)
-		if err := cp.bindRole(ctx, user, LeaderElectionRBACFile, role); err != nil {
+		if err := cp.bindRole(ctx, user, file, role); err != nil {
 			return err
 		}
 	}

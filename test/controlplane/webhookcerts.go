@@ -17,15 +17,5 @@ const WebhookCertRBACFile = "config/rbac/webhook_cert_role.yaml"
 // its self-signed certificates. The Role names the Secret echelon-webhook-tls,
 // the default of --webhook-cert-secret.
 func (cp *ControlPlane) GrantWebhookCerts(ctx context.Context, user, namespace string) error {
-	objs, err := cp.readObjects(WebhookCertRBACFile)
-	if err != nil {
-		return err
-	}
-	for _, role := range objs {
-		role.SetNamespace(namespace)
-		if err := cp.bindRole(ctx, user, WebhookCertRBACFile, role); err != nil {
-			return err
-		}
-	}
-	return nil
+	return cp.grantRolesIn(ctx, user, WebhookCertRBACFile, namespace)
 }

@@ -18,12 +18,6 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   verbs:
   - create
 - apiGroups:
-  - ""
-  resources:
-  - secrets
-  verbs:
-  - get
-- apiGroups:
   - admissionregistration.k8s.io
   resources:
   - mutatingwebhookconfigurations
@@ -106,12 +100,6 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - pods/eviction
   verbs:
   - create
-- apiGroups:
-  - ""
-  resources:
-  - secrets
-  verbs:
-  - get
 - apiGroups:
   - apps
   resources:
