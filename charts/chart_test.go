@@ -274,6 +274,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"runbook URL", "prometheusRule.runbookBaseURL=docs/runbooks.md", "at '/prometheusRule/runbookBaseURL'"},
 		{"dashboard namespace", "dashboard.namespace=Monitoring", "at '/dashboard/namespace'"},
 		{"aggregated roles switch", "rbac.aggregateToDefaultRoles=maybe", "at '/rbac/aggregateToDefaultRoles'"},
+		{"analysis Secret namespaces", "rbac.analysisSecretNamespaces={Team_A}", "at '/rbac/analysisSecretNamespaces/0'"},
+		{"cluster-wide analysis Secrets switch", "rbac.analysisSecretsClusterWide=maybe", "at '/rbac/analysisSecretsClusterWide'"},
 		{"pod address mode", "podAddress=dns", "at '/podAddress'"},
 		{"cluster domain", "clusterDomain=Cluster_Local", "at '/clusterDomain'"},
 		{"webhook failure policies", "webhooks.noDownscale.failurePolicy=Deny", "at '/webhooks/noDownscale/failurePolicy'"},
@@ -404,9 +406,9 @@ func parseArgs(t testing.TB, args []string) options.Options {
 // TestValuesMatrix renders the chart with each CI values file (namespaced,
 // monitoring on, production: CRDs off, pinned digest, zone spread) and checks
 // what must hold for every combination: the operator accepts its arguments, the
-// pod stays locked down, every object is labelled as the release's and lives in
-// the release namespace unless it is cluster-scoped or a Role in a watched
-// namespace.
+// pod stays locked down, it reads Secrets only where the values grant it, every
+// object is labelled as the release's and lives in the release namespace unless
+// it is cluster-scoped or a Role in a watched or granted namespace.
 func TestValuesMatrix(t *testing.T) {
 	t.Parallel()
 	valueFiles, err := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
@@ -423,6 +425,7 @@ func TestValuesMatrix(t *testing.T) {
 			opts := parseArgs(t, pod.Containers[0].Args)
 			assertSecure(t, pod.SecurityContext, pod.Containers[0].SecurityContext)
 			assertWebhookWiring(t, m, opts)
+			secretNamespaces := assertAnalysisSecretsGranted(t, m, values)
 			for _, obj := range m.objs {
 				kind, _ := obj["kind"].(string)
 				meta, _ := obj["metadata"].(map[string]any)
@@ -436,7 +439,7 @@ func TestValuesMatrix(t *testing.T) {
 					if ns != "" {
 						t.Errorf("cluster-scoped %s %s has namespace %q", kind, name(obj), ns)
 					}
-				case (kind == "Role" || kind == "RoleBinding") && slices.Contains(opts.Namespaces, ns):
+				case (kind == "Role" || kind == "RoleBinding") && (slices.Contains(opts.Namespaces, ns) || slices.Contains(secretNamespaces, ns)):
 				case ns != releaseNamespace:
 					t.Errorf("%s %s is in namespace %q, want the release namespace %s", kind, name(obj), ns, releaseNamespace)
 				}

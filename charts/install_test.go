@@ -96,6 +96,12 @@ func TestInstall(t *testing.T) {
 			t.Errorf("operator may not %s: it could not keep its self-signed webhook certificate", describe(a))
 		}
 	}
+	// Nor any other Secret: the analysis Secrets are granted only on request.
+	for _, ns := range []string{"apps", "kube-system"} {
+		if a := (authorizationv1.ResourceAttributes{Namespace: ns, Resource: "secrets", Verb: "get", Name: "prometheus-auth"}); allowed(t, c, operator, a) {
+			t.Errorf("operator may %s with the defaults (rbac.analysisSecretNamespaces is empty)", describe(a))
+		}
+	}
 	assertNamespaceUsersManageRolloutGroups(t, cp)
 
 	// The operator as the install runs it (its flags, environment and
@@ -166,8 +172,17 @@ func TestInstall(t *testing.T) {
 
 	// Confined to team-a and team-b, with the CRDs left from above.
 	helm("install", "scoped", chartDir, "--namespace", "echelon-scoped", "--create-namespace", "--wait", "--timeout", "2m",
-		"--set", "crds.enabled=false", "--set", "watchNamespaces={team-a,team-b}")
+		"--set", "crds.enabled=false", "--set", "watchNamespaces={team-a,team-b}", "--set", "rbac.analysisSecretNamespaces={team-a}")
 	operator = serviceAccountUser("echelon-scoped", "scoped-echelon")
+	getSecret := func(ns string) authorizationv1.ResourceAttributes {
+		return authorizationv1.ResourceAttributes{Namespace: ns, Resource: "secrets", Verb: "get", Name: "prometheus-auth"}
+	}
+	if !allowed(t, c, operator, getSecret("team-a")) {
+		t.Errorf("scoped operator may not %s (rbac.analysisSecretNamespaces)", describe(getSecret("team-a")))
+	}
+	if allowed(t, c, operator, getSecret("team-b")) {
+		t.Errorf("scoped operator may %s, not in rbac.analysisSecretNamespaces", describe(getSecret("team-b")))
+	}
 	// Cluster-scoped resources (the webhook configurations the operator
 	// injects its CA into) have no namespace to confine them to.
 	clusterScoped := map[string]bool{}
@@ -196,6 +211,9 @@ func TestInstall(t *testing.T) {
 	deletePods := authorizationv1.ResourceAttributes{Namespace: "team-b", Verb: "delete", Resource: "pods"}
 	if allowed(t, c, operator, deletePods) {
 		t.Errorf("after removing team-b from watchNamespaces the operator may still %s", describe(deletePods))
+	}
+	if allowed(t, c, operator, getSecret("team-a")) {
+		t.Errorf("after emptying rbac.analysisSecretNamespaces the operator may still %s", describe(getSecret("team-a")))
 	}
 	helm("uninstall", "scoped", "--namespace", "echelon-scoped", "--wait")
 

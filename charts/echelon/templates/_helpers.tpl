@@ -128,6 +128,16 @@ cannot express clearly. Its output is empty.
 {{- fail "webhooks.certificates.mode=secret needs webhooks.certificates.secret.caBundle: the base64 PEM of the CA that signed the Secret's certificate, which the API server must trust" }}
 {{- end }}
 {{- end }}
+{{- if and .Values.rbac.analysisSecretsClusterWide .Values.rbac.analysisSecretNamespaces }}
+{{- fail "rbac.analysisSecretsClusterWide grants get on Secrets in every namespace: leave rbac.analysisSecretNamespaces empty, or turn it off to grant only those namespaces" }}
+{{- end }}
+{{- if .Values.watchNamespaces }}
+{{- range .Values.rbac.analysisSecretNamespaces }}
+{{- if not (has . $.Values.watchNamespaces) }}
+{{- fail (printf "rbac.analysisSecretNamespaces names %s, which watchNamespaces leaves out: the operator reads no RolloutGroup there" .) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/*
