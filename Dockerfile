@@ -2,8 +2,8 @@
 # The echelon image, for those who build with Docker (BuildKit):
 #
 #   docker buildx build --platform linux/amd64,linux/arm64 \
-#     --build-arg VERSION=0.2.0 --build-arg REVISION=$(git rev-parse HEAD) \
-#     --build-arg SOURCE_DATE_EPOCH=$(git log -1 --format=%ct) -t echelon:0.2.0 .
+#     --build-arg VERSION=0.3.0 --build-arg REVISION=$(git rev-parse HEAD) \
+#     --build-arg SOURCE_DATE_EPOCH=$(git log -1 --format=%ct) -t echelon:0.3.0 .
 #
 # `make image` builds the same image without a container engine (hack/image):
 # the binary alone at /echelon, built static with -trimpath, /tmp, user
