@@ -135,9 +135,7 @@ type analysisRun struct {
 // pods are Ready as soon as they are scheduled: what it times is the
 // analysis, not pod start-up.
 func runAnalysis(ctx context.Context, cfg runConfig, o analysisOptions) (_ *analysisResult, retErr error) {
-	say := func(format string, args ...any) {
-		fmt.Fprintf(cfg.progress, "  [%s] %s\n", cfg.slug(), fmt.Sprintf(format, args...))
-	}
+	say := cfg.say
 	promBinary, err := framework.PrometheusBinary()
 	if err != nil {
 		return nil, err

@@ -73,9 +73,7 @@ type followResult struct {
 // pod start-up. Each change waits for the previous one to settle (every pod
 // there and Ready, every policy Stable), so the samples do not overlap.
 func runFollow(ctx context.Context, cfg runConfig, changes int) (_ *followResult, retErr error) {
-	say := func(format string, args ...any) {
-		fmt.Fprintf(cfg.progress, "  [%s] %s\n", cfg.slug(), fmt.Sprintf(format, args...))
-	}
+	say := cfg.say
 	began := time.Now()
 	cp, ns, stop, err := startControlPlane(ctx, cfg)
 	if err != nil {

@@ -47,6 +47,11 @@ type runConfig struct {
 	progress        io.Writer
 }
 
+// say prints one line of the run's progress, prefixed with its name.
+func (cfg runConfig) say(format string, args ...any) {
+	fmt.Fprintf(cfg.progress, "  [%s] %s\n", cfg.slug(), fmt.Sprintf(format, args...))
+}
+
 // result is what one run measured. Durations are in seconds.
 type result struct {
 	Scenario        string  `json:"scenario"`
@@ -101,9 +106,7 @@ type result struct {
 // waits for its pods, starts the operators and waits for every group to be
 // Complete, measures the floor, then rolls the one rolling group.
 func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
-	say := func(format string, args ...any) {
-		fmt.Fprintf(cfg.progress, "  [%s] %s\n", cfg.slug(), fmt.Sprintf(format, args...))
-	}
+	say := cfg.say
 	began := time.Now()
 	cp, ns, stop, err := startControlPlane(ctx, cfg)
 	if err != nil {

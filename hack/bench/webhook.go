@@ -218,9 +218,7 @@ type webhookRun struct {
 // runWebhook measures the webhook scenario on a fresh control plane: a steady
 // load, the rate steps, and a certificate rotation under load.
 func runWebhook(ctx context.Context, cfg runConfig, o webhookOptions) (_ *webhookResult, retErr error) {
-	say := func(format string, args ...any) {
-		fmt.Fprintf(cfg.progress, "  [%s] %s\n", cfg.slug(), fmt.Sprintf(format, args...))
-	}
+	say := cfg.say
 	began := time.Now()
 	cp, ns, stop, err := startControlPlane(ctx, cfg)
 	if err != nil {
