@@ -382,12 +382,7 @@ type podDeletion struct {
 func (d *deletionsSeen) handler() toolscache.ResourceEventHandler {
 	record := func(obj any) {
 		at := time.Now()
-		pod, ok := obj.(*corev1.Pod)
-		if !ok {
-			if tombstone, isTombstone := obj.(toolscache.DeletedFinalStateUnknown); isTombstone {
-				pod, ok = tombstone.Obj.(*corev1.Pod)
-			}
-		}
+		pod, ok := podOf(obj)
 		if !ok {
 			return
 		}

@@ -50,17 +50,21 @@ func (w *watcher) waitUntil(ctx context.Context, what string, cond func(context.
 	return nil
 }
 
+// podOf is the pod of an informer event, also from a deletion's tombstone.
+func podOf(obj any) (*corev1.Pod, bool) {
+	if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	return pod, ok
+}
+
 // podEventLogger writes one line per pod event, to put the operator's requests
 // next to what it saw: time, event, pod, revision, Ready, terminating.
 func podEventLogger(out io.Writer) toolscache.ResourceEventHandler {
 	var mu sync.Mutex
 	logPod := func(event string, obj any) {
-		pod, ok := obj.(*corev1.Pod)
-		if !ok {
-			if tombstone, isTombstone := obj.(toolscache.DeletedFinalStateUnknown); isTombstone {
-				pod, ok = tombstone.Obj.(*corev1.Pod)
-			}
-		}
+		pod, ok := podOf(obj)
 		if !ok {
 			return
 		}
