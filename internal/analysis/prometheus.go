@@ -148,6 +148,16 @@ func samplesOf(v model.Value) ([]Sample, error) {
 	case model.Vector:
 		samples := make([]Sample, 0, len(r))
 		for _, s := range r {
+			switch {
+			case s == nil:
+				// A null entry (a proxy's answer, not Prometheus's) must not
+				// panic the reconcile, whose retries would re-query at once.
+				return nil, errors.New("Prometheus returned a series with no sample")
+			case s.Histogram != nil:
+				// A native histogram has no float value: reading its zero Value
+				// would judge 0 against the threshold.
+				return nil, fmt.Errorf("the query returns a native histogram at %s; a check needs a float (use histogram_quantile(), histogram_count() or histogram_sum())", s.Metric)
+			}
 			samples = append(samples, Sample{Metric: s.Metric.String(), Value: float64(s.Value)})
 		}
 		return samples, nil

@@ -77,6 +77,10 @@ func TestPrometheusQuerier(t *testing.T) {
 		{name: "a range vector is refused", fake: &fakePrometheus{respond: func(w http.ResponseWriter, _ string) {
 			fmt.Fprint(w, `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1717243200,"1"]]}]}}`)
 		}}, wantErr: "range vector"},
+		{name: "a null series is refused, not a panic", fake: &fakePrometheus{respond: vectorAnswer("null")}, wantErr: "no sample"},
+		{name: "a native histogram is refused, not read as 0", fake: &fakePrometheus{respond: vectorAnswer(
+			`{"metric":{"__name__":"latency"},"histogram":[1717243200,{"count":"3","sum":"9","buckets":[[0,"1","2","3"]]}]}`)},
+			wantErr: "native histogram"},
 		{name: "bad PromQL", fake: &fakePrometheus{respond: func(w http.ResponseWriter, _ string) {
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprint(w, `{"status":"error","errorType":"bad_data","error":"1:5: parse error: unexpected end of input"}`)
