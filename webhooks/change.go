@@ -110,7 +110,7 @@ func readReplicaChange(req *admissionv1.AdmissionRequest, kind string, scale boo
 		if c.Name == "" {
 			c.Name = newScale.Name
 		}
-		return c, nil
+		return c, negativeReplicas(c.New)
 	}
 	want := appsv1.SchemeGroupVersion.WithKind(kind)
 	var oldObj, newObj replicasObject
@@ -127,7 +127,18 @@ func readReplicaChange(req *admissionv1.AdmissionRequest, kind string, scale boo
 	if c.Name == "" {
 		return c, errors.New("the request names no object (request.name and object.metadata.name are empty)")
 	}
-	return c, nil
+	return c, negativeReplicas(c.New)
+}
+
+// negativeReplicas refuses a negative replica count. Mutating webhooks see
+// the object before the API server validates it, and it refuses the count
+// afterwards: prepare-downscale must not call pods (all of them, counting
+// from a negative ordinal) for an update that will never be stored.
+func negativeReplicas(n *int32) error {
+	if n != nil && *n < 0 {
+		return fmt.Errorf("spec.replicas %d is negative", *n)
+	}
+	return nil
 }
 
 // decodeObject decodes one of a request's objects, which must be of kind

@@ -219,6 +219,17 @@ func TestPrepareDownscale(t *testing.T) {
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) { withPolicy(c, p, nil); c.sets = nil },
 			req:   func() *reqBuilder { return scaleUpdate("statefulsets", "a", 5, 3) }, reason: reasonLookupFailed, code: http.StatusInternalServerError,
 			message: []string{"StatefulSet a is not in the operator's cache yet"}},
+		// Mutating webhooks run before the API server validates the object,
+		// which then refuses a negative count: no pod may be prepared (nor the
+		// downscale recorded) for an update that cannot be stored.
+		{name: "negative replicas: refused before any call",
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) { withPolicy(c, p, nil) },
+			req:   func() *reqBuilder { return stsUpdate("a", 5, -1) }, reason: reasonMalformed, code: http.StatusBadRequest,
+			message: []string{"spec.replicas -1 is negative"}},
+		{name: "kubectl scale to negative replicas: refused before any call",
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) { withPolicy(c, p, nil) },
+			req:   func() *reqBuilder { return scaleUpdate("statefulsets", "a", 5, -3) }, reason: reasonMalformed, code: http.StatusBadRequest,
+			message: []string{"spec.replicas -3 is negative"}},
 		{name: "too many pods for one request",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) { withPolicy(c, p, nil) },
 			req:   func() *reqBuilder { return stsUpdate("a", 5000, 3) }, reason: reasonPrepareFailed, code: http.StatusForbidden,
