@@ -130,13 +130,15 @@ func (h *PrepareDownscale) decide(ctx context.Context, req *admissionv1.Admissio
 		}
 		return allow(reasonDryRun, warnings...)
 	}
-	timeout, clampWarning := callTimeout(ctx, policy.Spec.Downscale.Prepare.Timeout)
+	callCtx, cancel := withAnswerMargin(ctx)
+	defer cancel()
+	timeout, clampWarning := callTimeout(callCtx, policy.Spec.Downscale.Prepare.Timeout)
 	if clampWarning != "" {
 		warnings = append(warnings, clampWarning)
 	}
-	results := h.Pods.Notify(ctx, targets, timeout)
+	results := h.Pods.Notify(callCtx, targets, timeout)
 	if failures := failedCalls(targets, results); len(failures) > 0 {
-		note := h.rollBack(ctx, targets, results, timeout)
+		note := h.rollBack(callCtx, targets, results, timeout)
 		v := deny(reasonPrepareFailed, fmt.Sprintf("downscale of %s from %d to %d denied: %s%s", change, *change.Old, *change.New, strings.Join(failures, "; "), note))
 		v.warnings = warnings
 		v.event = &denialEvent{regarding: workloadRef(change), reason: EventReasonPrepareFailed, action: "Prepare"}
@@ -146,7 +148,7 @@ func (h *PrepareDownscale) decide(ctx context.Context, req *admissionv1.Admissio
 	// the other zones' gates read it; without it the next zone could shrink
 	// within the zone delay, so a failure undoes the preparation.
 	if err := h.Cluster.RecordDownscale(ctx, policy, h.Now()); err != nil {
-		note := h.rollBack(ctx, targets, results, timeout)
+		note := h.rollBack(callCtx, targets, results, timeout)
 		v := failed(reasonRecordFailed, http.StatusInternalServerError, fmt.Errorf("downscale of %s from %d to %d denied: %w%s", change, *change.Old, *change.New, err, note))
 		v.event = &denialEvent{regarding: workloadRef(change), reason: EventReasonPrepareFailed, action: "Prepare"}
 		return v
@@ -292,6 +294,18 @@ func callTimeout(ctx context.Context, configured *metav1.Duration) (time.Duratio
 		timeout, left.Round(time.Millisecond), clamped.Round(time.Millisecond))
 }
 
+// withAnswerMargin ends the pod calls (and the wait for cancels) a tenth of
+// the request's time, at most a second, before its deadline: the API
+// server's clock started before the request reached the webhook, and the
+// answer still has to reach it.
+func withAnswerMargin(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, deadline.Add(-min(time.Until(deadline)/10, time.Second)))
+}
+
 // maxNamedFailures bounds the failed pods a denial describes one by one.
 const maxNamedFailures = 3
 
@@ -318,8 +332,10 @@ func failedCalls(targets []podcall.Target, results map[string]podcall.Result) []
 
 // rollBack cancels every call that may have taken effect, and says so for the
 // denial's message. Pods that answered 2xx are prepared: they are told to
-// cancel before the answer, with a context the API server cannot cancel (it
-// may have given up already). Pods whose answer never came (a timeout, a
+// cancel, with a context the API server cannot cancel (it may have given up
+// already), and the answer waits for them until ctx ends; cancels still
+// running then finish in the background, so that the denial reaches the API
+// server before its timeout. Pods whose answer never came (a timeout, a
 // broken connection) may have acted on the call all the same: they are told
 // to cancel too, in the background, so that a pod that hangs does not hold up
 // the denial twice. Pods that answered an error status did not prepare.
@@ -337,13 +353,32 @@ func (h *PrepareDownscale) rollBack(ctx context.Context, targets []podcall.Targe
 	detached := context.WithoutCancel(ctx)
 	var note strings.Builder
 	if len(prepared) > 0 {
-		cancelled := h.Pods.Cancel(detached, prepared, timeout)
-		fmt.Fprintf(&note, "; told the prepared pods %s to cancel", podList(prepared))
-		for _, t := range prepared {
-			if err := cancelled[t.Pod].Err; err != nil {
-				fmt.Fprintf(&note, "; cancelling pod %s failed: %v", t.Pod, err)
-				log.Error(err, "cancel of a prepared pod failed; it stays prepared until it is told otherwise", "pod", t.Pod)
+		done := make(chan map[string]podcall.Result, 1)
+		h.cancels.Add(1)
+		go func() {
+			defer h.cancels.Done()
+			done <- h.Pods.Cancel(detached, prepared, timeout)
+		}()
+		select {
+		case cancelled := <-done:
+			fmt.Fprintf(&note, "; told the prepared pods %s to cancel", podList(prepared))
+			for _, t := range prepared {
+				if err := cancelled[t.Pod].Err; err != nil {
+					fmt.Fprintf(&note, "; cancelling pod %s failed: %v", t.Pod, err)
+					log.Error(err, "cancel of a prepared pod failed; it stays prepared until it is told otherwise", "pod", t.Pod)
+				}
 			}
+		case <-ctx.Done():
+			fmt.Fprintf(&note, "; telling the prepared pods %s to cancel", podList(prepared))
+			h.cancels.Add(1)
+			go func() {
+				defer h.cancels.Done()
+				for pod, r := range <-done {
+					if r.Err != nil {
+						log.Error(r.Err, "cancel of a prepared pod failed; it stays prepared until it is told otherwise", "pod", pod)
+					}
+				}
+			}()
 		}
 	}
 	if len(unknown) > 0 {

@@ -431,3 +431,39 @@ func TestPrepareOverHTTPS(t *testing.T) {
 		t.Errorf("verdict %+v, calls %q; want allowed after one POST over TLS", v, calls)
 	}
 }
+
+// TestPrepareAnswersWithinTheDeadline: a pod that hangs on its prepare call
+// and a prepared pod that is slow to cancel must not hold the denial past the
+// API server's timeout, which a per-call timeout shorter than it does not
+// guarantee alone (a prepare call and then a cancel call, each up to the
+// timeout). The cancel is still sent, and finishes after the answer.
+func TestPrepareAnswersWithinTheDeadline(t *testing.T) {
+	pods := newPodServer(t, "a", 3, 4)
+	pods.Answer(http.MethodPost, "a-4", webhookstest.Hang)
+	cancelling := make(chan struct{})
+	pods.Answer(http.MethodDelete, "a-3", func(w http.ResponseWriter, r *http.Request) {
+		<-cancelling // slow to cancel: answers once the test has its answer
+		w.WriteHeader(http.StatusNoContent)
+	})
+	cluster := &fakeCluster{
+		policies: []v1alpha1.ScalingPolicy{makePolicy("a-scaling", "StatefulSet", "a").prepare("/p", pods.Port, 1500*time.Millisecond).obj()},
+		pods:     runningPods(pods),
+	}
+	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: controllers.PodAddressing{PodAddressIP: true}, Now: time.Now}
+	start := time.Now()
+	a := serve(t, handler("test-prepare", prep, nil), stsUpdate("a", 5, 3).review(), "timeout=2s")
+	took := time.Since(start)
+	close(cancelling)
+	prep.cancels.Wait()
+	if took >= 2*time.Second {
+		t.Errorf("answered after %v, past the API server's timeout of 2s", took)
+	}
+	checkAnswer(t, a, false, http.StatusForbidden, "pod a-4 did not prepare", "")
+	if !strings.Contains(a.message(), "a-3") {
+		t.Errorf("message %q does not say that a-3 is told to cancel", a.message())
+	}
+	want := []string{"DELETE a-3", "DELETE a-4", "POST a-3", "POST a-4"}
+	if got := pods.Calls(); !slices.Equal(got, want) {
+		t.Errorf("pod calls %q, want %q", got, want)
+	}
+}
