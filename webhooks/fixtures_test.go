@@ -46,7 +46,10 @@ type fakeCluster struct {
 	objs      NamespaceObjects
 	// lookupErr fails every read; recordErr fails RecordDownscale.
 	lookupErr, recordErr error
-	recorded             map[string]time.Time
+	// recordHangs makes RecordDownscale wait until its context ends, as a
+	// slow API server would.
+	recordHangs bool
+	recorded    map[string]time.Time
 }
 
 func (c *fakeCluster) Watches(ns string) bool { return !slices.Contains(c.unwatched, ns) }
@@ -96,7 +99,11 @@ func (c *fakeCluster) Objects(context.Context, string) (NamespaceObjects, error)
 	return c.objs, c.lookupErr
 }
 
-func (c *fakeCluster) RecordDownscale(_ context.Context, p *v1alpha1.ScalingPolicy, at time.Time) error {
+func (c *fakeCluster) RecordDownscale(ctx context.Context, p *v1alpha1.ScalingPolicy, at time.Time) error {
+	if c.recordHangs {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	if c.recordErr != nil {
 		return c.recordErr
 	}

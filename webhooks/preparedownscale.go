@@ -146,8 +146,10 @@ func (h *PrepareDownscale) decide(ctx context.Context, req *admissionv1.Admissio
 	}
 	// One record of the last downscale, where the ScalingPolicy controller and
 	// the other zones' gates read it; without it the next zone could shrink
-	// within the zone delay, so a failure undoes the preparation.
-	if err := h.Cluster.RecordDownscale(ctx, policy, h.Now()); err != nil {
+	// within the zone delay, so a failure undoes the preparation. It too must
+	// end before the margin: admitted after the API server gave up, the
+	// downscale would not happen and its pods would stay prepared.
+	if err := h.Cluster.RecordDownscale(callCtx, policy, h.Now()); err != nil {
 		note := h.rollBack(callCtx, targets, results, timeout)
 		v := failed(reasonRecordFailed, http.StatusInternalServerError, fmt.Errorf("downscale of %s from %d to %d denied: %w%s", change, *change.Old, *change.New, err, note))
 		v.event = &denialEvent{regarding: workloadRef(change), reason: EventReasonPrepareFailed, action: "Prepare"}

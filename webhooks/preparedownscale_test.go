@@ -467,3 +467,29 @@ func TestPrepareAnswersWithinTheDeadline(t *testing.T) {
 		t.Errorf("pod calls %q, want %q", got, want)
 	}
 }
+
+// TestPrepareRecordWithinTheDeadline: a record of the downscale that the API
+// server is slow to take is given up before the API server's timeout, and the
+// prepared pods are told to cancel: admitted after the API server gave up,
+// the downscale would not happen and its pods would stay prepared.
+func TestPrepareRecordWithinTheDeadline(t *testing.T) {
+	pods := newPodServer(t, "a", 3, 4)
+	cluster := &fakeCluster{
+		policies:    []v1alpha1.ScalingPolicy{makePolicy("a-scaling", "StatefulSet", "a").prepare("/p", pods.Port, time.Second).obj()},
+		pods:        runningPods(pods),
+		recordHangs: true,
+	}
+	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: controllers.PodAddressing{PodAddressIP: true}, Now: time.Now}
+	start := time.Now()
+	a := serve(t, handler("test-prepare", prep, nil), stsUpdate("a", 5, 3).review(), "timeout=2s")
+	took := time.Since(start)
+	prep.cancels.Wait()
+	if took >= 2*time.Second {
+		t.Errorf("answered after %v, past the API server's timeout of 2s", took)
+	}
+	checkAnswer(t, a, false, http.StatusInternalServerError, "context deadline exceeded", "")
+	want := []string{"DELETE a-3", "DELETE a-4", "POST a-3", "POST a-4"}
+	if got := pods.Calls(); !slices.Equal(got, want) {
+		t.Errorf("pod calls %q, want %q", got, want)
+	}
+}
