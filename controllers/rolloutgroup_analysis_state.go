@@ -749,3 +749,24 @@ func analysisChanged(written, next *v1alpha1.AnalysisStatus) bool {
 	}
 	return false
 }
+
+// gateRecord is the status to write before the deletions that open an
+// AfterBatch gate: the written status with the whole analysis of the pass
+// (the new gate, its fresh check records, the controls acted on) and the
+// members' stable and gate-passed revisions. Recording the gate alone would
+// let a crash after the deletions forget a skip-gate or retry acted on in the
+// pass, and the restarted operator would act on it again, against the new gate.
+func (ap *analysisPass) gateRecord(written v1alpha1.RolloutGroupStatus) v1alpha1.RolloutGroupStatus {
+	next := *written.DeepCopy()
+	next.Analysis = ap.status()
+	for i := range next.StatefulSets {
+		m := &next.StatefulSets[i]
+		if rev := ap.stable[m.Name]; rev != "" {
+			m.StableRevision = rev
+		}
+		if rev, ok := ap.gatePassed[m.Name]; ok {
+			m.GatePassedRevision = rev
+		}
+	}
+	return next
+}

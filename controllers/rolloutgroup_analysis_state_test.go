@@ -621,3 +621,49 @@ func TestAnalysisBatchGateOpenedBeforeDeleting(t *testing.T) {
 		}
 	}
 }
+
+// What the controller writes before a batch's deletions is everything the
+// analysis decided in the pass, not only the new gate: a skip-gate that
+// passed a's pending AfterBatch gate in the same pass must be recorded as
+// handled, or a crash after the deletions makes the restarted operator act on
+// the same annotation value again and pass the new gate unanalysed.
+func TestAnalysisGateRecordCarriesThePass(t *testing.T) {
+	pending := &v1alpha1.GateStatus{Member: "a", Kind: v1alpha1.GateAfterBatch, Revision: "r2", StartTime: ptr.To(metav1.NewTime(at(-time.Minute)))}
+	rg := analysisGroup(0, v1alpha1.FailurePause, func(rg *v1alpha1.RolloutGroup) {
+		rg.Annotations = map[string]string{v1alpha1.AnnotationSkipGate: "1"}
+		rg.Status.Analysis = &v1alpha1.AnalysisStatus{Gate: pending, Checks: []v1alpha1.CheckStatus{{Name: "batch", Phase: v1alpha1.CheckRunning}}}
+		rg.Status.StatefulSets[0].GatePassedRevision = "r0"
+	})
+	written := *rg.Status.DeepCopy()
+	ap := newAnalysisPass(rg, statusNow)
+	ap.gatePassed["a"] = "r2" // a's AfterMember gate passed in this pass too
+	deleting := analysisPlan(rolloutMember("a", 1, 3), rolloutMember("b", 0, 3))
+	ap.begin(deleting)
+	if ap.st.Gate != nil || ap.st.HandledSkip != "1" {
+		t.Fatalf("after the skip: gate %+v, handledSkip %q", ap.st.Gate, ap.st.HandledSkip)
+	}
+	deleting.Current = "a"
+	deleting.Delete = []*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "a-1"}}}
+	if !ap.openBatchGateBefore(deleting) {
+		t.Fatal("no gate opened before the batch")
+	}
+	recorded := ap.gateRecord(written)
+	if recorded.Analysis == nil || recorded.Analysis.Gate == nil || recorded.Analysis.Gate.StartTime != nil {
+		t.Fatalf("recorded analysis %+v, want the new gate not started", recorded.Analysis)
+	}
+	if recorded.StatefulSets[0].GatePassedRevision != "r2" {
+		t.Errorf("recorded gatePassedRevision of a %q, want r2", recorded.StatefulSets[0].GatePassedRevision)
+	}
+	if written.Analysis.HandledSkip != "" || written.Analysis.Gate == nil || written.Analysis.Gate.StartTime == nil {
+		t.Fatal("gateRecord changed the written status it was given")
+	}
+
+	// The operator restarts from what was recorded, the annotation unchanged.
+	restarted := rg.DeepCopy()
+	restarted.Status = recorded
+	next := newAnalysisPass(restarted, at(time.Second))
+	next.begin(analysisPlan(rolloutMember("a", 1, 2), rolloutMember("b", 0, 3)))
+	if next.st.Gate == nil || slices.Contains(eventReasons(next), "GateSkipped") {
+		t.Errorf("after a restart the skip-gate value already acted on passed the new gate: gate %+v, events %v", next.st.Gate, eventReasons(next))
+	}
+}

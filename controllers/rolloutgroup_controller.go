@@ -99,7 +99,7 @@ func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 	if ap.openBatchGateBefore(plan) {
-		if written, err = r.recordGate(ctx, rg, written, ap.st, now); err != nil {
+		if written, err = r.recordGate(ctx, rg, written, ap.gateRecord(written), now); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -157,16 +157,10 @@ func (r *RolloutGroupReconciler) saveStatus(ctx context.Context, rg *v1alpha1.Ro
 
 func setGroupStatus(rg *v1alpha1.RolloutGroup, st v1alpha1.RolloutGroupStatus) { rg.Status = st }
 
-// recordGate writes the pending gate and its fresh check records over the
-// written status, before the deletions that open it, and returns what the
-// API server now holds.
-func (r *RolloutGroupReconciler) recordGate(ctx context.Context, rg *v1alpha1.RolloutGroup, written v1alpha1.RolloutGroupStatus, st v1alpha1.AnalysisStatus, now time.Time) (v1alpha1.RolloutGroupStatus, error) {
-	next := *written.DeepCopy()
-	if next.Analysis == nil {
-		next.Analysis = &v1alpha1.AnalysisStatus{}
-	}
-	next.Analysis.Gate = st.Gate.DeepCopy()
-	next.Analysis.Checks = append([]v1alpha1.CheckStatus(nil), st.Checks...)
+// recordGate writes next (the pass's gateRecord: the pending gate, its fresh
+// check records and the controls acted on) before the deletions that open
+// the gate, and returns what the API server now holds.
+func (r *RolloutGroupReconciler) recordGate(ctx context.Context, rg *v1alpha1.RolloutGroup, written, next v1alpha1.RolloutGroupStatus, now time.Time) (v1alpha1.RolloutGroupStatus, error) {
 	if err := patchStatus(ctx, r, rg, written, next, setGroupStatus); err != nil {
 		return written, fmt.Errorf("RolloutGroup: record the gate before deleting: %w", err)
 	}
