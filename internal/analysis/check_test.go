@@ -210,6 +210,10 @@ func TestExpandQuery(t *testing.T) {
 		{query: `vector(1)`, want: `vector(1)`},
 		{query: `up{zone="{{ .Zone }}"}`, wantErr: "can't evaluate field Zone"},
 		{query: `up{zone="{{ .Member }"}`, wantErr: "parse query template"},
+		// A loop has no use on four strings, and {{ range 2000000000 }} would
+		// hold a reconcile worker and its memory: refused.
+		{query: `up{zone=~"{{ range 3 }}{{ $.Member }}|{{ end }}"}`, wantErr: "range"},
+		{query: `{{ if .Member }}{{ range $i := 3 }}x{{ end }}{{ end }}`, wantErr: "range"},
 	}
 	for _, tt := range tests {
 		got, err := ExpandQuery(tt.query, vars)

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"fmt"
 	"text/template"
+	"text/template/parse"
 )
 
 // Vars are the variables a check's query template may use.
@@ -30,6 +31,13 @@ func ParseQuery(query string) (*template.Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse query template: %w", err)
 	}
+	// A loop is refused: the variables are four strings, so it has no use, and
+	// {{ range 2000000000 }} would hold the reconcile and its memory.
+	for _, t := range tmpl.Templates() {
+		if t.Tree != nil && hasRange(t.Tree.Root) {
+			return nil, fmt.Errorf("query template: range is not supported; use the variables .Member, .Namespace, .Group and .Revision")
+		}
+	}
 	// Expanding once with placeholder values finds references to unknown
 	// fields, which text/template reports only at execution.
 	if err := tmpl.Execute(&bytes.Buffer{}, Vars{Member: "m", Namespace: "n", Group: "g", Revision: "r"}); err != nil {
@@ -49,4 +57,26 @@ func ExpandQuery(query string, vars Vars) (string, error) {
 		return "", fmt.Errorf("query template: %w", err)
 	}
 	return out.String(), nil
+}
+
+// hasRange reports whether a parse tree holds a range action.
+func hasRange(n parse.Node) bool {
+	switch n := n.(type) {
+	case *parse.RangeNode:
+		return true
+	case *parse.ListNode:
+		if n == nil {
+			return false
+		}
+		for _, c := range n.Nodes {
+			if hasRange(c) {
+				return true
+			}
+		}
+	case *parse.IfNode:
+		return hasRange(n.List) || hasRange(n.ElseList)
+	case *parse.WithNode:
+		return hasRange(n.List) || hasRange(n.ElseList)
+	}
+	return false
 }
