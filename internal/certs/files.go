@@ -3,7 +3,6 @@ package certs
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"sync"
 	"time"
@@ -70,16 +69,10 @@ func (f *Files) load() {
 	if err != nil || cert == nil {
 		return
 	}
-	if cert.Leaf == nil {
-		// tls.X509KeyPair fills Leaf unless GODEBUG x509keypairleaf=0 says not to.
-		leaf, err := x509.ParseCertificate(cert.Certificate[0])
-		if err != nil {
-			f.log.Error(err, "parse webhook certificate")
-			return
-		}
-		withLeaf := *cert
-		withLeaf.Leaf = leaf
-		cert = &withLeaf
+	cert, err = withLeaf(cert)
+	if err != nil {
+		f.log.Error(err, "parse webhook certificate")
+		return
 	}
 	f.set(cert, f.log)
 }

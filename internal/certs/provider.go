@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -101,6 +102,21 @@ func (s *served) Check(*http.Request) error {
 		return fmt.Errorf("webhook serving certificate expired at %s", c.Leaf.NotAfter.Format(time.RFC3339))
 	}
 	return nil
+}
+
+// withLeaf returns cert with its Leaf parsed: tls.X509KeyPair fills it
+// unless GODEBUG x509keypairleaf=0 says not to, and set and Check read it.
+func withLeaf(cert *tls.Certificate) (*tls.Certificate, error) {
+	if cert.Leaf != nil {
+		return cert, nil
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("parse webhook certificate: %w", err)
+	}
+	c := *cert
+	c.Leaf = leaf
+	return &c, nil
 }
 
 // set serves cert from the next handshake on, and counts and logs the change

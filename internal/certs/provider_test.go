@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/echelon-operator/echelon/internal/options"
@@ -75,5 +76,29 @@ func TestNewSelfSignedRefuses(t *testing.T) {
 		t.Fatal(err)
 	} else if p.policy.Propagation != 2*time.Second {
 		t.Errorf("propagation of a 24s CA: %s, want 2s", p.policy.Propagation)
+	}
+}
+
+// TestLoadWithoutLeaf: with GODEBUG x509keypairleaf=0, tls.X509KeyPair leaves
+// Leaf nil; the self-signed provider must still serve the certificate (Files
+// already parses the leaf itself) rather than panic on it.
+func TestLoadWithoutLeaf(t *testing.T) {
+	t.Setenv("GODEBUG", "x509keypairleaf=0")
+	p, err := NewSelfSigned(nil, SelfSignedOptions{Namespace: "ns", SecretName: "tls", SANs: SANs{DNSNames: []string{"svc"}},
+		CertValidity: time.Hour, CAValidity: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := apply(ActionCreate, State{}, time.Now(), p.policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{}
+	s.writeTo(secret)
+	if err := p.load(secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Check(nil); err != nil {
+		t.Errorf("Check: %v", err)
 	}
 }

@@ -371,7 +371,11 @@ func (p *SelfSigned) load(secret *corev1.Secret) error {
 	if err != nil {
 		return fmt.Errorf("webhook certificate Secret %s/%s: %w", secret.Namespace, secret.Name, err)
 	}
-	p.set(&cert, p.logger())
+	served, err := withLeaf(&cert)
+	if err != nil {
+		return fmt.Errorf("webhook certificate Secret %s/%s: %w", secret.Namespace, secret.Name, err)
+	}
+	p.set(served, p.logger())
 	return nil
 }
 
