@@ -40,7 +40,15 @@ func (r *RolloutGroupReconciler) analyze(ctx context.Context, rg *v1alpha1.Rollo
 	if ap.rollingBack() && pre.Blocked == nil {
 		pending, failed, err := r.restoreTemplates(ctx, rg, ap.st.Rollback, in.Members)
 		if err != nil {
-			return nil, err
+			// Keep the pass (the failure, the rollback record, handled
+			// annotations, query results): every member of the rollback is
+			// held as not restored yet, and the error is returned once status
+			// is written, so the pass is retried with backoff.
+			pending, failed = nil, ""
+			for _, m := range ap.st.Rollback.Members {
+				pending = append(pending, m.Name)
+			}
+			ap.restoreErr = err
 		}
 		ap.setRestore(pending, failed)
 	}

@@ -63,6 +63,9 @@ type analysisPass struct {
 	// restoreFailed says why a template cannot be restored.
 	restorePending []string
 	restoreFailed  string
+	// restoreErr is an API error restoring templates: the pass holds, is
+	// saved, and fails after its status is written.
+	restoreErr error
 }
 
 func newAnalysisPass(rg *v1alpha1.RolloutGroup, now time.Time) *analysisPass {

@@ -104,7 +104,7 @@ func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 	acted, actErr := r.removePods(ctx, rg, plan, now)
-	actErr = errors.Join(actErr, r.advanceRevisions(ctx, rg, plan, in.Members))
+	actErr = errors.Join(actErr, r.advanceRevisions(ctx, rg, plan, in.Members), ap.restoreErr)
 	ap.afterAct(plan, acted)
 
 	up := computeStatus(rg, plan, acted, ap, now)
