@@ -273,8 +273,10 @@ func runPrepareCase(t *testing.T, tc prepareCase) {
 	if got := testutil.ToFloat64(metrics.WebhookRequests.WithLabelValues(webhook, decision, tc.reason)) - before; got != 1 {
 		t.Errorf("%s/%s counted %v times, want 1", decision, tc.reason, got)
 	}
-	if !slices.Equal(calls, tc.calls) {
-		t.Errorf("pod calls before the answer %q, want %q", calls, tc.calls)
+	// Calls made in the background (later) may or may not have landed by the
+	// time the answer is read; every call of tc.calls must have.
+	if early := slices.DeleteFunc(slices.Clone(calls), func(c string) bool { return slices.Contains(tc.later, c) }); !slices.Equal(early, tc.calls) {
+		t.Errorf("pod calls before the answer %q (background ones aside), want %q", calls, tc.calls)
 	}
 	prep.cancels.Wait()
 	all := slices.Sorted(slices.Values(append(slices.Clone(tc.calls), tc.later...)))
