@@ -3,9 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -93,12 +90,7 @@ func (r *DelayedDownscaleReconciler) observe(ctx context.Context, dd *v1alpha1.D
 		host, addrErr := r.config.Host(pod, target.Spec.ServiceName)
 		p := delayed.Pod{Name: pod.Name, Ordinal: ordinal, AddressError: addrErr}
 		if addrErr == "" {
-			ep := dd.Spec.PrepareEndpoint
-			scheme := ep.Scheme
-			if scheme == "" {
-				scheme = "http"
-			}
-			obs.urls[pod.Name] = (&url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(int(ep.Port))), Path: ep.Path}).String()
+			obs.urls[pod.Name] = dd.Spec.PrepareEndpoint.URL(host)
 		}
 		in.Pods[pod.Name] = p
 	}

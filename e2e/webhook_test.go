@@ -28,8 +28,7 @@ func guardOnly(s *v1alpha1.ScalingPolicySpec) {
 // preparedBy makes a policy's downscales call pods on the test pods' server.
 func preparedBy(pods *preparePods) func(*v1alpha1.ScalingPolicySpec) {
 	return func(s *v1alpha1.ScalingPolicySpec) {
-		s.Downscale = &v1alpha1.DownscaleRules{Prepare: &v1alpha1.PrepareDownscaleEndpoint{
-			Path: preparePath, Port: int32(pods.port), Timeout: &metav1.Duration{Duration: 2 * time.Second}}}
+		s.Downscale = &v1alpha1.DownscaleRules{Prepare: &v1alpha1.PrepareDownscaleEndpoint{PrepareEndpoint: v1alpha1.PrepareEndpoint{Path: preparePath, Port: int32(pods.port)}, Timeout: &metav1.Duration{Duration: 2 * time.Second}}}
 	}
 }
 

@@ -167,7 +167,7 @@ func (b *policyBuilder) downscale() *v1alpha1.DownscaleRules {
 func (b *policyBuilder) allowed(v bool) *policyBuilder { b.downscale().Allowed = ptr.To(v); return b }
 
 func (b *policyBuilder) prepare(path string, port int32, timeout time.Duration) *policyBuilder {
-	b.downscale().Prepare = &v1alpha1.PrepareDownscaleEndpoint{Path: path, Port: port, Scheme: "http", Timeout: &metav1.Duration{Duration: timeout}}
+	b.downscale().Prepare = &v1alpha1.PrepareDownscaleEndpoint{PrepareEndpoint: v1alpha1.PrepareEndpoint{Path: path, Port: port, Scheme: "http"}, Timeout: &metav1.Duration{Duration: timeout}}
 	return b
 }
 

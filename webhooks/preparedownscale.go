@@ -4,10 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -237,10 +234,6 @@ func (h *PrepareDownscale) podsToPrepare(ctx context.Context, sts *appsv1.Statef
 	if sts.Spec.Ordinals != nil {
 		start = sts.Spec.Ordinals.Start
 	}
-	scheme := ep.Scheme
-	if scheme == "" {
-		scheme = "http"
-	}
 	var targets []podcall.Target
 	var skipped []string
 	for i := *change.New; i < *change.Old; i++ {
@@ -264,8 +257,7 @@ func (h *PrepareDownscale) podsToPrepare(ctx context.Context, sts *appsv1.Statef
 			v.event = &denialEvent{regarding: workloadRef(change), reason: EventReasonPrepareFailed, action: "Prepare"}
 			return nil, nil, &v
 		}
-		u := url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(int(ep.Port))), Path: ep.Path}
-		targets = append(targets, podcall.Target{Pod: name, URL: u.String()})
+		targets = append(targets, podcall.Target{Pod: name, URL: ep.URL(host)})
 	}
 	var warnings []string
 	if len(skipped) > 0 {

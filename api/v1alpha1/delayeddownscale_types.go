@@ -1,12 +1,17 @@
 package v1alpha1
 
 import (
+	"net"
+	"net/url"
+	"strconv"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// PrepareEndpoint is the HTTP endpoint every pod serves for the delayed
-// downscale protocol: POST prepares the pod and answers {"timestamp": <unix
-// seconds>} (since when it has been prepared), DELETE cancels.
+// PrepareEndpoint is an HTTP endpoint every pod serves: POST prepares the pod
+// to be removed, DELETE cancels. For a DelayedDownscale the POST answers
+// {"timestamp": <unix seconds>} (since when the pod has been prepared); for a
+// ScalingPolicy's prepare-downscale webhook any 2xx answer is success.
 type PrepareEndpoint struct {
 	// scheme is http or https. Defaults to http.
 	// +optional
@@ -18,12 +23,22 @@ type PrepareEndpoint struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port"`
-	// path of the endpoint, e.g. /ingester/prepare-partition-downscale.
+	// path of the endpoint, e.g. /ingester/prepare-partition-downscale or
+	// /ingester/prepare-shutdown.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^/`
 	Path string `json:"path"`
+}
+
+// URL is the endpoint on the pod reached at host.
+func (e PrepareEndpoint) URL(host string) string {
+	scheme := e.Scheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	return (&url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(int(e.Port))), Path: e.Path}).String()
 }
 
 // DelayedDownscaleSpec says how a StatefulSet's downscales are delayed.

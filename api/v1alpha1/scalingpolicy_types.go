@@ -105,26 +105,11 @@ type DownscaleRules struct {
 
 // PrepareDownscaleEndpoint is the HTTP endpoint of each pod that the
 // prepare-downscale webhook calls: POST before the pod is removed, DELETE to
-// cancel. Any 2xx answer is success.
+// cancel. Any 2xx answer is success. With scheme https the webhook does not
+// verify the pod's certificate: pods are addressed by name or IP, which their
+// certificates rarely carry.
 type PrepareDownscaleEndpoint struct {
-	// path of the endpoint, e.g. "/ingester/prepare-shutdown".
-	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:Pattern=`^/`
-	Path string `json:"path"`
-	// port of the endpoint on the pod.
-	// +required
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=65535
-	Port int32 `json:"port"`
-	// scheme is http (the default) or https. With https the pod's certificate
-	// is not verified: pods are addressed by name or IP, which their
-	// certificates rarely carry.
-	// +optional
-	// +kubebuilder:default=http
-	// +kubebuilder:validation:Enum=http;https
-	Scheme string `json:"scheme,omitempty"`
+	PrepareEndpoint `json:",inline"`
 	// timeout of each call. It must be shorter than the webhook's own
 	// timeoutSeconds (10 s in the chart), so that a pod that hangs is
 	// reported by name and the others are cancelled before the API server

@@ -133,8 +133,7 @@ func TestPrepareDownscale(t *testing.T) {
 	pods := webhookstest.NewPodServer(t, 1, "ingester", 0, 1, 2, 3, 4)
 	sts := statefulSet(ns, "ingester", 5)
 	prep := policy(ns, "ingester-scaling", v1alpha1.TargetKindStatefulSet, sts.Name)
-	prep.Spec.Downscale = &v1alpha1.DownscaleRules{Prepare: &v1alpha1.PrepareDownscaleEndpoint{
-		Path: "/ingester/prepare-shutdown", Port: pods.Port, Timeout: &metav1.Duration{Duration: 2 * time.Second}}}
+	prep.Spec.Downscale = &v1alpha1.DownscaleRules{Prepare: &v1alpha1.PrepareDownscaleEndpoint{PrepareEndpoint: v1alpha1.PrepareEndpoint{Path: "/ingester/prepare-shutdown", Port: pods.Port}, Timeout: &metav1.Duration{Duration: 2 * time.Second}}}
 	g.Expect(e.admin.Create(ctx, sts)).To(Succeed())
 	for name, ip := range pods.IPs() {
 		e.runningPod(t, ns, name, ip)
