@@ -22,7 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/controllers/internal/patch"
 	"github.com/echelon-operator/echelon/internal/delayed"
+	"github.com/echelon-operator/echelon/internal/kube"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 )
@@ -32,33 +35,7 @@ const (
 	// defaultPodCallTimeout applies when spec.timeout is not set (the CRD
 	// defaults it, so only objects stored before that default lack it).
 	defaultPodCallTimeout = 5 * time.Second
-	// indexDelayedTarget indexes DelayedDownscales by spec.targetRef.name.
-	indexDelayedTarget = "echelon.dev/delayed-target"
 )
-
-// PodAddressing says how the operator reaches pods over HTTP.
-type PodAddressing struct {
-	// PodAddressIP calls pods on their IP instead of their DNS name.
-	PodAddressIP bool
-	// ClusterDomain ends pod DNS names: <pod>.<service>.<namespace>.svc.<domain>.
-	ClusterDomain string
-}
-
-// Host is how a pod of a StatefulSet whose spec.serviceName is service is
-// reached: its DNS name through that headless Service (the default), or its
-// IP (--pod-address=ip). why says why it cannot be reached yet.
-func (a PodAddressing) Host(pod *corev1.Pod, service string) (host, why string) {
-	if a.PodAddressIP {
-		if pod.Status.PodIP == "" {
-			return "", "the pod has no IP yet"
-		}
-		return pod.Status.PodIP, ""
-	}
-	if service == "" {
-		return "", "the StatefulSet has no spec.serviceName, so its pods have no DNS name (use --pod-address=ip)"
-	}
-	return fmt.Sprintf("%s.%s.%s.svc.%s", pod.Name, service, pod.Namespace, a.ClusterDomain), ""
-}
 
 // DelayedDownscaleReconciler asks the pods a downscale removes to prepare,
 // and tells the target's ScalingPolicy how far it may shrink the StatefulSet.
@@ -66,7 +43,7 @@ type DelayedDownscaleReconciler struct {
 	client.Client
 	events recorder.EventRecorder
 	pods   *podcall.Client
-	config PodAddressing
+	config podcall.Addressing
 	now    func() time.Time
 }
 
@@ -96,7 +73,7 @@ func (r *DelayedDownscaleReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	st := computeDelayedStatus(dd, obs, plan)
 	r.recordDelayedTransition(dd, st, plan)
 	metrics.SetDelayed(dd.Namespace, dd.Name, st.Phase, st.PreparedCount, st.EarliestDownscaleTime, obs.in.Now)
-	if err := patchStatus(ctx, r, dd, dd.Status, st, func(o *v1alpha1.DelayedDownscale, s v1alpha1.DelayedDownscaleStatus) { o.Status = s }); err != nil {
+	if err := patch.Status(ctx, r, dd, dd.Status, st, func(o *v1alpha1.DelayedDownscale, s v1alpha1.DelayedDownscaleStatus) { o.Status = s }); err != nil {
 		return ctrl.Result{}, fmt.Errorf("DelayedDownscale: %w", err)
 	}
 	// A missing target or ScalingPolicy needs no polling: their creation is
@@ -166,7 +143,7 @@ func (r *DelayedDownscaleReconciler) recordDelayedTransition(dd *v1alpha1.Delaye
 
 // newDelayedDownscaleReconciler returns the reconciler, reading through the
 // manager's cache and calling pods as addressing says.
-func newDelayedDownscaleReconciler(mgr ctrl.Manager, addressing PodAddressing) *DelayedDownscaleReconciler {
+func newDelayedDownscaleReconciler(mgr ctrl.Manager, addressing podcall.Addressing) *DelayedDownscaleReconciler {
 	return &DelayedDownscaleReconciler{
 		Client: mgr.GetClient(),
 		events: mgr.GetEventRecorder("echelon"),
@@ -178,24 +155,6 @@ func newDelayedDownscaleReconciler(mgr ctrl.Manager, addressing PodAddressing) *
 	}
 }
 
-func setupDelayedIndexes(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.DelayedDownscale{}, indexDelayedTarget, func(o client.Object) []string {
-		return []string{o.(*v1alpha1.DelayedDownscale).Spec.TargetRef.Name}
-	}); err != nil {
-		return fmt.Errorf("index DelayedDownscales by target: %w", err)
-	}
-	return nil
-}
-
-// delayedFor lists the DelayedDownscales of the named StatefulSet.
-func delayedFor(ctx context.Context, c client.Reader, namespace, name string) ([]v1alpha1.DelayedDownscale, error) {
-	var list v1alpha1.DelayedDownscaleList
-	if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexDelayedTarget: name}); err != nil {
-		return nil, fmt.Errorf("list DelayedDownscales of StatefulSet %s: %w", name, err)
-	}
-	return list.Items, nil
-}
-
 // requestsForTarget maps an event of a StatefulSet, or of a ScalingPolicy, to
 // the DelayedDownscales of the StatefulSet it is about.
 func (r *DelayedDownscaleReconciler) requestsForTarget(ctx context.Context, o client.Object) []reconcile.Request {
@@ -203,7 +162,7 @@ func (r *DelayedDownscaleReconciler) requestsForTarget(ctx context.Context, o cl
 	if sp, ok := o.(*v1alpha1.ScalingPolicy); ok {
 		name = sp.Spec.TargetRef.Name
 	}
-	items, err := delayedFor(ctx, r.Client, o.GetNamespace(), name)
+	items, err := lookup.DelayedFor(ctx, r.Client, o.GetNamespace(), name)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "map to DelayedDownscales", "statefulset", name)
 		return nil
@@ -230,7 +189,7 @@ var replicasChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, okOld := e.ObjectOld.(*appsv1.StatefulSet)
 		n, okNew := e.ObjectNew.(*appsv1.StatefulSet)
-		return !okOld || !okNew || replicasOf(o) != replicasOf(n)
+		return !okOld || !okNew || kube.Replicas(o) != kube.Replicas(n)
 	},
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/delayed"
+	"github.com/echelon-operator/echelon/internal/kube"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/internal/podname"
 )
@@ -59,9 +61,9 @@ func (r *DelayedDownscaleReconciler) observe(ctx context.Context, dd *v1alpha1.D
 		}
 		return obs, fmt.Errorf("get StatefulSet %s: %w", dd.Spec.TargetRef.Name, err)
 	}
-	in.Current = replicasOf(target)
+	in.Current = kube.Replicas(target)
 
-	policies, err := policiesTargeting(ctx, r.Client, dd.Namespace, target.Name)
+	policies, err := lookup.PoliciesForTarget(ctx, r.Client, dd.Namespace, v1alpha1.TargetKindStatefulSet, target.Name)
 	if err != nil {
 		return obs, err
 	}
@@ -75,7 +77,7 @@ func (r *DelayedDownscaleReconciler) observe(ctx context.Context, dd *v1alpha1.D
 	}
 
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(dd.Namespace), client.MatchingFields{indexPodOwner: target.Name}); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(dd.Namespace), client.MatchingFields{lookup.IndexPodOwner: target.Name}); err != nil {
 		return obs, fmt.Errorf("list pods of StatefulSet %s: %w", target.Name, err)
 	}
 	in.Pods = map[string]delayed.Pod{}

@@ -34,6 +34,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/kube"
+	"github.com/echelon-operator/echelon/internal/lookup"
+	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/test/controlplane"
 )
 
@@ -148,13 +151,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := setupIndexes(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
-	if err := setupPolicyIndexes(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
-	if err := setupDelayedIndexes(ctx, mgr); err != nil {
+	if err := lookup.Register(ctx, mgr.GetFieldIndexer()); err != nil {
 		t.Fatal(err)
 	}
 	r := newRolloutGroupReconciler(mgr)
@@ -185,7 +182,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		}
 		// Pods are called on their IPs: the tests' pods get loopback IPs that a
 		// test server answers on.
-		if err := newDelayedDownscaleReconciler(mgr, PodAddressing{PodAddressIP: true}).setupWithManager(mgr); err != nil {
+		if err := newDelayedDownscaleReconciler(mgr, podcall.Addressing{PodAddressIP: true}).setupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -425,7 +422,7 @@ func (v *podView) List(ctx context.Context, list client.ObjectList, opts ...clie
 		if lo.Namespace != "" && p.Namespace != lo.Namespace {
 			continue
 		}
-		if lo.FieldSelector != nil && !lo.FieldSelector.Matches(fields.Set{indexPodOwner: ownerStatefulSet(&p)}) {
+		if lo.FieldSelector != nil && !lo.FieldSelector.Matches(fields.Set{lookup.IndexPodOwner: lookup.OwnerStatefulSet(&p)}) {
 			continue
 		}
 		podList.Items = append(podList.Items, *p.DeepCopy())
@@ -547,7 +544,7 @@ func (e *env) playStatefulSetController(timing kubeletTiming, names ...string) {
 		defer close(done)
 		for ev := range w.ResultChan() {
 			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok || !owned[ownerStatefulSet(pod)] {
+			if !ok || !owned[lookup.OwnerStatefulSet(pod)] {
 				continue
 			}
 			switch {
@@ -559,8 +556,8 @@ func (e *env) playStatefulSetController(timing kubeletTiming, names ...string) {
 				finishing[pod.UID] = true
 				go e.finishTermination(pod, timing.terminateAfter)
 			}
-			if err := e.countPods(ownerStatefulSet(pod)); err != nil && e.ctx.Err() == nil {
-				e.t.Errorf("count pods of %s: %v", ownerStatefulSet(pod), err)
+			if err := e.countPods(lookup.OwnerStatefulSet(pod)); err != nil && e.ctx.Err() == nil {
+				e.t.Errorf("count pods of %s: %v", lookup.OwnerStatefulSet(pod), err)
 			}
 		}
 	}()
@@ -599,7 +596,7 @@ func (e *env) countPods(name string) error {
 	var replicas, ready int32
 	for i := range list.Items {
 		replicas++
-		if podReady(&list.Items[i]) == corev1.ConditionTrue && list.Items[i].DeletionTimestamp == nil {
+		if kube.PodReadyCondition(&list.Items[i]) == corev1.ConditionTrue && list.Items[i].DeletionTimestamp == nil {
 			ready++
 		}
 	}
@@ -618,7 +615,7 @@ func (e *env) countPods(name string) error {
 
 func (e *env) recreate(gone *corev1.Pod, readyAfter time.Duration) error {
 	sts := &appsv1.StatefulSet{}
-	if err := e.admin.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: ownerStatefulSet(gone)}, sts); err != nil {
+	if err := e.admin.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: lookup.OwnerStatefulSet(gone)}, sts); err != nil {
 		return err
 	}
 	pod := &corev1.Pod{

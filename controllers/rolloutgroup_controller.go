@@ -23,7 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/controllers/internal/patch"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
 
@@ -148,7 +151,7 @@ func (r *RolloutGroupReconciler) saveStatus(ctx context.Context, rg *v1alpha1.Ro
 	if wait > 0 && !urgentStatusChange(rg.Spec, written, next) {
 		return wait, nil
 	}
-	if err := patchStatus(ctx, r, rg, written, next, setGroupStatus); err != nil {
+	if err := patch.Status(ctx, r, rg, written, next, setGroupStatus); err != nil {
 		return 0, fmt.Errorf("RolloutGroup: %w", err)
 	}
 	r.status.Wrote(rg, next, now)
@@ -161,7 +164,7 @@ func setGroupStatus(rg *v1alpha1.RolloutGroup, st v1alpha1.RolloutGroupStatus) {
 // check records and the controls acted on) before the deletions that open
 // the gate, and returns what the API server now holds.
 func (r *RolloutGroupReconciler) recordGate(ctx context.Context, rg *v1alpha1.RolloutGroup, written, next v1alpha1.RolloutGroupStatus, now time.Time) (v1alpha1.RolloutGroupStatus, error) {
-	if err := patchStatus(ctx, r, rg, written, next, setGroupStatus); err != nil {
+	if err := patch.Status(ctx, r, rg, written, next, setGroupStatus); err != nil {
 		return written, fmt.Errorf("RolloutGroup: record the gate before deleting: %w", err)
 	}
 	r.status.Wrote(rg, next, now)
@@ -245,12 +248,9 @@ func (r *RolloutGroupReconciler) forget(key types.NamespacedName) {
 
 // Setup registers Echelon's controllers with the manager, with the cache
 // indexes they share; addressing says how pods are called over HTTP.
-func Setup(mgr ctrl.Manager, addressing PodAddressing) error {
-	ctx := context.Background()
-	for _, setup := range []func(context.Context, ctrl.Manager) error{setupIndexes, setupPolicyIndexes, setupDelayedIndexes} {
-		if err := setup(ctx, mgr); err != nil {
-			return err
-		}
+func Setup(mgr ctrl.Manager, addressing podcall.Addressing) error {
+	if err := lookup.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
 	}
 	if err := newRolloutGroupReconciler(mgr).setupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the RolloutGroup controller: %w", err)

@@ -4,17 +4,16 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
 
@@ -36,12 +35,12 @@ func (r *RolloutGroupReconciler) observe(ctx context.Context, rg *v1alpha1.Rollo
 	}
 
 	if rg.Spec.Selector != nil {
-		if _, err := metav1.LabelSelectorAsSelector(rg.Spec.Selector); err != nil {
-			in.InvalidSpec = fmt.Sprintf("blocked: spec.selector is invalid: %v", err)
+		if _, err := lookup.MemberSelector(rg); err != nil {
+			in.InvalidSpec = lookup.InvalidSelectorReason(err)
 			return in, nil
 		}
 	}
-	members, reason, err := resolveMembers(ctx, r.Client, rg)
+	members, reason, err := lookup.ResolveMembers(ctx, r.Client, rg)
 	if err != nil {
 		return in, err
 	}
@@ -56,7 +55,7 @@ func (r *RolloutGroupReconciler) observe(ctx context.Context, rg *v1alpha1.Rollo
 			m.Pods = pods
 			allPods = append(allPods, pods...)
 		}
-		claims, err := groupsClaiming(ctx, r.Client, rg.Namespace, m.Name, m.StatefulSet)
+		claims, err := lookup.GroupsClaiming(ctx, r.Client, rg.Namespace, m.Name, m.StatefulSet)
 		if err != nil {
 			return in, err
 		}
@@ -71,54 +70,10 @@ func (r *RolloutGroupReconciler) observe(ctx context.Context, rg *v1alpha1.Rollo
 	return in, nil
 }
 
-// resolveMembers returns the group's members in rollout order, with their
-// StatefulSets (nil when missing), read from c. The string explains an empty
-// result.
-func resolveMembers(ctx context.Context, c client.Reader, rg *v1alpha1.RolloutGroup) ([]rollout.Member, string, error) {
-	groupMax := rg.Spec.MaxUnavailable
-	if rg.Spec.Selector == nil {
-		members := make([]rollout.Member, 0, len(rg.Spec.StatefulSets))
-		for _, spec := range rg.Spec.StatefulSets {
-			m := rollout.Member{Name: spec.Name, MaxUnavailable: groupMax}
-			if spec.MaxUnavailable != nil {
-				m.MaxUnavailable = spec.MaxUnavailable
-			}
-			sts := &appsv1.StatefulSet{}
-			err := c.Get(ctx, types.NamespacedName{Namespace: rg.Namespace, Name: spec.Name}, sts)
-			switch {
-			case err == nil:
-				m.StatefulSet = sts
-			case !apierrors.IsNotFound(err):
-				return nil, "", fmt.Errorf("get StatefulSet %s: %w", spec.Name, err)
-			}
-			members = append(members, m)
-		}
-		return members, "", nil
-	}
-
-	sel, err := metav1.LabelSelectorAsSelector(rg.Spec.Selector)
-	if err != nil {
-		return nil, fmt.Sprintf("blocked: spec.selector is invalid: %v", err), nil
-	}
-	var list appsv1.StatefulSetList
-	if err := c.List(ctx, &list, client.InNamespace(rg.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return nil, "", fmt.Errorf("list StatefulSets for spec.selector: %w", err)
-	}
-	slices.SortFunc(list.Items, func(a, b appsv1.StatefulSet) int { return strings.Compare(a.Name, b.Name) })
-	members := make([]rollout.Member, 0, len(list.Items))
-	for i := range list.Items {
-		members = append(members, rollout.Member{Name: list.Items[i].Name, StatefulSet: &list.Items[i], MaxUnavailable: groupMax})
-	}
-	if len(members) == 0 {
-		return nil, fmt.Sprintf("blocked: spec.selector %s matches no StatefulSet in namespace %s", sel, rg.Namespace), nil
-	}
-	return members, "", nil
-}
-
 // podsOf returns the pods the StatefulSet controls, from the cache index.
 func (r *RolloutGroupReconciler) podsOf(ctx context.Context, sts *appsv1.StatefulSet) ([]*corev1.Pod, error) {
 	var list corev1.PodList
-	if err := r.List(ctx, &list, client.InNamespace(sts.Namespace), client.MatchingFields{indexPodOwner: sts.Name}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(sts.Namespace), client.MatchingFields{lookup.IndexPodOwner: sts.Name}); err != nil {
 		return nil, fmt.Errorf("list pods of StatefulSet %s: %w", sts.Name, err)
 	}
 	return controlledBy(list.Items, sts), nil

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/kube"
 )
 
 // groupChanged passes RolloutGroup updates that change what the planner reads:
@@ -64,16 +65,7 @@ var podChanged = predicate.Funcs{
 		}
 		return o.Labels[appsv1.ControllerRevisionHashLabelKey] != n.Labels[appsv1.ControllerRevisionHashLabelKey] ||
 			o.Status.Phase != n.Status.Phase ||
-			podReady(o) != podReady(n) ||
+			kube.PodReadyCondition(o) != kube.PodReadyCondition(n) ||
 			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
 	},
-}
-
-func podReady(p *corev1.Pod) corev1.ConditionStatus {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status
-		}
-	}
-	return corev1.ConditionUnknown
 }

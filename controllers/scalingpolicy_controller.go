@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/controllers/internal/patch"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/scaling"
 )
@@ -109,7 +111,7 @@ func isDownscale(p scaling.Plan) bool { return p.Scale != nil && *p.Scale < p.Cu
 
 // patchStatus writes the policy's status next over written, when they differ.
 func (r *ScalingPolicyReconciler) patchStatus(ctx context.Context, sp *v1alpha1.ScalingPolicy, written, next v1alpha1.ScalingPolicyStatus) error {
-	if err := patchStatus(ctx, r, sp, written, next, func(o *v1alpha1.ScalingPolicy, s v1alpha1.ScalingPolicyStatus) { o.Status = s }); err != nil {
+	if err := patch.Status(ctx, r, sp, written, next, func(o *v1alpha1.ScalingPolicy, s v1alpha1.ScalingPolicyStatus) { o.Status = s }); err != nil {
 		return fmt.Errorf("ScalingPolicy: %w", err)
 	}
 	return nil
@@ -127,7 +129,7 @@ func (r *ScalingPolicyReconciler) scale(ctx context.Context, sp *v1alpha1.Scalin
 	// The field manager, with the operator's user, tells the no-downscale
 	// webhook that this downscale is the policy's own.
 	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(obs.target, client.MergeFromWithOptimisticLock{}),
-		client.FieldOwner(ScalingPolicyFieldManager)); err != nil {
+		client.FieldOwner(lookup.ScalingPolicyFieldManager)); err != nil {
 		r.events.Eventf(sp, obs.target, corev1.EventTypeWarning, "ScaleFailed", "Scale",
 			"scaling StatefulSet %s from %d to %d failed: %s", obs.target.Name, plan.Current, *plan.Scale, apiMessage(err))
 		return false, fmt.Errorf("scale StatefulSet %s to %d: %w", obs.target.Name, *plan.Scale, err)

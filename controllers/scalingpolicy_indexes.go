@@ -2,83 +2,17 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/lookup"
 )
-
-// Cache index names of ScalingPolicies: every event about a StatefulSet, a
-// RolloutGroup or a source resource is mapped to its policies through them.
-const (
-	// indexPolicyTarget indexes ScalingPolicies by PolicyTargetKey of their
-	// target: its name for a StatefulSet, "<Kind>/<name>" otherwise.
-	indexPolicyTarget = "echelon.dev/policy-target"
-	// indexPolicyLeader indexes ScalingPolicies by spec.replicasFrom.leader.name.
-	indexPolicyLeader = "echelon.dev/policy-leader"
-	// indexPolicyResource indexes ScalingPolicies by their source resource,
-	// and by a target that is not a StatefulSet, as "<group>/<kind>/<name>":
-	// the metadata watches of those kinds map their events through it.
-	indexPolicyResource = "echelon.dev/policy-resource"
-)
-
-func setupPolicyIndexes(ctx context.Context, mgr ctrl.Manager) error {
-	idx := mgr.GetFieldIndexer()
-	for name, fn := range map[string]client.IndexerFunc{
-		indexPolicyTarget: func(o client.Object) []string {
-			ref := o.(*v1alpha1.ScalingPolicy).Spec.TargetRef
-			return []string{PolicyTargetKey(ref.Kind, ref.Name)}
-		},
-		indexPolicyLeader: func(o client.Object) []string {
-			if from := o.(*v1alpha1.ScalingPolicy).Spec.ReplicasFrom; from != nil && from.Leader != nil {
-				return []string{from.Leader.Name}
-			}
-			return nil
-		},
-		indexPolicyResource: func(o client.Object) []string {
-			spec := o.(*v1alpha1.ScalingPolicy).Spec
-			var keys []string
-			if from := spec.ReplicasFrom; from != nil && from.Resource != nil {
-				if gv, err := schema.ParseGroupVersion(from.Resource.APIVersion); err == nil {
-					keys = append(keys, resourceKey(gv.Group, from.Resource.Kind, from.Resource.Name))
-				}
-			}
-			if !targetsStatefulSet(spec.TargetRef) {
-				keys = append(keys, resourceKey(appsv1.GroupName, spec.TargetRef.Kind, spec.TargetRef.Name))
-			}
-			return keys
-		},
-	} {
-		if err := idx.IndexField(ctx, &v1alpha1.ScalingPolicy{}, name, fn); err != nil {
-			return fmt.Errorf("index ScalingPolicies (%s): %w", name, err)
-		}
-	}
-	return nil
-}
-
-func resourceKey(group, kind, name string) string { return group + "/" + kind + "/" + name }
-
-// PolicyTargetKey is the key of a ScalingPolicy's target in the policy-target
-// index: the name of a StatefulSet (kind "" or StatefulSet), "<Kind>/<name>"
-// of a Deployment or ReplicaSet. StatefulSet names hold no "/", so the two
-// never collide.
-func PolicyTargetKey(kind, name string) string {
-	if kind == "" || kind == v1alpha1.TargetKindStatefulSet {
-		return name
-	}
-	return kind + "/" + name
-}
-
-func targetsStatefulSet(ref v1alpha1.PolicyTargetReference) bool {
-	return ref.Kind == "" || ref.Kind == v1alpha1.TargetKindStatefulSet
-}
 
 // requestsForStatefulSet maps a StatefulSet event to the policies that scale it
 // or follow it, and to the policies of the other members of its RolloutGroups,
@@ -89,7 +23,7 @@ func (r *ScalingPolicyReconciler) requestsForStatefulSet(ctx context.Context, o 
 		return nil
 	}
 	names := []string{sts.Name}
-	groups, err := groupsClaiming(ctx, r.Client, sts.Namespace, sts.Name, sts)
+	groups, err := lookup.GroupsClaiming(ctx, r.Client, sts.Namespace, sts.Name, sts)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "map StatefulSet to ScalingPolicies", "statefulset", sts.Name)
 		return nil
@@ -99,9 +33,9 @@ func (r *ScalingPolicyReconciler) requestsForStatefulSet(ctx context.Context, o 
 	}
 	var reqs []reconcile.Request
 	for _, name := range names {
-		reqs = append(reqs, r.policiesBy(ctx, sts.Namespace, indexPolicyTarget, name)...)
+		reqs = append(reqs, r.policiesBy(ctx, sts.Namespace, lookup.IndexPolicyTarget, name)...)
 	}
-	reqs = append(reqs, r.policiesBy(ctx, sts.Namespace, indexPolicyLeader, sts.Name)...)
+	reqs = append(reqs, r.policiesBy(ctx, sts.Namespace, lookup.IndexPolicyLeader, sts.Name)...)
 	return dedupe(reqs)
 }
 
@@ -114,7 +48,7 @@ func (r *ScalingPolicyReconciler) requestsForGroup(ctx context.Context, o client
 	}
 	var reqs []reconcile.Request
 	for _, name := range r.memberNames(ctx, rg) {
-		reqs = append(reqs, r.policiesBy(ctx, rg.Namespace, indexPolicyTarget, name)...)
+		reqs = append(reqs, r.policiesBy(ctx, rg.Namespace, lookup.IndexPolicyTarget, name)...)
 	}
 	return dedupe(reqs)
 }
@@ -127,14 +61,14 @@ func (r *ScalingPolicyReconciler) requestsForPolicy(ctx context.Context, o clien
 	if !ok {
 		return nil
 	}
-	if !targetsStatefulSet(sp.Spec.TargetRef) {
+	if !sp.Spec.TargetRef.IsStatefulSet() {
 		return nil // a guarded Deployment or ReplicaSet: no other policy depends on it
 	}
 	names := []string{sp.Spec.TargetRef.Name}
 	target, err := r.statefulSet(ctx, sp.Namespace, sp.Spec.TargetRef.Name)
 	var groups []v1alpha1.RolloutGroup
 	if err == nil {
-		groups, err = groupsClaiming(ctx, r.Client, sp.Namespace, sp.Spec.TargetRef.Name, target)
+		groups, err = lookup.GroupsClaiming(ctx, r.Client, sp.Namespace, sp.Spec.TargetRef.Name, target)
 	}
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "map ScalingPolicy to ScalingPolicies", "scalingpolicy", sp.Name)
@@ -145,7 +79,7 @@ func (r *ScalingPolicyReconciler) requestsForPolicy(ctx context.Context, o clien
 	}
 	var reqs []reconcile.Request
 	for _, name := range names {
-		for _, req := range r.policiesBy(ctx, sp.Namespace, indexPolicyTarget, name) {
+		for _, req := range r.policiesBy(ctx, sp.Namespace, lookup.IndexPolicyTarget, name) {
 			if req.Name != sp.Name {
 				reqs = append(reqs, req)
 			}
@@ -161,13 +95,13 @@ func (r *ScalingPolicyReconciler) requestsForDelayed(ctx context.Context, o clie
 	if !ok {
 		return nil
 	}
-	return r.policiesBy(ctx, dd.Namespace, indexPolicyTarget, dd.Spec.TargetRef.Name)
+	return r.policiesBy(ctx, dd.Namespace, lookup.IndexPolicyTarget, dd.Spec.TargetRef.Name)
 }
 
 // requestsForResource maps an event of a source resource to its policies.
 func (r *ScalingPolicyReconciler) requestsForResource(ctx context.Context, o client.Object) []reconcile.Request {
 	gvk := o.GetObjectKind().GroupVersionKind()
-	return r.policiesBy(ctx, o.GetNamespace(), indexPolicyResource, resourceKey(gvk.Group, gvk.Kind, o.GetName()))
+	return r.policiesBy(ctx, o.GetNamespace(), lookup.IndexPolicyResource, lookup.ResourceKey(gvk.Group, gvk.Kind, o.GetName()))
 }
 
 func (r *ScalingPolicyReconciler) policiesBy(ctx context.Context, namespace, index, value string) []reconcile.Request {
@@ -184,7 +118,7 @@ func (r *ScalingPolicyReconciler) policiesBy(ctx context.Context, namespace, ind
 }
 
 func (r *ScalingPolicyReconciler) memberNames(ctx context.Context, rg *v1alpha1.RolloutGroup) []string {
-	members, _, err := resolveMembers(ctx, r.Client, rg)
+	members, _, err := lookup.ResolveMembers(ctx, r.Client, rg)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "resolve RolloutGroup members", "rolloutgroup", rg.Name)
 		return nil

@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/kube"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/scaling"
 )
 
@@ -49,7 +51,7 @@ func (r *ScalingPolicyReconciler) observe(ctx context.Context, sp *v1alpha1.Scal
 		in.ZoneDelay = d.Duration
 	}
 
-	if !targetsStatefulSet(sp.Spec.TargetRef) {
+	if !sp.Spec.TargetRef.IsStatefulSet() {
 		return obs, r.observeGuardedTarget(ctx, sp, &obs)
 	}
 	target, err := r.statefulSet(ctx, sp.Namespace, sp.Spec.TargetRef.Name)
@@ -58,11 +60,11 @@ func (r *ScalingPolicyReconciler) observe(ctx context.Context, sp *v1alpha1.Scal
 	}
 	obs.target = target
 	if target != nil {
-		in.Target = &scaling.Target{Name: target.Name, Replicas: replicasOf(target),
+		in.Target = &scaling.Target{Name: target.Name, Replicas: kube.Replicas(target),
 			StatusReplicas: target.Status.Replicas, ReadyReplicas: target.Status.ReadyReplicas}
 	}
 
-	others, err := policiesTargeting(ctx, r.Client, sp.Namespace, sp.Spec.TargetRef.Name)
+	others, err := lookup.PoliciesForTarget(ctx, r.Client, sp.Namespace, v1alpha1.TargetKindStatefulSet, sp.Spec.TargetRef.Name)
 	if err != nil {
 		return obs, err
 	}
@@ -137,12 +139,12 @@ func (r *ScalingPolicyReconciler) observeGuardedTarget(ctx context.Context, sp *
 // current spec. Otherwise (it has not caught up yet) the floor is the current
 // replicas: no downscale until it has.
 func (r *ScalingPolicyReconciler) observeDelayed(ctx context.Context, sp *v1alpha1.ScalingPolicy, target *appsv1.StatefulSet, in *scaling.Input) error {
-	items, err := delayedFor(ctx, r.Client, target.Namespace, target.Name)
+	items, err := lookup.DelayedFor(ctx, r.Client, target.Namespace, target.Name)
 	if err != nil || len(items) == 0 {
 		return err
 	}
 	dd := items[0]
-	current := replicasOf(target)
+	current := kube.Replicas(target)
 	floor := current
 	st := dd.Status
 	if st.ObservedGeneration == dd.Generation && st.Replicas == current && st.EligibleReplicas != nil &&
@@ -171,9 +173,9 @@ func (r *ScalingPolicyReconciler) observeSource(ctx context.Context, sp *v1alpha
 			src.Problem, src.ProblemReason = fmt.Sprintf("leader StatefulSet %s does not exist", from.Leader.Name), v1alpha1.ScalingReasonSourceNotFound
 			return nil
 		}
-		replicas := replicasOf(leader)
+		replicas := kube.Replicas(leader)
 		src.Replicas = &replicas
-		src.LeaderReady = allReady(leader)
+		src.LeaderReady = kube.StatefulSetReady(leader)
 	case from.Resource != nil:
 		return r.observeResource(ctx, sp, from.Resource, obs)
 	}
@@ -231,7 +233,7 @@ func (r *ScalingPolicyReconciler) observeResource(ctx context.Context, sp *v1alp
 // observeGroup returns the RolloutGroup that claims the target, with its other
 // members' readiness and last downscales; nil when none does.
 func (r *ScalingPolicyReconciler) observeGroup(ctx context.Context, target *appsv1.StatefulSet) (*scaling.Group, error) {
-	return DownscaleGroup(ctx, r.Client, target)
+	return lookup.DownscaleGroup(ctx, r.Client, target)
 }
 
 func (r *ScalingPolicyReconciler) statefulSet(ctx context.Context, namespace, name string) (*appsv1.StatefulSet, error) {
@@ -245,28 +247,8 @@ func (r *ScalingPolicyReconciler) statefulSet(ctx context.Context, namespace, na
 	return sts, nil
 }
 
-// policiesTargeting lists the ScalingPolicies whose target is the named StatefulSet.
-func policiesTargeting(ctx context.Context, c client.Reader, namespace, name string) ([]v1alpha1.ScalingPolicy, error) {
-	return PoliciesForTarget(ctx, c, namespace, v1alpha1.TargetKindStatefulSet, name)
-}
-
 func (r *ScalingPolicyReconciler) policiesFor(ctx context.Context, namespace, kind, name string) ([]v1alpha1.ScalingPolicy, error) {
-	return PoliciesForTarget(ctx, r.Client, namespace, kind, name)
-}
-
-// replicasOf is a StatefulSet's spec.replicas, which the API defaults to 1.
-func replicasOf(sts *appsv1.StatefulSet) int32 {
-	if sts.Spec.Replicas == nil {
-		return 1
-	}
-	return *sts.Spec.Replicas
-}
-
-// allReady reports whether every replica the StatefulSet wants exists and is
-// Ready, by its controller's own status, for the spec it last observed.
-func allReady(sts *appsv1.StatefulSet) bool {
-	n := replicasOf(sts)
-	return sts.Status.ObservedGeneration >= sts.Generation && sts.Status.Replicas == n && sts.Status.ReadyReplicas == n
+	return lookup.PoliciesForTarget(ctx, r.Client, namespace, kind, name)
 }
 
 // confirmDownscale plans a downscale again with the other members of the
@@ -293,7 +275,7 @@ func (r *ScalingPolicyReconciler) confirmDownscale(ctx context.Context, obs scal
 		case err != nil:
 			return scaling.Plan{}, fmt.Errorf("live read of StatefulSet %s: %w", m.Name, err)
 		default:
-			m.Ready = allReady(sts)
+			m.Ready = kube.StatefulSetReady(sts)
 		}
 		for _, p := range policies.Items {
 			if t := p.Status.LastDownscaleTime; p.Spec.TargetRef.Name == m.Name && t != nil && t.After(m.LastDownscale) {

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
-	"github.com/echelon-operator/echelon/controllers"
+	"github.com/echelon-operator/echelon/internal/lookup"
 )
 
 func TestWorkloadOf(t *testing.T) {
@@ -123,7 +123,7 @@ func TestOwnScalingPolicyWrite(t *testing.T) {
 		{"operator with the field manager", id, stsUpdate("a", 5, 3).operatorOwn(), true},
 		{"operator with another field manager", id, stsUpdate("a", 5, 3).user(operatorUser, "kubectl-edit"), false},
 		{"operator without options", id, stsUpdate("a", 5, 3).user(operatorUser, ""), false},
-		{"someone naming the field manager", id, stsUpdate("a", 5, 3).user("alice", controllers.ScalingPolicyFieldManager), false},
+		{"someone naming the field manager", id, stsUpdate("a", 5, 3).user("alice", lookup.ScalingPolicyFieldManager), false},
 		{"identity unknown", Identity{}, stsUpdate("a", 5, 3).operatorOwn(), false},
 		{"options not JSON", id, func() *reqBuilder {
 			b := stsUpdate("a", 5, 3).operatorOwn()

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/controllers"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/scaling"
 )
 
@@ -55,7 +55,7 @@ type cacheCluster struct {
 }
 
 // NewCluster returns the Cluster of the operator: reads through reader (the
-// manager's cache, with the indexes controllers.Setup registers), writes
+// manager's cache, with the indexes lookup.Register adds), writes
 // through writer. namespaces are the watched ones; empty means all.
 func NewCluster(reader client.Reader, writer client.Client, namespaces []string) Cluster {
 	return &cacheCluster{reader: reader, writer: writer, namespaces: namespaces}
@@ -66,7 +66,7 @@ func (c *cacheCluster) Watches(namespace string) bool {
 }
 
 func (c *cacheCluster) PoliciesForTarget(ctx context.Context, namespace, kind, name string) ([]v1alpha1.ScalingPolicy, error) {
-	return controllers.PoliciesForTarget(ctx, c.reader, namespace, kind, name)
+	return lookup.PoliciesForTarget(ctx, c.reader, namespace, kind, name)
 }
 
 func (c *cacheCluster) StatefulSet(ctx context.Context, namespace, name string) (*appsv1.StatefulSet, error) {
@@ -98,7 +98,7 @@ func getOrNil(ctx context.Context, r client.Reader, namespace, name string, obj 
 }
 
 func (c *cacheCluster) DownscaleGroup(ctx context.Context, sts *appsv1.StatefulSet) (*scaling.Group, error) {
-	return controllers.DownscaleGroup(ctx, c.reader, sts)
+	return lookup.DownscaleGroup(ctx, c.reader, sts)
 }
 
 func (c *cacheCluster) Objects(ctx context.Context, namespace string) (NamespaceObjects, error) {

@@ -25,7 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/controllers"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/scaling"
 	"github.com/echelon-operator/echelon/webhooks/webhookstest"
 )
@@ -60,7 +60,7 @@ func (c *fakeCluster) PoliciesForTarget(_ context.Context, ns, kind, name string
 	}
 	var out []v1alpha1.ScalingPolicy
 	for _, p := range c.policies {
-		if p.Namespace == ns && controllers.PolicyTargetKey(p.Spec.TargetRef.Kind, p.Spec.TargetRef.Name) == controllers.PolicyTargetKey(kind, name) {
+		if p.Namespace == ns && lookup.PolicyTargetKey(p.Spec.TargetRef.Kind, p.Spec.TargetRef.Name) == lookup.PolicyTargetKey(kind, name) {
 			out = append(out, *p.DeepCopy())
 		}
 	}
@@ -292,7 +292,7 @@ func (b *reqBuilder) user(name, fieldManager string) *reqBuilder {
 }
 
 func (b *reqBuilder) operatorOwn() *reqBuilder {
-	return b.user(operatorUser, controllers.ScalingPolicyFieldManager)
+	return b.user(operatorUser, lookup.ScalingPolicyFieldManager)
 }
 
 func (b *reqBuilder) dryRun() *reqBuilder { b.r.DryRun = ptr.To(true); return b }

@@ -16,9 +16,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/controllers"
 	"github.com/echelon-operator/echelon/internal/fuzzinput"
 	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/internal/scaling"
 	"github.com/echelon-operator/echelon/webhooks/webhookstest"
 )
@@ -57,7 +57,7 @@ func newFuzzWebhooks(t testing.TB) *fuzzWebhooks {
 	}
 	id := Identity{Username: operatorUser}
 	prepare := &PrepareDownscale{Cluster: cluster, Identity: id, Pods: NewPodClient(),
-		Addressing: controllers.PodAddressing{PodAddressIP: true}, Now: func() time.Time { return testNow }}
+		Addressing: podcall.Addressing{PodAddressIP: true}, Now: func() time.Time { return testNow }}
 	return &fuzzWebhooks{pods: pods, cluster: cluster, prepare: prepare, handlers: map[string]http.Handler{
 		"fuzz-no-downscale":      handler("fuzz-no-downscale", &NoDownscale{Cluster: cluster, Identity: id}, &eventRecorder{}),
 		"fuzz-prepare-downscale": handler("fuzz-prepare-downscale", prepare, &eventRecorder{}),

@@ -10,7 +10,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/echelon-operator/echelon/controllers"
+	"github.com/echelon-operator/echelon/internal/lookup"
 )
 
 // Identity is the operator's own user, as the API server authenticates it.
@@ -52,7 +52,7 @@ func (id Identity) ownScalingPolicyWrite(req *admissionv1.AdmissionRequest) bool
 	if id.Username == "" || req.UserInfo.Username != id.Username {
 		return false
 	}
-	return fieldManager(req) == controllers.ScalingPolicyFieldManager
+	return fieldManager(req) == lookup.ScalingPolicyFieldManager
 }
 
 // fieldManager is request.options.fieldManager: the UpdateOptions of an

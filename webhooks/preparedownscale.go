@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/controllers"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/internal/scaling"
@@ -61,7 +60,7 @@ type PrepareDownscale struct {
 	Cluster    Cluster
 	Identity   Identity
 	Pods       *podcall.Client
-	Addressing controllers.PodAddressing
+	Addressing podcall.Addressing
 	Now        func() time.Time
 
 	// cancels counts cancel calls still running after an answer: those to

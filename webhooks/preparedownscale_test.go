@@ -19,8 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/controllers"
 	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/internal/scaling"
 	"github.com/echelon-operator/echelon/webhooks/webhookstest"
 )
@@ -253,7 +253,7 @@ func runPrepareCase(t *testing.T, tc prepareCase) {
 	decision := decisionOf(tc.allowed, tc.code)
 	before := testutil.ToFloat64(metrics.WebhookRequests.WithLabelValues(webhook, decision, tc.reason))
 	prep := &PrepareDownscale{Cluster: cluster, Identity: Identity{Username: operatorUser}, Pods: NewPodClient(),
-		Addressing: controllers.PodAddressing{PodAddressIP: true}, Now: func() time.Time { return testNow }}
+		Addressing: podcall.Addressing{PodAddressIP: true}, Now: func() time.Time { return testNow }}
 	query := tc.query
 	if query == "" {
 		query = "timeout=10s"
@@ -316,7 +316,7 @@ func TestPrepareCancelledRequest(t *testing.T) {
 		policies: []v1alpha1.ScalingPolicy{makePolicy("a-scaling", "StatefulSet", "a").prepare("/p", pods.Port, time.Minute).obj()},
 		pods:     runningPods(pods),
 	}
-	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: controllers.PodAddressing{PodAddressIP: true}, Now: time.Now}
+	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: podcall.Addressing{PodAddressIP: true}, Now: time.Now}
 	req := stsUpdate("a", 5, 3)
 	v := prep.decide(ctx, &req.r)
 	prep.cancels.Wait()
@@ -365,14 +365,14 @@ func TestCallTimeout(t *testing.T) {
 
 func TestPodHost(t *testing.T) {
 	pod := runningPod("ingester-zone-a-3", "10.1.2.3")
-	fqdn := &PrepareDownscale{Addressing: controllers.PodAddressing{ClusterDomain: "cluster.local"}}
+	fqdn := &PrepareDownscale{Addressing: podcall.Addressing{ClusterDomain: "cluster.local"}}
 	if host, why := fqdn.Addressing.Host(&pod, "ingester-zone-a"); host != "ingester-zone-a-3.ingester-zone-a.mimir.svc.cluster.local" || why != "" {
 		t.Errorf("fqdn: %q %q", host, why)
 	}
 	if _, why := fqdn.Addressing.Host(&pod, ""); !strings.Contains(why, "--pod-address=ip") {
 		t.Errorf("fqdn without a service: %q", why)
 	}
-	ip := &PrepareDownscale{Addressing: controllers.PodAddressing{PodAddressIP: true}}
+	ip := &PrepareDownscale{Addressing: podcall.Addressing{PodAddressIP: true}}
 	if host, why := ip.Addressing.Host(&pod, ""); host != "10.1.2.3" || why != "" {
 		t.Errorf("ip: %q %q", host, why)
 	}
@@ -388,7 +388,7 @@ func TestPodCallMetrics(t *testing.T) {
 		policies: []v1alpha1.ScalingPolicy{makePolicy("a-scaling", "StatefulSet", "a").prepare("/p", pods.Port, time.Second).obj()},
 		pods:     runningPods(pods),
 	}
-	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: controllers.PodAddressing{PodAddressIP: true}, Now: time.Now}
+	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: podcall.Addressing{PodAddressIP: true}, Now: time.Now}
 	count := func(call string) (calls uint64, failures float64) {
 		return histogramCount(t, metrics.WebhookPodCallDuration.WithLabelValues(call)), testutil.ToFloat64(metrics.WebhookPodCallFailures.WithLabelValues(call))
 	}
@@ -427,7 +427,7 @@ func TestPrepareOverHTTPS(t *testing.T) {
 	p := makePolicy("a-scaling", "StatefulSet", "a").prepare("/prepare", int32(port), time.Second).obj()
 	p.Spec.Downscale.Prepare.Scheme = "https"
 	cluster := &fakeCluster{policies: []v1alpha1.ScalingPolicy{p}, pods: []corev1.Pod{runningPod("a-4", "127.0.0.1")}}
-	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: controllers.PodAddressing{PodAddressIP: true}, Now: time.Now}
+	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: podcall.Addressing{PodAddressIP: true}, Now: time.Now}
 	req := stsUpdate("a", 5, 4)
 	if v := prep.decide(context.Background(), &req.r); !v.allowed || !slices.Equal(calls, []string{"POST /prepare"}) {
 		t.Errorf("verdict %+v, calls %q; want allowed after one POST over TLS", v, calls)
@@ -451,7 +451,7 @@ func TestPrepareAnswersWithinTheDeadline(t *testing.T) {
 		policies: []v1alpha1.ScalingPolicy{makePolicy("a-scaling", "StatefulSet", "a").prepare("/p", pods.Port, 1500*time.Millisecond).obj()},
 		pods:     runningPods(pods),
 	}
-	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: controllers.PodAddressing{PodAddressIP: true}, Now: time.Now}
+	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: podcall.Addressing{PodAddressIP: true}, Now: time.Now}
 	start := time.Now()
 	a := serve(t, handler("test-prepare", prep, nil), stsUpdate("a", 5, 3).review(), "timeout=2s")
 	took := time.Since(start)
@@ -481,7 +481,7 @@ func TestPrepareRecordWithinTheDeadline(t *testing.T) {
 		pods:        runningPods(pods),
 		recordHangs: true,
 	}
-	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: controllers.PodAddressing{PodAddressIP: true}, Now: time.Now}
+	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: podcall.Addressing{PodAddressIP: true}, Now: time.Now}
 	start := time.Now()
 	a := serve(t, handler("test-prepare", prep, nil), stsUpdate("a", 5, 3).review(), "timeout=2s")
 	took := time.Since(start)

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/echelon-operator/echelon/controllers"
 	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/podcall"
 )
 
 // Paths of the webhooks on the HTTPS server. The webhook configurations
@@ -45,7 +45,7 @@ type Config struct {
 	// Identity tells the ScalingPolicy controller's own writes apart.
 	Identity Identity
 	// Addressing says how the prepare-downscale webhook reaches pods.
-	Addressing controllers.PodAddressing
+	Addressing podcall.Addressing
 	// Namespaces are the watched ones; empty means all.
 	Namespaces []string
 }
@@ -54,7 +54,7 @@ type Config struct {
 // webhooks on every replica (leader or not: the API server calls any of them
 // through the Service), and returns the health check of /healthz: the server
 // answers TLS and its certificate is valid. The handlers read the manager's
-// cache, whose indexes controllers.Setup registers.
+// cache, whose indexes lookup.Register adds.
 func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 	if cfg.Port <= 0 {
 		return nil, fmt.Errorf("webhook server port %d: must be positive", cfg.Port)

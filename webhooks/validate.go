@@ -10,13 +10,11 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/controllers"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
 )
 
@@ -50,7 +48,7 @@ func ValidateRolloutGroup(rg *v1alpha1.RolloutGroup, objs NamespaceObjects) fiel
 	if rg.Spec.Selector == nil {
 		for i, m := range rg.Spec.StatefulSets {
 			sts := statefulSetNamed(objs.StatefulSets, m.Name)
-			if claimants := groupsClaiming(others, m.Name, sts); len(claimants) > 0 {
+			if claimants := claimantsOf(others, m.Name, sts); len(claimants) > 0 {
 				errs = append(errs, field.Invalid(field.NewPath("spec", "statefulSets").Index(i).Child("name"), m.Name,
 					fmt.Sprintf("StatefulSet %s is already a member of RolloutGroup %s: a StatefulSet belongs to one group at most", m.Name, claimants)))
 			}
@@ -58,7 +56,7 @@ func ValidateRolloutGroup(rg *v1alpha1.RolloutGroup, objs NamespaceObjects) fiel
 		return errs
 	}
 	path := field.NewPath("spec", "selector")
-	sel, err := metav1.LabelSelectorAsSelector(rg.Spec.Selector)
+	sel, err := lookup.MemberSelector(rg)
 	if err != nil {
 		return append(errs, field.Invalid(path, rg.Spec.Selector, err.Error()))
 	}
@@ -66,10 +64,10 @@ func ValidateRolloutGroup(rg *v1alpha1.RolloutGroup, objs NamespaceObjects) fiel
 	slices.SortFunc(sets, func(a, b appsv1.StatefulSet) int { return strings.Compare(a.Name, b.Name) })
 	for i := range sets {
 		sts := &sets[i]
-		if !sel.Matches(labels.Set(sts.Labels)) {
+		if !lookup.Claims(rg, sts.Name, sts) {
 			continue
 		}
-		if claimants := groupsClaiming(others, sts.Name, sts); len(claimants) > 0 {
+		if claimants := claimantsOf(others, sts.Name, sts); len(claimants) > 0 {
 			errs = append(errs, field.Invalid(path, sel.String(),
 				fmt.Sprintf("selects StatefulSet %s, which is already a member of RolloutGroup %s: a StatefulSet belongs to one group at most", sts.Name, claimants)))
 		}
@@ -83,22 +81,22 @@ func ValidateRolloutGroup(rg *v1alpha1.RolloutGroup, objs NamespaceObjects) fiel
 func ValidateScalingPolicy(sp *v1alpha1.ScalingPolicy, objs NamespaceObjects) field.ErrorList {
 	var errs field.ErrorList
 	ref := sp.Spec.TargetRef
-	key := controllers.PolicyTargetKey(ref.Kind, ref.Name)
+	key := lookup.PolicyTargetKey(ref.Kind, ref.Name)
 	var sharing []string
 	for _, other := range objs.ScalingPolicies {
-		if other.Name != sp.Name && controllers.PolicyTargetKey(other.Spec.TargetRef.Kind, other.Spec.TargetRef.Name) == key {
+		if other.Name != sp.Name && lookup.PolicyTargetKey(other.Spec.TargetRef.Kind, other.Spec.TargetRef.Name) == key {
 			sharing = append(sharing, other.Name)
 		}
 	}
 	if len(sharing) > 0 {
 		slices.Sort(sharing)
 		errs = append(errs, field.Invalid(field.NewPath("spec", "targetRef", "name"), ref.Name,
-			fmt.Sprintf("%s %s is already the target of ScalingPolicy %s: a target has one policy at most", kindOf(ref), ref.Name, strings.Join(sharing, ", "))))
+			fmt.Sprintf("%s %s is already the target of ScalingPolicy %s: a target has one policy at most", ref.KindOrDefault(), ref.Name, strings.Join(sharing, ", "))))
 	}
-	if from := sp.Spec.ReplicasFrom; from != nil && from.Leader != nil && kindOf(ref) == v1alpha1.TargetKindStatefulSet {
+	if from := sp.Spec.ReplicasFrom; from != nil && from.Leader != nil && ref.KindOrDefault() == v1alpha1.TargetKindStatefulSet {
 		leader := from.Leader.Name
-		targetGroups := groupsClaiming(objs.RolloutGroups, ref.Name, statefulSetNamed(objs.StatefulSets, ref.Name))
-		leaderGroups := groupsClaiming(objs.RolloutGroups, leader, statefulSetNamed(objs.StatefulSets, leader))
+		targetGroups := claimantsOf(objs.RolloutGroups, ref.Name, statefulSetNamed(objs.StatefulSets, ref.Name))
+		leaderGroups := claimantsOf(objs.RolloutGroups, leader, statefulSetNamed(objs.StatefulSets, leader))
 		if len(targetGroups) > 0 && len(leaderGroups) > 0 && !slices.ContainsFunc(leaderGroups, func(g string) bool { return slices.Contains(targetGroups, g) }) {
 			errs = append(errs, field.Invalid(field.NewPath("spec", "replicasFrom", "leader", "name"), leader,
 				fmt.Sprintf("leader StatefulSet %s is in RolloutGroup %s, and the target %s in RolloutGroup %s: a leader and its follower are zones of one group, whose zone delay spaces their downscales",
@@ -113,21 +111,13 @@ type groupClaimants []string
 
 func (g groupClaimants) String() string { return strings.Join(g, ", ") }
 
-// groupsClaiming names, sorted, the groups that claim the StatefulSet name:
-// by listing it, or by a selector matching its labels (sts nil: it does not
-// exist, so no selector claims it).
-func groupsClaiming(groups []v1alpha1.RolloutGroup, name string, sts *appsv1.StatefulSet) groupClaimants {
+// claimantsOf names, sorted, the groups that claim the StatefulSet name
+// (lookup.Claims; sts nil: it does not exist, so no selector claims it).
+func claimantsOf(groups []v1alpha1.RolloutGroup, name string, sts *appsv1.StatefulSet) groupClaimants {
 	var out groupClaimants
-	for _, g := range groups {
-		listed := slices.ContainsFunc(g.Spec.StatefulSets, func(m v1alpha1.RolloutMember) bool { return m.Name == name })
-		selected := false
-		if g.Spec.Selector != nil && sts != nil {
-			if sel, err := metav1.LabelSelectorAsSelector(g.Spec.Selector); err == nil && !sel.Empty() {
-				selected = sel.Matches(labels.Set(sts.Labels))
-			}
-		}
-		if listed || selected {
-			out = append(out, g.Name)
+	for i := range groups {
+		if lookup.Claims(&groups[i], name, sts) {
+			out = append(out, groups[i].Name)
 		}
 	}
 	slices.Sort(out)
@@ -145,13 +135,6 @@ func statefulSetNamed(sets []appsv1.StatefulSet, name string) *appsv1.StatefulSe
 		}
 	}
 	return nil
-}
-
-func kindOf(ref v1alpha1.PolicyTargetReference) string {
-	if ref.Kind == "" {
-		return v1alpha1.TargetKindStatefulSet
-	}
-	return ref.Kind
 }
 
 // Validate is the validating webhook of RolloutGroups and ScalingPolicies for

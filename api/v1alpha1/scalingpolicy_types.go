@@ -42,6 +42,21 @@ type PolicyTargetReference struct {
 	Name string `json:"name"`
 }
 
+// KindOrDefault is the target's kind with the API's default: an object
+// stored before the default existed, or built in Go, has Kind "".
+func (r PolicyTargetReference) KindOrDefault() string {
+	if r.Kind == "" {
+		return TargetKindStatefulSet
+	}
+	return r.Kind
+}
+
+// IsStatefulSet reports whether the target is a StatefulSet, the one kind a
+// policy scales.
+func (r PolicyTargetReference) IsStatefulSet() bool {
+	return r.KindOrDefault() == TargetKindStatefulSet
+}
+
 // LeaderReference names the StatefulSet whose spec.replicas a target follows.
 type LeaderReference struct {
 	// name of the leader StatefulSet, in the namespace of the ScalingPolicy.

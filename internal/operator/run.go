@@ -25,7 +25,9 @@ import (
 	echelonv1alpha1 "github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers"
 	"github.com/echelon-operator/echelon/internal/certs"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/options"
+	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/webhooks"
 )
 
@@ -88,7 +90,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 	if err := mgr.Add(&cacheSyncWatcher{cache: mgr.GetCache(), ready: ready}); err != nil {
 		return fmt.Errorf("add cache sync watcher: %w", err)
 	}
-	addressing := controllers.PodAddressing{PodAddressIP: opts.PodAddress == options.PodAddressIP, ClusterDomain: opts.ClusterDomain}
+	addressing := podcall.Addressing{PodAddressIP: opts.PodAddress == options.PodAddressIP, ClusterDomain: opts.ClusterDomain}
 	if err := controllers.Setup(mgr, addressing); err != nil {
 		return err
 	}
@@ -109,7 +111,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 // starts, so the server never listens without one), the operator's own user
 // name (to tell its ScalingPolicy controller's downscales apart) and the
 // HTTPS server. It returns the server's health check.
-func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts options.Options, addressing controllers.PodAddressing) (healthz.Checker, error) {
+func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts options.Options, addressing podcall.Addressing) (healthz.Checker, error) {
 	provider, err := certs.New(cfg, opts)
 	if err != nil {
 		return nil, err
@@ -125,7 +127,7 @@ func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts
 		return nil, err
 	}
 	ctrl.Log.Info("webhooks: the operator's own downscales are those of user with field manager",
-		"user", identity.Username, "fieldManager", controllers.ScalingPolicyFieldManager)
+		"user", identity.Username, "fieldManager", lookup.ScalingPolicyFieldManager)
 	return webhooks.Setup(mgr, webhooks.Config{
 		Host:         opts.Webhook.BindHost,
 		Port:         opts.Webhook.Port,

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/internal/podname"
 )
 
@@ -440,7 +441,7 @@ func observeMember(m Member, in Input) MemberState {
 	if sts == nil {
 		return ms
 	}
-	ms.Replicas = desiredReplicas(sts)
+	ms.Replicas = kube.Replicas(sts)
 	ms.MaxUnavailable = ResolveMaxUnavailable(m.MaxUnavailable, ms.Replicas)
 	ms.CurrentRevision = sts.Status.CurrentRevision
 	ms.UpdateRevision = sts.Status.UpdateRevision
@@ -469,7 +470,7 @@ func observeMember(m Member, in Input) MemberState {
 			continue
 		}
 		live[ord] = pod
-		if _, ok := readySince(pod); ok {
+		if _, ok := kube.PodReadySince(pod); ok {
 			ms.Ready++
 		}
 		if isAvailable(pod, in.MinReadySeconds, in.Now) {
@@ -493,7 +494,7 @@ func observeMember(m Member, in Input) MemberState {
 }
 
 func isAvailable(pod *corev1.Pod, minReadySeconds int32, now time.Time) bool {
-	since, ok := readySince(pod)
+	since, ok := kube.PodReadySince(pod)
 	if !ok {
 		return false
 	}
@@ -509,7 +510,7 @@ func nextAvailabilityChange(in Input) time.Duration {
 	var next time.Duration
 	for _, m := range in.Members {
 		for _, pod := range m.Pods {
-			since, ok := readySince(pod)
+			since, ok := kube.PodReadySince(pod)
 			if !ok || isTerminating(pod, in.Deleting) {
 				continue
 			}

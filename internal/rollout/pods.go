@@ -1,12 +1,12 @@
 package rollout
 
 import (
-	"time"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/echelon-operator/echelon/internal/kube"
 )
 
 // ordinalRange is the half-open range of ordinals the StatefulSet wants to exist.
@@ -14,14 +14,7 @@ func ordinalRange(sts *appsv1.StatefulSet) (start, end int) {
 	if sts.Spec.Ordinals != nil {
 		start = int(sts.Spec.Ordinals.Start)
 	}
-	return start, start + int(desiredReplicas(sts))
-}
-
-func desiredReplicas(sts *appsv1.StatefulSet) int32 {
-	if sts.Spec.Replicas == nil {
-		return 1 // the API default
-	}
-	return *sts.Spec.Replicas
+	return start, start + int(kube.Replicas(sts))
 }
 
 // podRevision is the controller revision a pod was created from.
@@ -33,20 +26,4 @@ func podRevision(pod *corev1.Pod) string {
 // deleted it and the cache has not caught up yet.
 func isTerminating(pod *corev1.Pod, deleting sets.Set[types.UID]) bool {
 	return pod.DeletionTimestamp != nil || deleting.Has(pod.UID)
-}
-
-// readySince returns when the pod became Ready, or false when it is not Ready.
-func readySince(pod *corev1.Pod) (time.Time, bool) {
-	if pod.Status.Phase != corev1.PodRunning {
-		return time.Time{}, false
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			if c.Status != corev1.ConditionTrue {
-				return time.Time{}, false
-			}
-			return c.LastTransitionTime.Time, true
-		}
-	}
-	return time.Time{}, false
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers"
 	"github.com/echelon-operator/echelon/internal/operator"
+	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/test/controlplane"
 	"github.com/echelon-operator/echelon/webhooks"
 	"github.com/echelon-operator/echelon/webhooks/webhookstest"
@@ -125,7 +126,7 @@ func start() (*env, error) {
 		return fail(err)
 	}
 	e.cache = mgr.GetClient()
-	if err := controllers.Setup(mgr, controllers.PodAddressing{PodAddressIP: true}); err != nil {
+	if err := controllers.Setup(mgr, podcall.Addressing{PodAddressIP: true}); err != nil {
 		return fail(err)
 	}
 	if err := controllers.WarmCaches(ctx, mgr.GetCache()); err != nil {
@@ -146,7 +147,7 @@ func start() (*env, error) {
 		return fail(err)
 	}
 	health, err := webhooks.Setup(mgr, webhooks.Config{Host: "127.0.0.1", Port: port, Certificates: cert,
-		Identity: e.identity, Addressing: controllers.PodAddressing{PodAddressIP: true}})
+		Identity: e.identity, Addressing: podcall.Addressing{PodAddressIP: true}})
 	if err != nil {
 		return fail(err)
 	}

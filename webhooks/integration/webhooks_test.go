@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/controllers"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/webhooks"
 	"github.com/echelon-operator/echelon/webhooks/webhookstest"
 )
@@ -75,10 +75,10 @@ func TestNoDownscale(t *testing.T) {
 		next.Spec.Replicas = ptr.To(replicas)
 		return c.Patch(ctx, next, client.MergeFrom(cur), opts...)
 	}
-	g.Expect(patch(e.admin, 6, client.FieldOwner(controllers.ScalingPolicyFieldManager))).To(MatchError(ContainSubstring("denied")),
+	g.Expect(patch(e.admin, 6, client.FieldOwner(lookup.ScalingPolicyFieldManager))).To(MatchError(ContainSubstring("denied")),
 		"the admin naming the controller's field manager")
 	g.Expect(patch(e.operator, 6)).To(MatchError(ContainSubstring("denied")), "the operator's user under another field manager")
-	g.Expect(patch(e.operator, 6, client.FieldOwner(controllers.ScalingPolicyFieldManager))).To(Succeed(), "the ScalingPolicy controller's own write")
+	g.Expect(patch(e.operator, 6, client.FieldOwner(lookup.ScalingPolicyFieldManager))).To(Succeed(), "the ScalingPolicy controller's own write")
 
 	// The Events name the workloads by UID too; a Scale carries its parent's.
 	g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(deploy), deploy)).To(Succeed())

@@ -1,4 +1,6 @@
-package controllers
+// Package patch writes the reconcilers' status: once per pass, only what
+// changed.
+package patch
 
 import (
 	"context"
@@ -8,10 +10,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// patchStatus writes next over written, the status the API server holds, as a
+// Status writes next over written, the status the API server holds, as a
 // merge patch of obj's status subresource: only what changed is sent, and
 // nothing when nothing changed. setStatus puts a status into a copy of obj.
-func patchStatus[O client.Object, S any](ctx context.Context, c client.StatusClient, obj O, written, next S, setStatus func(O, S)) error {
+func Status[O client.Object, S any](ctx context.Context, c client.StatusClient, obj O, written, next S, setStatus func(O, S)) error {
 	if equality.Semantic.DeepEqual(written, next) {
 		return nil
 	}
