@@ -131,7 +131,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cacheOpts := CacheOptions([]string{ns})
+	cacheOpts := lookup.CacheOptions([]string{ns})
 	if opts.podLag > 0 {
 		cacheOpts.NewInformer = func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 			if _, ok := obj.(*corev1.Pod); ok {
@@ -186,7 +186,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 			t.Fatal(err)
 		}
 	}
-	if err := WarmCaches(ctx, mgr.GetCache()); err != nil {
+	if err := lookup.WarmCaches(ctx, mgr.GetCache()); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

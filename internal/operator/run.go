@@ -62,7 +62,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 	readyChecks := map[string]healthz.Checker{"caches": cachesSynced(ready)}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: NewScheme(),
-		Cache:  controllers.CacheOptions(opts.Namespaces),
+		Cache:  lookup.CacheOptions(opts.Namespaces),
 		Metrics: metricsserver.Options{
 			BindAddress: net.JoinHostPort(opts.HTTPBindHost, strconv.Itoa(opts.HTTPPort)),
 			ExtraHandlers: map[string]http.Handler{
@@ -84,7 +84,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	if err := controllers.WarmCaches(ctx, mgr.GetCache()); err != nil {
+	if err := lookup.WarmCaches(ctx, mgr.GetCache()); err != nil {
 		return err
 	}
 	if err := mgr.Add(&cacheSyncWatcher{cache: mgr.GetCache(), ready: ready}); err != nil {
@@ -154,7 +154,7 @@ func checkAPIServer(cfg *rest.Config) error {
 }
 
 // cacheSyncWatcher marks the process ready once the informers have synced. It
-// runs on every replica, leader or not, and controllers.WarmCaches has registered every
+// runs on every replica, leader or not, and lookup.WarmCaches has registered every
 // informer the controllers use before the manager starts, so a standby that
 // reports ready holds a warm cache and can lead at once.
 type cacheSyncWatcher struct {

@@ -117,7 +117,7 @@ func start() (*env, error) {
 	}
 	mgr, err := ctrl.NewManager(user.Config, ctrl.Options{
 		Scheme:                 operator.NewScheme(),
-		Cache:                  controllers.CacheOptions(nil),
+		Cache:                  lookup.CacheOptions(nil),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -129,7 +129,7 @@ func start() (*env, error) {
 	if err := controllers.Setup(mgr, podcall.Addressing{PodAddressIP: true}); err != nil {
 		return fail(err)
 	}
-	if err := controllers.WarmCaches(ctx, mgr.GetCache()); err != nil {
+	if err := lookup.WarmCaches(ctx, mgr.GetCache()); err != nil {
 		return fail(err)
 	}
 	if e.identity, err = webhooks.LearnIdentity(ctx, mgr.GetClient()); err != nil {
