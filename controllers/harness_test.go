@@ -36,7 +36,6 @@ import (
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/internal/lookup"
-	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/test/controlplane"
 )
 
@@ -115,8 +114,6 @@ type envOptions struct {
 	podLag time.Duration
 	// wrapClient wraps the reconciler's client, e.g. to act before a deletion.
 	wrapClient func(client.Client) client.Client
-	// withScaling also runs the ScalingPolicy controller.
-	withScaling bool
 	// liveReadsAsOperator makes the reads that bypass the cache (Secrets,
 	// ControllerRevisions...) as a user bound to the generated RBAC only, as
 	// the operator runs, instead of as admin: a read the RBAC refuses fails.
@@ -173,16 +170,6 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	r.apiReader = e.liveReads
 	if opts.eventDriven {
 		if err := r.setupWithManager(mgr); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if opts.withScaling {
-		if err := newScalingPolicyReconciler(mgr).setupWithManager(mgr); err != nil {
-			t.Fatal(err)
-		}
-		// Pods are called on their IPs: the tests' pods get loopback IPs that a
-		// test server answers on.
-		if err := newDelayedDownscaleReconciler(mgr, podcall.Addressing{PodAddressIP: true}).setupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
 	}

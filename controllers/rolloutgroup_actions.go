@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
@@ -47,9 +48,9 @@ batch:
 		if err != nil {
 			switch {
 			case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-				stopErr = fmt.Errorf("remove pod %s: %w: %s", pod.Name, errStaleView, apiMessage(err))
+				stopErr = fmt.Errorf("remove pod %s: %w: %s", pod.Name, errStaleView, kube.APIMessage(err))
 			case evict && apierrors.IsTooManyRequests(err):
-				res.refused = fmt.Sprintf("eviction of pod %s refused (PodDisruptionBudget): %s", pod.Name, apiMessage(err))
+				res.refused = fmt.Sprintf("eviction of pod %s refused (PodDisruptionBudget): %s", pod.Name, kube.APIMessage(err))
 				r.events.Eventf(rg, pod, corev1.EventTypeWarning, v1alpha1.ReasonEvictionRefused, "Evict", res.refused)
 			default:
 				stopErr = fmt.Errorf("remove pod %s: %w", pod.Name, err)
@@ -152,14 +153,6 @@ func updateRevisionOf(plan rollout.Plan) string {
 		}
 	}
 	return ""
-}
-
-func apiMessage(err error) string {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		return status.Status().Message
-	}
-	return err.Error()
 }
 
 // plural says "1 pod" or "n pods".

@@ -1,6 +1,3 @@
-// Package controllers holds Echelon's reconcilers. Each observes the cluster
-// through the manager's caches, asks a pure planner what to do, acts, and writes
-// status once.
 package controllers
 
 import (
@@ -24,9 +21,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers/internal/patch"
-	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
-	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
 
@@ -244,24 +239,6 @@ func (r *RolloutGroupReconciler) forget(key types.NamespacedName) {
 	r.status.Forget(key)
 	r.queriers.forget(key)
 	metrics.ForgetGroup(key.Namespace, key.Name)
-}
-
-// Setup registers Echelon's controllers with the manager, with the cache
-// indexes they share; addressing says how pods are called over HTTP.
-func Setup(mgr ctrl.Manager, addressing podcall.Addressing) error {
-	if err := lookup.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
-		return err
-	}
-	if err := newRolloutGroupReconciler(mgr).setupWithManager(mgr); err != nil {
-		return fmt.Errorf("set up the RolloutGroup controller: %w", err)
-	}
-	if err := newScalingPolicyReconciler(mgr).setupWithManager(mgr); err != nil {
-		return fmt.Errorf("set up the ScalingPolicy controller: %w", err)
-	}
-	if err := newDelayedDownscaleReconciler(mgr, addressing).setupWithManager(mgr); err != nil {
-		return fmt.Errorf("set up the DelayedDownscale controller: %w", err)
-	}
-	return nil
 }
 
 // newRolloutGroupReconciler returns the reconciler, reading through the

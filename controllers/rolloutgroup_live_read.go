@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
@@ -62,7 +63,7 @@ func (r *RolloutGroupReconciler) livePodsOf(ctx context.Context, m rollout.Membe
 	if err := r.apiReader.List(ctx, &list, client.InNamespace(sts.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return nil, fmt.Errorf("live read of the pods of StatefulSet %s: %w", sts.Name, err)
 	}
-	return controlledBy(list.Items, sts), nil
+	return kube.ControlledBy(list.Items, sts), nil
 }
 
 func samePods(a, b []*corev1.Pod) bool {

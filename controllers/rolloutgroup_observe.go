@@ -8,11 +8,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
@@ -76,18 +76,5 @@ func (r *RolloutGroupReconciler) podsOf(ctx context.Context, sts *appsv1.Statefu
 	if err := r.List(ctx, &list, client.InNamespace(sts.Namespace), client.MatchingFields{lookup.IndexPodOwner: sts.Name}); err != nil {
 		return nil, fmt.Errorf("list pods of StatefulSet %s: %w", sts.Name, err)
 	}
-	return controlledBy(list.Items, sts), nil
-}
-
-// controlledBy returns the pods whose controller is sts (by UID, so a deleted
-// and recreated StatefulSet of the same name does not inherit pods it has not
-// adopted).
-func controlledBy(items []corev1.Pod, sts *appsv1.StatefulSet) []*corev1.Pod {
-	pods := make([]*corev1.Pod, 0, len(items))
-	for i := range items {
-		if owner := metav1.GetControllerOf(&items[i]); owner != nil && owner.UID == sts.UID {
-			pods = append(pods, &items[i])
-		}
-	}
-	return pods
+	return kube.ControlledBy(list.Items, sts), nil
 }

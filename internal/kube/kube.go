@@ -5,10 +5,13 @@
 package kube
 
 import (
+	"errors"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Replicas is a StatefulSet's spec.replicas, which the API defaults to 1.
@@ -52,4 +55,27 @@ func PodReadySince(pod *corev1.Pod) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// ControlledBy returns the pods whose controller is sts, by UID, so that a
+// deleted and recreated StatefulSet of the same name does not inherit pods it
+// has not adopted.
+func ControlledBy(items []corev1.Pod, sts *appsv1.StatefulSet) []*corev1.Pod {
+	pods := make([]*corev1.Pod, 0, len(items))
+	for i := range items {
+		if owner := metav1.GetControllerOf(&items[i]); owner != nil && owner.UID == sts.UID {
+			pods = append(pods, &items[i])
+		}
+	}
+	return pods
+}
+
+// APIMessage is the message of an API error as the API server wrote it,
+// without the client's wrapping; other errors as they are.
+func APIMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Message
+	}
+	return err.Error()
 }

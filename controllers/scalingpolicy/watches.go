@@ -1,13 +1,18 @@
-package controllers
+package scalingpolicy
 
 import (
 	"context"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
@@ -17,7 +22,7 @@ import (
 // requestsForStatefulSet maps a StatefulSet event to the policies that scale it
 // or follow it, and to the policies of the other members of its RolloutGroups,
 // whose downscales wait for it to be Ready.
-func (r *ScalingPolicyReconciler) requestsForStatefulSet(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *Reconciler) requestsForStatefulSet(ctx context.Context, o client.Object) []reconcile.Request {
 	sts, ok := o.(*appsv1.StatefulSet)
 	if !ok {
 		return nil
@@ -41,7 +46,7 @@ func (r *ScalingPolicyReconciler) requestsForStatefulSet(ctx context.Context, o 
 
 // requestsForGroup maps a RolloutGroup event (a rollout moving to another
 // member, ending) to the policies of its members.
-func (r *ScalingPolicyReconciler) requestsForGroup(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *Reconciler) requestsForGroup(ctx context.Context, o client.Object) []reconcile.Request {
 	rg, ok := o.(*v1alpha1.RolloutGroup)
 	if !ok {
 		return nil
@@ -56,7 +61,7 @@ func (r *ScalingPolicyReconciler) requestsForGroup(ctx context.Context, o client
 // requestsForPolicy maps a policy event to the other policies whose decision
 // depends on it: those with the same target (claimed twice) and those of the
 // other members of the target's RolloutGroups (zone delay).
-func (r *ScalingPolicyReconciler) requestsForPolicy(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *Reconciler) requestsForPolicy(ctx context.Context, o client.Object) []reconcile.Request {
 	sp, ok := o.(*v1alpha1.ScalingPolicy)
 	if !ok {
 		return nil
@@ -90,7 +95,7 @@ func (r *ScalingPolicyReconciler) requestsForPolicy(ctx context.Context, o clien
 
 // requestsForDelayed maps a DelayedDownscale event (pods prepared long enough)
 // to the policy of its target.
-func (r *ScalingPolicyReconciler) requestsForDelayed(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *Reconciler) requestsForDelayed(ctx context.Context, o client.Object) []reconcile.Request {
 	dd, ok := o.(*v1alpha1.DelayedDownscale)
 	if !ok {
 		return nil
@@ -99,12 +104,12 @@ func (r *ScalingPolicyReconciler) requestsForDelayed(ctx context.Context, o clie
 }
 
 // requestsForResource maps an event of a source resource to its policies.
-func (r *ScalingPolicyReconciler) requestsForResource(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *Reconciler) requestsForResource(ctx context.Context, o client.Object) []reconcile.Request {
 	gvk := o.GetObjectKind().GroupVersionKind()
 	return r.policiesBy(ctx, o.GetNamespace(), lookup.IndexPolicyResource, lookup.ResourceKey(gvk.Group, gvk.Kind, o.GetName()))
 }
 
-func (r *ScalingPolicyReconciler) policiesBy(ctx context.Context, namespace, index, value string) []reconcile.Request {
+func (r *Reconciler) policiesBy(ctx context.Context, namespace, index, value string) []reconcile.Request {
 	var list v1alpha1.ScalingPolicyList
 	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{index: value}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list ScalingPolicies", "index", index, "value", value)
@@ -117,7 +122,7 @@ func (r *ScalingPolicyReconciler) policiesBy(ctx context.Context, namespace, ind
 	return reqs
 }
 
-func (r *ScalingPolicyReconciler) memberNames(ctx context.Context, rg *v1alpha1.RolloutGroup) []string {
+func (r *Reconciler) memberNames(ctx context.Context, rg *v1alpha1.RolloutGroup) []string {
 	members, _, err := lookup.ResolveMembers(ctx, r.Client, rg)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "resolve RolloutGroup members", "rolloutgroup", rg.Name)
@@ -138,4 +143,73 @@ func dedupe(reqs []reconcile.Request) []reconcile.Request {
 		}
 	}
 	return out
+}
+
+// groupRolloutChanged passes RolloutGroup updates that change which member is
+// rolled, or whether a rollout runs: what the interlock reads.
+var groupRolloutChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*v1alpha1.RolloutGroup)
+		n, okNew := e.ObjectNew.(*v1alpha1.RolloutGroup)
+		if !okOld || !okNew {
+			return true
+		}
+		return o.Generation != n.Generation || o.Status.Phase != n.Status.Phase || o.Status.CurrentStatefulSet != n.Status.CurrentStatefulSet
+	},
+}
+
+// policyChanged passes ScalingPolicy updates that other policies read: a new
+// target (claimed twice) and a recorded downscale (zone delay).
+var policyChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*v1alpha1.ScalingPolicy)
+		n, okNew := e.ObjectNew.(*v1alpha1.ScalingPolicy)
+		if !okOld || !okNew {
+			return true
+		}
+		return o.Spec.TargetRef != n.Spec.TargetRef || !equality.Semantic.DeepEqual(o.Status.LastDownscaleTime, n.Status.LastDownscaleTime)
+	},
+}
+
+// delayedEligibleChanged passes DelayedDownscale updates that move the floor.
+var delayedEligibleChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*v1alpha1.DelayedDownscale)
+		n, okNew := e.ObjectNew.(*v1alpha1.DelayedDownscale)
+		return !okOld || !okNew || !equality.Semantic.DeepEqual(o.Status.EligibleReplicas, n.Status.EligibleReplicas) ||
+			o.Status.Replicas != n.Status.Replicas || !equality.Semantic.DeepEqual(o.Status.DesiredReplicas, n.Status.DesiredReplicas)
+	},
+}
+
+// statefulSetChanged passes the StatefulSet updates a policy reads: its
+// replicas (spec and status, Ready count) and generation.
+var statefulSetChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*appsv1.StatefulSet)
+		n, okNew := e.ObjectNew.(*appsv1.StatefulSet)
+		if !okOld || !okNew {
+			return true
+		}
+		return o.Generation != n.Generation || o.Status.ObservedGeneration != n.Status.ObservedGeneration ||
+			o.Status.Replicas != n.Status.Replicas || o.Status.ReadyReplicas != n.Status.ReadyReplicas ||
+			!equality.Semantic.DeepEqual(o.Labels, n.Labels)
+	},
+}
+
+// SetupWithManager registers the controller and its watches; source resources
+// are watched as policies name them (sourceWatches).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.ScalingPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.ScalingPolicy{}, handler.EnqueueRequestsFromMapFunc(r.requestsForPolicy), builder.WithPredicates(policyChanged)).
+		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.requestsForStatefulSet), builder.WithPredicates(statefulSetChanged)).
+		Watches(&v1alpha1.RolloutGroup{}, handler.EnqueueRequestsFromMapFunc(r.requestsForGroup), builder.WithPredicates(groupRolloutChanged)).
+		Watches(&v1alpha1.DelayedDownscale{}, handler.EnqueueRequestsFromMapFunc(r.requestsForDelayed), builder.WithPredicates(delayedEligibleChanged)).
+		Named(controllerName).
+		Build(r)
+	if err != nil {
+		return err
+	}
+	r.sources.controller = c
+	return nil
 }

@@ -1,6 +1,7 @@
-package controllers
+package delayeddownscale
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -8,6 +9,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
+	"github.com/echelon-operator/echelon/controllers/scalingpolicy"
+	"github.com/echelon-operator/echelon/internal/podcall"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -80,39 +85,39 @@ func podIP(ordinal int) string { return fmt.Sprintf("127.0.0.%d", 10+ordinal) }
 func TestDelayedDownscaleShrinksOnlyPastPreparedPods(t *testing.T) {
 	e := newScalingEnv(t)
 	pods := startPreparePods(t)
-	sts := e.statefulSet("ing", 5, "r1")
+	sts := e.StatefulSet("ing", 5, "r1")
 	for i := range 5 {
-		e.pod(sts, i, "r1", podSpec{ip: podIP(i)})
+		e.Pod(sts, i, "r1", controllertest.PodSpec{IP: podIP(i)})
 	}
-	e.markReady("ing")
+	e.MarkReady("ing")
 	// Pod 4 has been prepared for long (an earlier downscale it kept), so the
 	// StatefulSet may lose it at once; pods 3 and 2 are prepared now.
 	pods.prepared[podIP(4)] = time.Now().Add(-time.Hour)
 	delay := 3 * time.Second
 	dd := &v1alpha1.DelayedDownscale{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "ing"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: "ing"},
 		Spec: v1alpha1.DelayedDownscaleSpec{
 			TargetRef: v1alpha1.ScalingTargetReference{Name: "ing"}, Delay: "3s",
 			PrepareEndpoint: v1alpha1.PrepareEndpoint{Port: int32(pods.port), Path: "/prepare"},
 			Timeout:         &metav1.Duration{Duration: time.Second},
 		},
 	}
-	if err := e.admin.Create(e.ctx, dd); err != nil {
+	if err := e.Admin.Create(e.Ctx, dd); err != nil {
 		t.Fatal(err)
 	}
 	// Pods answer whole seconds: a pod prepared now says since the start of
 	// this second, and the delay counts from that.
 	start := time.Now().Truncate(time.Second)
-	e.policy("ing", "ing", func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = ptr.To[int32](2) })
+	e.Policy("ing", "ing", func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = ptr.To[int32](2) })
 
 	// A partial downscale first: past pod 4 only, before pods 3 and 2 are
 	// eligible.
-	e.waitReplicas("ing", 4, 10*time.Second)
+	e.WaitReplicas("ing", 4, 10*time.Second)
 	if first := time.Since(start); first >= delay {
 		t.Logf("the first step came %s after the start, no sooner than the others could (a slow machine): the partial step is not shown", first)
 	}
-	e.markReady("ing")
-	e.waitReplicas("ing", 2, 15*time.Second)
+	e.MarkReady("ing")
+	e.WaitReplicas("ing", 2, 15*time.Second)
 	if took := time.Since(start); took < delay {
 		t.Errorf("shrunk to 2 after %s, before the pods were prepared for %s", took, delay)
 	}
@@ -126,48 +131,48 @@ func TestDelayedDownscaleShrinksOnlyPastPreparedPods(t *testing.T) {
 func TestDelayedDownscaleCancelledByAnUpscale(t *testing.T) {
 	e := newScalingEnv(t)
 	pods := startPreparePods(t)
-	sts := e.statefulSet("ing", 4, "r1")
+	sts := e.StatefulSet("ing", 4, "r1")
 	for i := range 4 {
-		e.pod(sts, i, "r1", podSpec{ip: podIP(i)})
+		e.Pod(sts, i, "r1", controllertest.PodSpec{IP: podIP(i)})
 	}
-	e.markReady("ing")
+	e.MarkReady("ing")
 	dd := &v1alpha1.DelayedDownscale{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "ing"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: "ing"},
 		Spec: v1alpha1.DelayedDownscaleSpec{
 			TargetRef: v1alpha1.ScalingTargetReference{Name: "ing"}, Delay: "1h",
 			PrepareEndpoint: v1alpha1.PrepareEndpoint{Port: int32(pods.port), Path: "/prepare"},
 		},
 	}
-	if err := e.admin.Create(e.ctx, dd); err != nil {
+	if err := e.Admin.Create(e.Ctx, dd); err != nil {
 		t.Fatal(err)
 	}
-	e.policy("ing", "ing", func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = ptr.To[int32](2) })
-	e.eventually(10*time.Second, "pods 3 and 2 prepared", func() (bool, error) {
+	e.Policy("ing", "ing", func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = ptr.To[int32](2) })
+	e.Eventually(10*time.Second, "pods 3 and 2 prepared", func() (bool, error) {
 		got := &v1alpha1.DelayedDownscale{}
-		err := e.admin.Get(e.ctx, client.ObjectKeyFromObject(dd), got)
+		err := e.Admin.Get(e.Ctx, client.ObjectKeyFromObject(dd), got)
 		return err == nil && got.Status.Phase == v1alpha1.DelayedPhaseWaiting && got.Status.PreparedCount == 2, err
 	})
-	sp := e.getPolicy("ing")
+	sp := e.GetPolicy("ing")
 	sp.Spec.Replicas = ptr.To[int32](4)
-	if err := e.admin.Update(e.ctx, sp); err != nil {
+	if err := e.Admin.Update(e.Ctx, sp); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually(10*time.Second, "every pod cancelled", func() (bool, error) {
+	e.Eventually(10*time.Second, "every pod cancelled", func() (bool, error) {
 		return len(pods.callsOf("DELETE")) >= 4, nil
 	})
-	e.eventually(10*time.Second, "the DelayedDownscale idle", func() (bool, error) {
+	e.Eventually(10*time.Second, "the DelayedDownscale idle", func() (bool, error) {
 		got := &v1alpha1.DelayedDownscale{}
-		err := e.admin.Get(e.ctx, client.ObjectKeyFromObject(dd), got)
+		err := e.Admin.Get(e.Ctx, client.ObjectKeyFromObject(dd), got)
 		return err == nil && got.Status.Phase == v1alpha1.DelayedPhaseIdle && len(got.Status.PreparedPods) == 0, err
 	})
-	if n := *e.getSTS("ing").Spec.Replicas; n != 4 {
+	if n := *e.GetSTS("ing").Spec.Replicas; n != 4 {
 		t.Errorf("StatefulSet has %d replicas, want its 4", n)
 	}
 }
 
 // The API server refuses a bad DelayedDownscale with a message naming the field.
 func TestDelayedDownscaleValidation(t *testing.T) {
-	cp := apiServer(t)
+	cp := controllertest.APIServer(t)
 	ns, err := cp.CreateNamespace(t.Context(), "dd-validation")
 	if err != nil {
 		t.Fatal(err)
@@ -205,3 +210,19 @@ func TestDelayedDownscaleValidation(t *testing.T) {
 		})
 	}
 }
+
+// newScalingEnv runs the DelayedDownscale and ScalingPolicy controllers, which
+// work together on a downscale, in a fresh namespace. Pods are called on their
+// IPs: the tests' pods get loopback IPs that a test server answers on.
+func newScalingEnv(t *testing.T) *controllertest.Env {
+	t.Helper()
+	e := controllertest.New(t, controllertest.Options{})
+	if err := errors.Join(New(e.Manager, podcall.Addressing{PodAddressIP: true}).SetupWithManager(e.Manager),
+		scalingpolicy.New(e.Manager).SetupWithManager(e.Manager)); err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	return e
+}
+
+func TestMain(m *testing.M) { controllertest.Main(m) }

@@ -1,4 +1,4 @@
-package controllers
+package scalingpolicy
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package controllers
+package scalingpolicy
 
 import (
 	"testing"
@@ -12,7 +12,7 @@ import (
 	"github.com/echelon-operator/echelon/internal/scaling"
 )
 
-func TestComputeScalingStatus(t *testing.T) {
+func TestComputeStatus(t *testing.T) {
 	now := time.Date(2026, time.August, 1, 9, 0, 0, 0, time.UTC)
 	sp := &v1alpha1.ScalingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "zone-b", Generation: 2}}
 	in := scaling.Input{Source: scaling.Source{Kind: scaling.SourceLeader, Name: "leader zone-a", Replicas: ptr.To[int32](3)}}
@@ -61,7 +61,7 @@ func TestComputeScalingStatus(t *testing.T) {
 			p := sp.DeepCopy()
 			p.Status = tt.old
 			scaledAt := now.Add(150 * time.Millisecond)
-			st := computeScalingStatus(p, in, tt.plan, tt.scaled, "app=zone-b", now, scaledAt)
+			st := computeStatus(p, in, tt.plan, tt.scaled, "app=zone-b", now, scaledAt)
 			if st.ObservedGeneration != 2 || st.Phase != tt.plan.Phase || st.Replicas != tt.wantReplicas || st.Selector != "app=zone-b" || st.Source != "leader zone-a" {
 				t.Errorf("status %+v", st)
 			}
@@ -84,11 +84,11 @@ func TestComputeScalingStatus(t *testing.T) {
 	since := metav1.NewTime(now.Add(-time.Hour))
 	p := sp.DeepCopy()
 	p.Status.WaitingSince = &since
-	st := computeScalingStatus(p, in, scaling.Plan{Phase: v1alpha1.ScalingPhaseWaiting, Reason: v1alpha1.ScalingReasonRollout, Current: 5}, false, "", now, now)
+	st := computeStatus(p, in, scaling.Plan{Phase: v1alpha1.ScalingPhaseWaiting, Reason: v1alpha1.ScalingReasonRollout, Current: 5}, false, "", now, now)
 	if st.WaitingSince == nil || !st.WaitingSince.Equal(&since) {
 		t.Errorf("waitingSince = %v, want kept at %s", st.WaitingSince, since)
 	}
-	if src := computeScalingStatus(&v1alpha1.ScalingPolicy{Spec: v1alpha1.ScalingPolicySpec{ForceReplicas: ptr.To[int32](1)}}, in, scaling.Plan{}, false, "", now, now).Source; src != "forced" {
+	if src := computeStatus(&v1alpha1.ScalingPolicy{Spec: v1alpha1.ScalingPolicySpec{ForceReplicas: ptr.To[int32](1)}}, in, scaling.Plan{}, false, "", now, now).Source; src != "forced" {
 		t.Errorf("source with forceReplicas = %q, want forced", src)
 	}
 }

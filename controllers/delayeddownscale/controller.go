@@ -1,4 +1,4 @@
-package controllers
+package delayeddownscale
 
 import (
 	"context"
@@ -7,39 +7,29 @@ import (
 	"net/http"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers/internal/patch"
 	"github.com/echelon-operator/echelon/internal/delayed"
-	"github.com/echelon-operator/echelon/internal/kube"
-	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 )
 
 const (
-	delayedControllerName = "delayeddownscale"
+	controllerName = "delayeddownscale"
 	// defaultPodCallTimeout applies when spec.timeout is not set (the CRD
 	// defaults it, so only objects stored before that default lack it).
 	defaultPodCallTimeout = 5 * time.Second
 )
 
-// DelayedDownscaleReconciler asks the pods a downscale removes to prepare,
+// Reconciler asks the pods a downscale removes to prepare,
 // and tells the target's ScalingPolicy how far it may shrink the StatefulSet.
-type DelayedDownscaleReconciler struct {
+type Reconciler struct {
 	client.Client
 	events recorder.EventRecorder
 	pods   *podcall.Client
@@ -53,7 +43,7 @@ type DelayedDownscaleReconciler struct {
 // Reconcile observes the target and its ScalingPolicy, calls the pods the plan
 // names (only when something changed or a pod became eligible), and writes
 // status once: the pods' answers and how far the StatefulSet may shrink.
-func (r *DelayedDownscaleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	dd := &v1alpha1.DelayedDownscale{}
 	if err := r.Get(ctx, req.NamespacedName, dd); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -70,8 +60,8 @@ func (r *DelayedDownscaleReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if obs.problem == "" {
 		plan = r.callAndDecide(ctx, dd, obs)
 	}
-	st := computeDelayedStatus(dd, obs, plan)
-	r.recordDelayedTransition(dd, st, plan)
+	st := computeStatus(dd, obs, plan)
+	r.recordTransition(dd, st, plan)
 	metrics.SetDelayed(dd.Namespace, dd.Name, st.Phase, st.PreparedCount, st.EarliestDownscaleTime, obs.in.Now)
 	if err := patch.Status(ctx, r, dd, dd.Status, st, func(o *v1alpha1.DelayedDownscale, s v1alpha1.DelayedDownscaleStatus) { o.Status = s }); err != nil {
 		return ctrl.Result{}, fmt.Errorf("DelayedDownscale: %w", err)
@@ -82,7 +72,7 @@ func (r *DelayedDownscaleReconciler) Reconcile(ctx context.Context, req ctrl.Req
 }
 
 // callAndDecide makes the calls the planner asks for and decides from the answers.
-func (r *DelayedDownscaleReconciler) callAndDecide(ctx context.Context, dd *v1alpha1.DelayedDownscale, obs delayedObservation) delayed.Plan {
+func (r *Reconciler) callAndDecide(ctx context.Context, dd *v1alpha1.DelayedDownscale, obs observation) delayed.Plan {
 	calls := delayed.Calls(obs.in)
 	timeout := defaultPodCallTimeout
 	if dd.Spec.Timeout != nil && dd.Spec.Timeout.Duration > 0 {
@@ -123,9 +113,9 @@ func (r *DelayedDownscaleReconciler) callAndDecide(ctx context.Context, dd *v1al
 	return delayed.Decide(obs.in, answers)
 }
 
-// recordDelayedTransition emits an Event when the phase changes, and a Warning
+// recordTransition emits an Event when the phase changes, and a Warning
 // for pod errors when they start or change.
-func (r *DelayedDownscaleReconciler) recordDelayedTransition(dd *v1alpha1.DelayedDownscale, st v1alpha1.DelayedDownscaleStatus, plan delayed.Plan) {
+func (r *Reconciler) recordTransition(dd *v1alpha1.DelayedDownscale, st v1alpha1.DelayedDownscaleStatus, plan delayed.Plan) {
 	if dd.Status.Phase == st.Phase && dd.Status.Message == st.Message {
 		return
 	}
@@ -141,10 +131,10 @@ func (r *DelayedDownscaleReconciler) recordDelayedTransition(dd *v1alpha1.Delaye
 	}
 }
 
-// newDelayedDownscaleReconciler returns the reconciler, reading through the
+// New returns the reconciler, reading through the
 // manager's cache and calling pods as addressing says.
-func newDelayedDownscaleReconciler(mgr ctrl.Manager, addressing podcall.Addressing) *DelayedDownscaleReconciler {
-	return &DelayedDownscaleReconciler{
+func New(mgr ctrl.Manager, addressing podcall.Addressing) *Reconciler {
+	return &Reconciler{
 		Client: mgr.GetClient(),
 		events: mgr.GetEventRecorder("echelon"),
 		// The per-call timeout bounds each call; this one only bounds a call
@@ -153,51 +143,4 @@ func newDelayedDownscaleReconciler(mgr ctrl.Manager, addressing podcall.Addressi
 		config: addressing,
 		now:    time.Now,
 	}
-}
-
-// requestsForTarget maps an event of a StatefulSet, or of a ScalingPolicy, to
-// the DelayedDownscales of the StatefulSet it is about.
-func (r *DelayedDownscaleReconciler) requestsForTarget(ctx context.Context, o client.Object) []reconcile.Request {
-	name := o.GetName()
-	if sp, ok := o.(*v1alpha1.ScalingPolicy); ok {
-		name = sp.Spec.TargetRef.Name
-	}
-	items, err := lookup.DelayedFor(ctx, r.Client, o.GetNamespace(), name)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "map to DelayedDownscales", "statefulset", name)
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(items))
-	for _, dd := range items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: dd.Namespace, Name: dd.Name}})
-	}
-	return reqs
-}
-
-// policyDesiredChanged passes ScalingPolicy updates that change the desired replicas.
-var policyDesiredChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okOld := e.ObjectOld.(*v1alpha1.ScalingPolicy)
-		n, okNew := e.ObjectNew.(*v1alpha1.ScalingPolicy)
-		return !okOld || !okNew || !equality.Semantic.DeepEqual(o.Status.DesiredReplicas, n.Status.DesiredReplicas) ||
-			o.Spec.TargetRef != n.Spec.TargetRef
-	},
-}
-
-// replicasChanged passes StatefulSet updates that change spec.replicas.
-var replicasChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okOld := e.ObjectOld.(*appsv1.StatefulSet)
-		n, okNew := e.ObjectNew.(*appsv1.StatefulSet)
-		return !okOld || !okNew || kube.Replicas(o) != kube.Replicas(n)
-	},
-}
-
-func (r *DelayedDownscaleReconciler) setupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.DelayedDownscale{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.requestsForTarget), builder.WithPredicates(replicasChanged)).
-		Watches(&v1alpha1.ScalingPolicy{}, handler.EnqueueRequestsFromMapFunc(r.requestsForTarget), builder.WithPredicates(policyDesiredChanged)).
-		Named(delayedControllerName).
-		Complete(r)
 }

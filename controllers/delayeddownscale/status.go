@@ -1,4 +1,4 @@
-package controllers
+package delayeddownscale
 
 import (
 	"fmt"
@@ -11,9 +11,9 @@ import (
 	"github.com/echelon-operator/echelon/internal/delayed"
 )
 
-// computeDelayedStatus derives a DelayedDownscale's status from the plan. It
+// computeStatus derives a DelayedDownscale's status from the plan. It
 // has no client.
-func computeDelayedStatus(dd *v1alpha1.DelayedDownscale, obs delayedObservation, plan delayed.Plan) v1alpha1.DelayedDownscaleStatus {
+func computeStatus(dd *v1alpha1.DelayedDownscale, obs observation, plan delayed.Plan) v1alpha1.DelayedDownscaleStatus {
 	in := obs.in
 	st := v1alpha1.DelayedDownscaleStatus{
 		ObservedGeneration: dd.Generation,

@@ -1,4 +1,4 @@
-package controllers
+package delayeddownscale
 
 import (
 	"strings"
@@ -13,14 +13,14 @@ import (
 	"github.com/echelon-operator/echelon/internal/delayed"
 )
 
-func TestComputeDelayedStatus(t *testing.T) {
+func TestComputeStatus(t *testing.T) {
 	now := time.Date(2026, time.August, 1, 9, 0, 0, 0, time.UTC)
 	dd := &v1alpha1.DelayedDownscale{ObjectMeta: metav1.ObjectMeta{Name: "ing", Generation: 3}}
-	pending := delayedObservation{in: delayed.Input{Now: now, Delay: time.Hour, Desired: ptr.To[int32](2), Current: 4}}
+	pending := observation{in: delayed.Input{Now: now, Delay: time.Hour, Desired: ptr.To[int32](2), Current: 4}}
 	prepared := []delayed.Record{{Name: "ing-3", PreparedAt: now.Add(-2 * time.Hour)}, {Name: "ing-2", PreparedAt: now.Add(-time.Minute)}}
 	tests := []struct {
 		name         string
-		obs          delayedObservation
+		obs          observation
 		plan         delayed.Plan
 		wantPhase    v1alpha1.DelayedDownscalePhase
 		wantReason   string
@@ -29,7 +29,7 @@ func TestComputeDelayedStatus(t *testing.T) {
 		wantMessage  string
 	}{{
 		name:      "no downscale pending: Idle and Ready",
-		obs:       delayedObservation{in: delayed.Input{Now: now, Desired: ptr.To[int32](4), Current: 4}},
+		obs:       observation{in: delayed.Input{Now: now, Desired: ptr.To[int32](4), Current: 4}},
 		wantPhase: v1alpha1.DelayedPhaseIdle, wantReason: v1alpha1.DelayedReasonIdle, wantReady: metav1.ConditionTrue,
 		wantMessage: "no downscale pending",
 	}, {
@@ -54,14 +54,14 @@ func TestComputeDelayedStatus(t *testing.T) {
 		wantPrepared: 1, wantMessage: "ing-3: POST answered 500",
 	}, {
 		name: "no ScalingPolicy: Blocked, the last records kept",
-		obs: delayedObservation{in: delayed.Input{Now: now, Current: 4},
+		obs: observation{in: delayed.Input{Now: now, Current: 4},
 			problem: "no ScalingPolicy targets StatefulSet ing", problemReason: v1alpha1.DelayedReasonNoScalingPolicy},
 		wantPhase: v1alpha1.DelayedPhaseBlocked, wantReason: v1alpha1.DelayedReasonNoScalingPolicy, wantReady: metav1.ConditionFalse,
 		wantMessage: "no ScalingPolicy targets StatefulSet ing",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := computeDelayedStatus(dd, tt.obs, tt.plan)
+			st := computeStatus(dd, tt.obs, tt.plan)
 			if st.Phase != tt.wantPhase || st.ObservedGeneration != 3 || st.PreparedCount != tt.wantPrepared || !strings.Contains(st.Message, tt.wantMessage) {
 				t.Errorf("phase %s generation %d prepared %d message %q; want %s 3 %d %q", st.Phase, st.ObservedGeneration, st.PreparedCount, st.Message,
 					tt.wantPhase, tt.wantPrepared, tt.wantMessage)

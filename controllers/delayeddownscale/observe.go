@@ -1,4 +1,4 @@
-package controllers
+package delayeddownscale
 
 import (
 	"context"
@@ -19,9 +19,9 @@ import (
 	"github.com/echelon-operator/echelon/internal/podname"
 )
 
-// delayedObservation is what a pass read: the planner's input, and how to
+// observation is what a pass read: the planner's input, and how to
 // reach each pod.
-type delayedObservation struct {
+type observation struct {
 	in delayed.Input
 	// urls are the prepare endpoint of each addressable pod, by name.
 	urls map[string]string
@@ -31,8 +31,8 @@ type delayedObservation struct {
 
 // observe reads the target, its pods and the desired replicas of the
 // ScalingPolicy that targets it, all from the cache.
-func (r *DelayedDownscaleReconciler) observe(ctx context.Context, dd *v1alpha1.DelayedDownscale) (delayedObservation, error) {
-	obs := delayedObservation{urls: map[string]string{}}
+func (r *Reconciler) observe(ctx context.Context, dd *v1alpha1.DelayedDownscale) (observation, error) {
+	obs := observation{urls: map[string]string{}}
 	in := &obs.in
 	in.Now = r.now()
 	in.NamePrefix = dd.Spec.TargetRef.Name
@@ -81,7 +81,7 @@ func (r *DelayedDownscaleReconciler) observe(ctx context.Context, dd *v1alpha1.D
 		return obs, fmt.Errorf("list pods of StatefulSet %s: %w", target.Name, err)
 	}
 	in.Pods = map[string]delayed.Pod{}
-	for _, pod := range controlledBy(pods.Items, target) {
+	for _, pod := range kube.ControlledBy(pods.Items, target) {
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
@@ -101,7 +101,7 @@ func (r *DelayedDownscaleReconciler) observe(ctx context.Context, dd *v1alpha1.D
 
 // targets are the pods to call, with their URLs; pods that cannot be reached
 // answer at once with why.
-func (obs delayedObservation) targets(names []string) ([]podcall.Target, map[string]podcall.Result) {
+func (obs observation) targets(names []string) ([]podcall.Target, map[string]podcall.Result) {
 	var targets []podcall.Target
 	unreachable := map[string]podcall.Result{}
 	for _, name := range names {

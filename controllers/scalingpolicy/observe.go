@@ -1,4 +1,4 @@
-package controllers
+package scalingpolicy
 
 import (
 	"context"
@@ -22,9 +22,9 @@ import (
 	"github.com/echelon-operator/echelon/internal/scaling"
 )
 
-// scalingObservation is what a pass read besides the planner's input: the
+// observation is what a pass read besides the planner's input: the
 // objects the controller acts on.
-type scalingObservation struct {
+type observation struct {
 	in scaling.Input
 	// target is the cached target StatefulSet, nil when missing.
 	target *appsv1.StatefulSet
@@ -40,8 +40,8 @@ type scalingObservation struct {
 // observe reads the target, the source and the target's RolloutGroup. The
 // target, a leader, other policies and groups come from the cache; a resource's
 // scale subresource is read from the API server, as it cannot be cached.
-func (r *ScalingPolicyReconciler) observe(ctx context.Context, sp *v1alpha1.ScalingPolicy) (scalingObservation, error) {
-	var obs scalingObservation
+func (r *Reconciler) observe(ctx context.Context, sp *v1alpha1.ScalingPolicy) (observation, error) {
+	var obs observation
 	in := &obs.in
 	in.Now = r.now()
 	in.Paused = sp.Spec.Paused
@@ -100,7 +100,7 @@ func otherPolicies(sp *v1alpha1.ScalingPolicy, others []v1alpha1.ScalingPolicy) 
 // policy only guards: its replicas, read through its scale subresource (so no
 // informer of every Deployment or ReplicaSet is needed beyond a metadata
 // watch, which wakes the policy when the target's replicas change).
-func (r *ScalingPolicyReconciler) observeGuardedTarget(ctx context.Context, sp *v1alpha1.ScalingPolicy, obs *scalingObservation) error {
+func (r *Reconciler) observeGuardedTarget(ctx context.Context, sp *v1alpha1.ScalingPolicy, obs *observation) error {
 	in := &obs.in
 	in.Source.Kind = scaling.SourceNone
 	ref := sp.Spec.TargetRef
@@ -138,7 +138,7 @@ func (r *ScalingPolicyReconciler) observeGuardedTarget(ctx context.Context, sp *
 // target's current replicas and the policy's current desired count, for its
 // current spec. Otherwise (it has not caught up yet) the floor is the current
 // replicas: no downscale until it has.
-func (r *ScalingPolicyReconciler) observeDelayed(ctx context.Context, sp *v1alpha1.ScalingPolicy, target *appsv1.StatefulSet, in *scaling.Input) error {
+func (r *Reconciler) observeDelayed(ctx context.Context, sp *v1alpha1.ScalingPolicy, target *appsv1.StatefulSet, in *scaling.Input) error {
 	items, err := lookup.DelayedFor(ctx, r.Client, target.Namespace, target.Name)
 	if err != nil || len(items) == 0 {
 		return err
@@ -156,7 +156,7 @@ func (r *ScalingPolicyReconciler) observeDelayed(ctx context.Context, sp *v1alph
 }
 
 // observeSource reads the desired replicas from the policy's source.
-func (r *ScalingPolicyReconciler) observeSource(ctx context.Context, sp *v1alpha1.ScalingPolicy, obs *scalingObservation) error {
+func (r *Reconciler) observeSource(ctx context.Context, sp *v1alpha1.ScalingPolicy, obs *observation) error {
 	src := &obs.in.Source
 	switch from := sp.Spec.ReplicasFrom; {
 	case from == nil && sp.Spec.Replicas == nil:
@@ -185,7 +185,7 @@ func (r *ScalingPolicyReconciler) observeSource(ctx context.Context, sp *v1alpha
 // observeResource reads the replicas of a resource's scale subresource, and
 // tells apart the reasons it cannot: an unknown kind, a missing object, an
 // object without a scale subresource, or no permission.
-func (r *ScalingPolicyReconciler) observeResource(ctx context.Context, sp *v1alpha1.ScalingPolicy, ref *v1alpha1.ScaleResourceReference, obs *scalingObservation) error {
+func (r *Reconciler) observeResource(ctx context.Context, sp *v1alpha1.ScalingPolicy, ref *v1alpha1.ScaleResourceReference, obs *observation) error {
 	src := &obs.in.Source
 	src.Kind, src.Name = scaling.SourceResource, ref.Kind+" "+ref.Name
 	unreadable := func(format string, args ...any) error {
@@ -212,7 +212,7 @@ func (r *ScalingPolicyReconciler) observeResource(ctx context.Context, sp *v1alp
 	case meta.IsNoMatchError(err):
 		return unreadable("the API server serves no kind %s in %s", ref.Kind, ref.APIVersion)
 	case apierrors.IsForbidden(err):
-		return unreadable("the operator may not read the scale subresource of %s %s: grant it get on that resource's scale subresource (%s)", ref.Kind, ref.Name, apiMessage(err))
+		return unreadable("the operator may not read the scale subresource of %s %s: grant it get on that resource's scale subresource (%s)", ref.Kind, ref.Name, kube.APIMessage(err))
 	case apierrors.IsNotFound(err):
 		// Either the object or its scale subresource is missing: ask for the object.
 		probe := &metav1.PartialObjectMetadata{}
@@ -232,11 +232,11 @@ func (r *ScalingPolicyReconciler) observeResource(ctx context.Context, sp *v1alp
 
 // observeGroup returns the RolloutGroup that claims the target, with its other
 // members' readiness and last downscales; nil when none does.
-func (r *ScalingPolicyReconciler) observeGroup(ctx context.Context, target *appsv1.StatefulSet) (*scaling.Group, error) {
+func (r *Reconciler) observeGroup(ctx context.Context, target *appsv1.StatefulSet) (*scaling.Group, error) {
 	return lookup.DownscaleGroup(ctx, r.Client, target)
 }
 
-func (r *ScalingPolicyReconciler) statefulSet(ctx context.Context, namespace, name string) (*appsv1.StatefulSet, error) {
+func (r *Reconciler) statefulSet(ctx context.Context, namespace, name string) (*appsv1.StatefulSet, error) {
 	sts := &appsv1.StatefulSet{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, sts); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -247,7 +247,7 @@ func (r *ScalingPolicyReconciler) statefulSet(ctx context.Context, namespace, na
 	return sts, nil
 }
 
-func (r *ScalingPolicyReconciler) policiesFor(ctx context.Context, namespace, kind, name string) ([]v1alpha1.ScalingPolicy, error) {
+func (r *Reconciler) policiesFor(ctx context.Context, namespace, kind, name string) ([]v1alpha1.ScalingPolicy, error) {
 	return lookup.PoliciesForTarget(ctx, r.Client, namespace, kind, name)
 }
 
@@ -257,7 +257,7 @@ func (r *ScalingPolicyReconciler) policiesFor(ctx context.Context, namespace, ki
 // policy of another zone may have downscaled a moment ago, and the cache not
 // show it yet; two zones must not both go down inside the delay. One read per
 // member and one of the namespace's policies, per downscale.
-func (r *ScalingPolicyReconciler) confirmDownscale(ctx context.Context, obs scalingObservation) (scaling.Plan, error) {
+func (r *Reconciler) confirmDownscale(ctx context.Context, obs observation) (scaling.Plan, error) {
 	in := obs.in
 	group := *in.Group
 	var policies v1alpha1.ScalingPolicyList

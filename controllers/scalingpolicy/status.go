@@ -1,4 +1,4 @@
-package controllers
+package scalingpolicy
 
 import (
 	"time"
@@ -10,7 +10,7 @@ import (
 	"github.com/echelon-operator/echelon/internal/scaling"
 )
 
-// computeScalingStatus derives a policy's status from the old one, the plan,
+// computeStatus derives a policy's status from the old one, the plan,
 // what was done and the target's selector. It has no client.
 //
 // scaled is true when this pass patched the target's replicas as planned. A
@@ -20,7 +20,7 @@ import (
 //
 // scaledAt is when the scale was made (after the patch); a downscale records it
 // so the other zones' delay counts from the moment the StatefulSet changed.
-func computeScalingStatus(sp *v1alpha1.ScalingPolicy, in scaling.Input, plan scaling.Plan, scaled bool, selector string, now, scaledAt time.Time) v1alpha1.ScalingPolicyStatus {
+func computeStatus(sp *v1alpha1.ScalingPolicy, in scaling.Input, plan scaling.Plan, scaled bool, selector string, now, scaledAt time.Time) v1alpha1.ScalingPolicyStatus {
 	old := sp.Status
 	st := v1alpha1.ScalingPolicyStatus{
 		ObservedGeneration: sp.Generation,

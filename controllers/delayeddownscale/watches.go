@@ -1,0 +1,68 @@
+package delayeddownscale
+
+import (
+	"context"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/kube"
+	"github.com/echelon-operator/echelon/internal/lookup"
+)
+
+// requestsForTarget maps an event of a StatefulSet, or of a ScalingPolicy, to
+// the DelayedDownscales of the StatefulSet it is about.
+func (r *Reconciler) requestsForTarget(ctx context.Context, o client.Object) []reconcile.Request {
+	name := o.GetName()
+	if sp, ok := o.(*v1alpha1.ScalingPolicy); ok {
+		name = sp.Spec.TargetRef.Name
+	}
+	items, err := lookup.DelayedFor(ctx, r.Client, o.GetNamespace(), name)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "map to DelayedDownscales", "statefulset", name)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(items))
+	for _, dd := range items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: dd.Namespace, Name: dd.Name}})
+	}
+	return reqs
+}
+
+// policyDesiredChanged passes ScalingPolicy updates that change the desired replicas.
+var policyDesiredChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*v1alpha1.ScalingPolicy)
+		n, okNew := e.ObjectNew.(*v1alpha1.ScalingPolicy)
+		return !okOld || !okNew || !equality.Semantic.DeepEqual(o.Status.DesiredReplicas, n.Status.DesiredReplicas) ||
+			o.Spec.TargetRef != n.Spec.TargetRef
+	},
+}
+
+// replicasChanged passes StatefulSet updates that change spec.replicas.
+var replicasChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*appsv1.StatefulSet)
+		n, okNew := e.ObjectNew.(*appsv1.StatefulSet)
+		return !okOld || !okNew || kube.Replicas(o) != kube.Replicas(n)
+	},
+}
+
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.DelayedDownscale{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.requestsForTarget), builder.WithPredicates(replicasChanged)).
+		Watches(&v1alpha1.ScalingPolicy{}, handler.EnqueueRequestsFromMapFunc(r.requestsForTarget), builder.WithPredicates(policyDesiredChanged)).
+		Named(controllerName).
+		Complete(r)
+}

@@ -1,0 +1,71 @@
+package controllertest
+
+import (
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+)
+
+// Policy creates a ScalingPolicy of target, shaped by mutate.
+func (e *Env) Policy(name, target string, mutate func(*v1alpha1.ScalingPolicySpec)) *v1alpha1.ScalingPolicy {
+	e.T.Helper()
+	sp := &v1alpha1.ScalingPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS},
+		Spec:       v1alpha1.ScalingPolicySpec{TargetRef: v1alpha1.PolicyTargetReference{Name: target}},
+	}
+	mutate(&sp.Spec)
+	if err := e.Admin.Create(e.Ctx, sp); err != nil {
+		e.T.Fatal(err)
+	}
+	return sp
+}
+
+func (e *Env) GetPolicy(name string) *v1alpha1.ScalingPolicy {
+	e.T.Helper()
+	sp := &v1alpha1.ScalingPolicy{}
+	if err := e.Admin.Get(e.Ctx, client.ObjectKey{Namespace: e.NS, Name: name}, sp); err != nil {
+		e.T.Fatal(err)
+	}
+	return sp
+}
+
+// SetReplicas changes a StatefulSet's spec.replicas and reports, as its
+// controller would, that it has them all Ready.
+func (e *Env) SetReplicas(name string, n int32) {
+	e.T.Helper()
+	sts := e.GetSTS(name)
+	sts.Spec.Replicas = ptr.To(n)
+	if err := e.Admin.Update(e.Ctx, sts); err != nil {
+		e.T.Fatal(err)
+	}
+	e.MarkReady(name)
+}
+
+// MarkReady writes a StatefulSet's status as its controller would once every
+// wanted pod exists and is Ready.
+func (e *Env) MarkReady(name string) {
+	e.T.Helper()
+	sts := e.GetSTS(name)
+	sts.Status.ObservedGeneration = sts.Generation
+	sts.Status.Replicas, sts.Status.ReadyReplicas = *sts.Spec.Replicas, *sts.Spec.Replicas
+	if err := e.Admin.Status().Update(e.Ctx, sts); err != nil {
+		e.T.Fatal(err)
+	}
+}
+
+// WaitReplicas waits until the StatefulSet wants n replicas.
+func (e *Env) WaitReplicas(name string, n int32, timeout time.Duration) *appsv1.StatefulSet {
+	e.T.Helper()
+	var sts *appsv1.StatefulSet
+	e.Eventually(timeout, fmt.Sprintf("%s at %d replicas", name, n), func() (bool, error) {
+		sts = e.GetSTS(name)
+		return *sts.Spec.Replicas == n, nil
+	})
+	return sts
+}

@@ -1,0 +1,39 @@
+// Package controllers wires Echelon's reconcilers into a manager. Each lives
+// in a package of its own (rolloutgroup, scalingpolicy, delayeddownscale) with
+// the same files: controller.go (Reconcile), observe.go (reads into the
+// planner's input), status.go (client-free status), watches.go (map functions,
+// predicates, SetupWithManager). Each observes the cluster through the
+// manager's caches, asks a pure planner what to do, acts, and writes status
+// once.
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/echelon-operator/echelon/controllers/delayeddownscale"
+	"github.com/echelon-operator/echelon/controllers/scalingpolicy"
+	"github.com/echelon-operator/echelon/internal/lookup"
+	"github.com/echelon-operator/echelon/internal/podcall"
+)
+
+// Setup registers Echelon's controllers with the manager, with the cache
+// indexes they and the webhooks share; addressing says how pods are called
+// over HTTP.
+func Setup(mgr ctrl.Manager, addressing podcall.Addressing) error {
+	if err := lookup.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	if err := newRolloutGroupReconciler(mgr).setupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the RolloutGroup controller: %w", err)
+	}
+	if err := scalingpolicy.New(mgr).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the ScalingPolicy controller: %w", err)
+	}
+	if err := delayeddownscale.New(mgr, addressing).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the DelayedDownscale controller: %w", err)
+	}
+	return nil
+}
