@@ -89,7 +89,7 @@ func describeBatch(plan rollout.Plan, removed []*corev1.Pod, evict bool) string 
 		names = append(names, fmt.Sprintf("%s (%s)", pod.Name, rev))
 	}
 	return fmt.Sprintf("%s %s of StatefulSet %s, rolling to revision %s: %s",
-		verb, plural(len(removed), "pod"), plan.Current, updateRevisionOf(plan), strings.Join(names, ", "))
+		verb, rollout.Plural(len(removed), "pod"), plan.Current, updateRevisionOf(plan), strings.Join(names, ", "))
 }
 
 func removalAction(evict bool) string {
@@ -153,12 +153,4 @@ func updateRevisionOf(plan rollout.Plan) string {
 		}
 	}
 	return ""
-}
-
-// plural says "1 pod" or "n pods".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }

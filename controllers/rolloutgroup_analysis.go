@@ -17,43 +17,48 @@ import (
 	"github.com/echelon-operator/echelon/internal/analysis"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/rollout"
+	"github.com/echelon-operator/echelon/internal/rollout/gate"
 )
 
 // analyze runs the group's analysis for this pass: the manual controls, the
 // gates, the queries that are due (at most one per check per interval, and
 // none without a started gate), the failure policy and the restoration of the
 // templates of a rollback. It sets the planner's holds in in and returns the
-// pass, which the controller completes after acting (afterAct).
+// pass, which the controller completes after acting (AfterAct).
+//
+// restoreErr is an API error restoring the templates: the pass keeps it as
+// a hold, and the caller returns the error once status is written.
 //
 // Queries run in the reconcile, concurrently, each bounded by the spec's
 // timeout: a slow Prometheus delays this group's pass by one timeout at most,
 // and other groups go on in the other workers.
-func (r *RolloutGroupReconciler) analyze(ctx context.Context, rg *v1alpha1.RolloutGroup, in *rollout.Input, now time.Time) (*analysisPass, error) {
-	ap := newAnalysisPass(rg, now)
-	ap.applyTo(in)
+func (r *RolloutGroupReconciler) analyze(ctx context.Context, rg *v1alpha1.RolloutGroup, in *rollout.Input, now time.Time) (ap *gate.Pass, restoreErr error) {
+	ap = gate.New(rg, now)
+	ap.ApplyTo(in)
 	pre := rollout.Decide(*in)
-	ap.begin(pre)
-	if due := ap.dueChecks(); len(due) > 0 && pre.Blocked == nil {
-		ap.record(r.runChecks(ctx, rg, ap.queryVars(), due))
+	ap.Begin(pre)
+	if due := ap.DueChecks(); len(due) > 0 && pre.Blocked == nil {
+		ap.Record(r.runChecks(ctx, rg, ap.QueryVars(), due))
 	}
-	ap.decide(pre)
-	if ap.rollingBack() && pre.Blocked == nil {
-		pending, failed, err := r.restoreTemplates(ctx, rg, ap.st.Rollback, in.Members)
+	ap.Decide(pre)
+	if ap.RollingBack() && pre.Blocked == nil {
+		rb := ap.Rollback()
+		pending, failed, err := r.restoreTemplates(ctx, rg, rb, in.Members)
 		if err != nil {
 			// Keep the pass (the failure, the rollback record, handled
 			// annotations, query results): every member of the rollback is
 			// held as not restored yet, and the error is returned once status
 			// is written, so the pass is retried with backoff.
 			pending, failed = nil, ""
-			for _, m := range ap.st.Rollback.Members {
+			for _, m := range rb.Members {
 				pending = append(pending, m.Name)
 			}
-			ap.restoreErr = err
+			restoreErr = err
 		}
-		ap.setRestore(pending, failed)
+		ap.SetRestore(pending, failed)
 	}
-	ap.applyTo(in)
-	return ap, nil
+	ap.ApplyTo(in)
+	return ap, restoreErr
 }
 
 // runChecks queries the due checks concurrently and returns their outcomes by
@@ -168,15 +173,15 @@ func secretReadError(field, namespace, name string, err error) error {
 }
 
 // emitAnalysis emits the pass's Events and counts its results.
-func (r *RolloutGroupReconciler) emitAnalysis(rg *v1alpha1.RolloutGroup, ap *analysisPass) {
-	for _, e := range ap.events {
-		r.events.Eventf(rg, nil, e.eventType, e.reason, e.action, "%s", e.message)
+func (r *RolloutGroupReconciler) emitAnalysis(rg *v1alpha1.RolloutGroup, ap *gate.Pass) {
+	for _, e := range ap.Events() {
+		r.events.Eventf(rg, nil, e.Type, e.Reason, e.Action, "%s", e.Message)
 	}
-	for _, res := range ap.results {
-		metrics.AnalysisChecks.WithLabelValues(rg.Namespace, rg.Name, res.check, res.result).Inc()
+	for _, res := range ap.Results() {
+		metrics.AnalysisChecks.WithLabelValues(rg.Namespace, rg.Name, res.Check, res.Result).Inc()
 	}
-	if ap.rollbackStarted != "" {
-		metrics.Rollbacks.WithLabelValues(rg.Namespace, rg.Name, ap.rollbackStarted).Inc()
+	if reason := ap.RollbackStarted(); reason != "" {
+		metrics.Rollbacks.WithLabelValues(rg.Namespace, rg.Name, reason).Inc()
 	}
 }
 

@@ -86,24 +86,21 @@ func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	ap, err := r.analyze(ctx, rg, &in, now)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	ap, restoreErr := r.analyze(ctx, rg, &in, now)
 	plan := rollout.Decide(in)
 	if len(plan.Delete) > 0 {
 		if plan, err = r.confirmWithLiveRead(ctx, rg, in, plan); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	if ap.openBatchGateBefore(plan) {
-		if written, err = r.recordGate(ctx, rg, written, ap.gateRecord(written), now); err != nil {
+	if ap.OpenBatchGateBefore(plan) {
+		if written, err = r.recordGate(ctx, rg, written, ap.GateRecord(written), now); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	acted, actErr := r.removePods(ctx, rg, plan, now)
-	actErr = errors.Join(actErr, r.advanceRevisions(ctx, rg, plan, in.Members), ap.restoreErr)
-	ap.afterAct(plan, acted)
+	actErr = errors.Join(actErr, r.advanceRevisions(ctx, rg, plan, in.Members), restoreErr)
+	ap.AfterAct(plan, acted.deleted)
 
 	up := computeStatus(rg, plan, acted, ap, now)
 	r.recordTransition(rg, plan, up)
@@ -115,7 +112,7 @@ func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	after := rollout.MinPositive(plan.RequeueAfter, up.recheckAfter)
 	after = rollout.MinPositive(after, flushAfter)
-	after = rollout.MinPositive(after, ap.requeueAfter())
+	after = rollout.MinPositive(after, ap.RequeueAfter())
 	if acted.refused != "" {
 		after = rollout.MinPositive(after, evictionRetryInterval)
 	}
@@ -208,7 +205,7 @@ func (r *RolloutGroupReconciler) recordTransition(rg *v1alpha1.RolloutGroup, pla
 	if up.rolloutCompleted {
 		r.events.Eventf(rg, nil, corev1.EventTypeNormal, "RolloutComplete", "Rollout",
 			"rollout complete in %s: %d pods rolled, every pod of %s on its update revision",
-			st.RolloutCompletionTime.Sub(st.RolloutStartTime.Time).Round(time.Second), st.PodsRolled, plural(len(st.StatefulSets), "StatefulSet"))
+			st.RolloutCompletionTime.Sub(st.RolloutStartTime.Time).Round(time.Second), st.PodsRolled, rollout.Plural(len(st.StatefulSets), "StatefulSet"))
 	}
 }
 

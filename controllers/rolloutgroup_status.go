@@ -9,6 +9,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/rollout"
+	"github.com/echelon-operator/echelon/internal/rollout/gate"
 )
 
 // defaultProgressDeadline applies when spec.progressDeadline is not set (the CRD
@@ -49,12 +50,12 @@ type statusUpdate struct {
 // rollout: it shows as phase Waiting, with no rollout Events.
 //
 // ap is the pass's analysis (nil: the group's analysis state as it is).
-func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionResult, ap *analysisPass, now time.Time) statusUpdate {
+func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionResult, ap *gate.Pass, now time.Time) statusUpdate {
 	if ap == nil {
-		ap = newAnalysisPass(rg, now)
-		ap.resolveStable(plan.Members)
+		ap = gate.New(rg, now)
+		ap.ResolveStable(plan.Members)
 	}
-	av := ap.view()
+	av := ap.View()
 	old := rg.Status
 	st := v1alpha1.RolloutGroupStatus{
 		ObservedGeneration:    rg.Generation,
@@ -77,8 +78,8 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 			MaxUnavailable:     m.MaxUnavailable,
 			CurrentRevision:    m.CurrentRevision,
 			UpdateRevision:     m.UpdateRevision,
-			StableRevision:     ap.stable[m.Name],
-			GatePassedRevision: ap.gatePassed[m.Name],
+			StableRevision:     ap.StableRevision(m.Name),
+			GatePassedRevision: ap.GatePassedRevision(m.Name),
 			Phase:              m.Phase,
 			Message:            m.Message,
 		})
@@ -91,7 +92,7 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 	var up statusUpdate
 
 	rolloutOpen := rolloutWasOpen(old)
-	if !rolloutOpen && plan.Settled && plan.ToRoll > 0 && plan.Blocked == nil && !rg.Spec.Paused && av.phase != v1alpha1.PhaseFailed {
+	if !rolloutOpen && plan.Settled && plan.ToRoll > 0 && plan.Blocked == nil && !rg.Spec.Paused && av.Phase != v1alpha1.PhaseFailed {
 		st.RolloutStartTime, st.RolloutCompletionTime = &ts, nil
 		st.LastProgressTime, st.PodsRolled = &ts, 0
 		rolloutOpen, up.rolloutStarted = true, true
@@ -100,10 +101,10 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 		}
 	}
 	switch {
-	case rolloutOpen && plan.Complete && !av.holding && plan.GateDue == "":
+	case rolloutOpen && plan.Complete && !av.Holding && plan.GateDue == "":
 		st.RolloutCompletionTime = &ts
 		rolloutOpen, up.rolloutCompleted = false, true
-	case rolloutOpen && av.rolledBack:
+	case rolloutOpen && av.RolledBack:
 		st.RolloutCompletionTime = &ts
 		rolloutOpen, up.rolledBack = false, true
 	}
@@ -114,12 +115,12 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 			st.StatefulSets[i].StableRevision = m.UpdateRevision
 		}
 	}
-	st.Analysis = ap.status()
+	st.Analysis = ap.Status()
 	if acted.deleted > 0 {
 		st.PodsRolled += acted.deleted
 		st.LastBatchTime = &ts
 	}
-	if rolloutOpen && (madeProgress(rg, plan, acted, st) || av.phase == v1alpha1.PhaseAnalyzing) {
+	if rolloutOpen && (madeProgress(rg, plan, acted, st) || av.Phase == v1alpha1.PhaseAnalyzing) {
 		st.LastProgressTime = &ts
 	}
 	if acted.refused != "" {
@@ -127,7 +128,7 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 	}
 
 	stalled := false
-	if deadline := progressDeadline(rg); rolloutOpen && deadline > 0 && !rg.Spec.Paused && plan.Blocked == nil && av.phase == "" && st.LastProgressTime != nil {
+	if deadline := progressDeadline(rg); rolloutOpen && deadline > 0 && !rg.Spec.Paused && plan.Blocked == nil && av.Phase == "" && st.LastProgressTime != nil {
 		sinceProgress := now.Sub(st.LastProgressTime.Time)
 		if sinceProgress >= deadline {
 			stalled = true
@@ -141,8 +142,8 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 	st.Phase = sum.phase
 	switch {
 	case sum.phase == v1alpha1.PhaseFailed || sum.phase == v1alpha1.PhaseAnalyzing:
-		st.Message = av.message
-	case av.rollingBack:
+		st.Message = av.Message
+	case av.RollingBack:
 		st.Message = "rolling back: " + st.Message
 	}
 	up.stalledNow = stalled && old.Phase != v1alpha1.PhaseStalled
@@ -192,19 +193,19 @@ type summary struct {
 //	rollout open                   -> Progressing  Ready=False  Progressing=True   (what the rollout does)
 //	every pod updated, available   -> Complete     Ready=True   Progressing=False  UpToDate
 //	otherwise                      -> Waiting      Ready=False  Progressing=False  PodsUnavailable / WaitingForStatefulSet
-func summarize(plan rollout.Plan, acted actionResult, paused, rolloutOpen, stalled bool, av analysisView) summary {
+func summarize(plan rollout.Plan, acted actionResult, paused, rolloutOpen, stalled bool, av gate.View) summary {
 	f, t := metav1.ConditionFalse, metav1.ConditionTrue
 	switch {
 	case plan.Blocked != nil:
 		return summary{v1alpha1.PhaseBlocked, f, f, plan.Blocked.Reason}
-	case av.phase == v1alpha1.PhaseFailed:
-		return summary{v1alpha1.PhaseFailed, f, f, av.reason}
+	case av.Phase == v1alpha1.PhaseFailed:
+		return summary{v1alpha1.PhaseFailed, f, f, av.Reason}
 	case paused && (rolloutOpen || plan.ToRoll > 0):
 		return summary{v1alpha1.PhasePaused, f, f, v1alpha1.ReasonPaused}
-	case av.rollingBack:
+	case av.RollingBack:
 		return summary{v1alpha1.PhaseProgressing, f, t, v1alpha1.ReasonRollingBack}
-	case av.phase == v1alpha1.PhaseAnalyzing:
-		return summary{v1alpha1.PhaseAnalyzing, f, t, av.reason}
+	case av.Phase == v1alpha1.PhaseAnalyzing:
+		return summary{v1alpha1.PhaseAnalyzing, f, t, av.Reason}
 	case rolloutOpen && stalled:
 		return summary{v1alpha1.PhaseStalled, f, f, v1alpha1.ReasonProgressDeadlineExceeded}
 	case rolloutOpen:

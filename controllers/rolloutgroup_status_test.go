@@ -1,14 +1,19 @@
 package controllers
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/analysis"
 	"github.com/echelon-operator/echelon/internal/rollout"
+	"github.com/echelon-operator/echelon/internal/rollout/gate"
+	"github.com/echelon-operator/echelon/internal/rollout/gate/gatetest"
 )
 
 var statusNow = time.Date(2026, time.May, 4, 10, 0, 0, 0, time.UTC)
@@ -365,4 +370,83 @@ func TestComputeStatusDeadlineClock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// computeStatus with analysis: the rollout is not complete while a gate is
+// pending, the stable revision stays what the pods ran until it is, and a
+// completed rollback ends the rollout without completing it.
+func TestComputeStatusWithAnalysis(t *testing.T) {
+	complete := gatetest.Plan(gatetest.Member("a", 3, 3), gatetest.Member("b", 3, 3))
+	complete.Complete = true
+	complete.Message = "all members updated and available"
+	rg := gatetest.Group(0, v1alpha1.FailurePause, func(rg *v1alpha1.RolloutGroup) {
+		openRollout(time.Minute)(rg)
+		rg.Status.StatefulSets = []v1alpha1.MemberStatus{{Name: "a", StableRevision: "r1", GatePassedRevision: "r2"}, {Name: "b", StableRevision: "r1"}}
+		rg.Status.Analysis = &v1alpha1.AnalysisStatus{Gate: &v1alpha1.GateStatus{Member: "b", Kind: v1alpha1.GateAfterMember, Revision: "r2",
+			StartTime: ptr.To(metav1.NewTime(at(-time.Minute))), SoakUntil: ptr.To(metav1.NewTime(at(-time.Minute)))},
+			Checks: []v1alpha1.CheckStatus{{Name: "zone", Phase: v1alpha1.CheckRunning, LastTime: ptr.To(metav1.NewTime(at(-time.Second))), LastValue: "1"}}}
+	})
+	ap := gate.New(rg, statusNow)
+	ap.Begin(complete)
+	up := computeStatus(rg, complete, actionResult{}, ap, statusNow)
+	st := up.status
+	if up.rolloutCompleted || st.Phase != v1alpha1.PhaseAnalyzing || st.StatefulSets[1].StableRevision != "r1" || st.StatefulSets[0].GatePassedRevision != "r2" {
+		t.Fatalf("with b's gate pending: completed %v phase %s members %+v", up.rolloutCompleted, st.Phase, st.StatefulSets)
+	}
+	if c := findCondition(st.Conditions, v1alpha1.ConditionProgressing); c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonWaitingForAnalysis {
+		t.Errorf("Progressing = %+v, want True WaitingForAnalysis", c)
+	}
+	if !strings.Contains(st.Message, "AfterMember gate of b (revision r2): zone Running 0/2 (1)") {
+		t.Errorf("message %q", st.Message)
+	}
+	// The gate passes: complete, and the stable revisions become r2.
+	ap.Record(map[string]analysis.Outcome{"zone": gatetest.Outcome(true)})
+	ap.Record(map[string]analysis.Outcome{"zone": gatetest.Outcome(true)})
+	ap.Decide(complete)
+	up = computeStatus(rg, complete, actionResult{}, ap, statusNow)
+	if !up.rolloutCompleted || up.status.Phase != v1alpha1.PhaseComplete || up.status.StatefulSets[1].StableRevision != "r2" {
+		t.Fatalf("gate passed: completed %v phase %s members %+v", up.rolloutCompleted, up.status.Phase, up.status.StatefulSets)
+	}
+
+	// A completed rollback ends the rollout, Failed, without completing it.
+	rolledBack := gatetest.Plan(gatetest.Member("a", 3, 3))
+	rolledBack.Members[0].UpdateRevision = "r1"
+	rolledBack.Complete = true
+	rb := gatetest.Group(0, v1alpha1.FailureRollback, func(rg *v1alpha1.RolloutGroup) {
+		openRollout(time.Minute)(rg)
+		rg.Status.Analysis = &v1alpha1.AnalysisStatus{
+			Failure:  &v1alpha1.AnalysisFailure{Reason: v1alpha1.ReasonAnalysisFailed, Message: "check zone failed"},
+			Rollback: &v1alpha1.RollbackStatus{StartTime: metav1.NewTime(at(-time.Minute)), Members: []v1alpha1.RollbackMember{{Name: "a", From: "r2", To: "r1"}}},
+		}
+	})
+	ap = gate.New(rb, statusNow)
+	ap.Begin(rolledBack)
+	ap.AfterAct(rolledBack, 0)
+	up = computeStatus(rb, rolledBack, actionResult{}, ap, statusNow)
+	if up.rolloutCompleted || !up.rolledBack || up.status.Phase != v1alpha1.PhaseFailed || up.status.RolloutCompletionTime == nil {
+		t.Fatalf("rolled back: completed %v rolledBack %v phase %s", up.rolloutCompleted, up.rolledBack, up.status.Phase)
+	}
+	if c := findCondition(up.status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != v1alpha1.ReasonAnalysisFailed {
+		t.Errorf("Ready = %+v, want reason AnalysisFailed", c)
+	}
+	// Failed, a new rollout does not start while the failed revision is back.
+	again := gatetest.Plan(gatetest.Member("a", 0, 3))
+	again.ToRoll = 3
+	rb.Status = up.status
+	ap = gate.New(rb, at(time.Minute))
+	ap.Begin(again)
+	if up := computeStatus(rb, again, actionResult{}, ap, at(time.Minute)); up.rolloutStarted || up.status.Phase != v1alpha1.PhaseFailed {
+		t.Errorf("failed group: rolloutStarted %v phase %s", up.rolloutStarted, up.status.Phase)
+	}
+}
+
+func at(d time.Duration) time.Time { return statusNow.Add(d) }
+
+func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/rollout/gate"
 )
 
 // statusLedger keeps, per group, the status this process last wrote and the one
@@ -102,7 +103,7 @@ func urgentStatusChange(spec v1alpha1.RolloutGroupSpec, written, next v1alpha1.R
 	if len(written.Conditions) != len(next.Conditions) || len(written.StatefulSets) != len(next.StatefulSets) {
 		return true
 	}
-	if analysisChanged(written.Analysis, next.Analysis) {
+	if gate.Changed(written.Analysis, next.Analysis) {
 		return true
 	}
 	// Within a rollout the reason flips between what each pass does (deleting a

@@ -146,7 +146,7 @@ func (ms *MemberState) scaling() bool {
 func (ms *MemberState) disruption() string {
 	switch {
 	case ms.Leaving > 0:
-		return fmt.Sprintf("%s above the wanted ordinals still leaving (scale-down)", pods(ms.Leaving))
+		return fmt.Sprintf("%s above the wanted ordinals still leaving (scale-down)", Plural(int(ms.Leaving), "pod"))
 	case ms.Unavailable > 0 && ms.scaling():
 		return fmt.Sprintf("%d/%d pods not available (%d of %d created so far)", ms.Unavailable, ms.Replicas, ms.StatusReplicas, ms.Replicas)
 	case ms.Unavailable > 0:
@@ -415,7 +415,7 @@ func planDeletions(in Input, ms *MemberState, gateDue string) ([]*corev1.Pod, st
 		return nil, fmt.Sprintf("%s, %d/%d pods unavailable, waiting before deleting more", progress, used, ms.MaxUnavailable),
 			v1alpha1.ReasonWaitingForPods
 	}
-	return del, fmt.Sprintf("%s, deleting %s", progress, pods(int32(len(del)))), v1alpha1.ReasonDeletingPods
+	return del, fmt.Sprintf("%s, deleting %s", progress, Plural(len(del), "pod")), v1alpha1.ReasonDeletingPods
 }
 
 func orUnknown(rev string) string {
@@ -425,12 +425,12 @@ func orUnknown(rev string) string {
 	return rev
 }
 
-// pods says "1 pod" or "n pods".
-func pods(n int32) string {
+// Plural says "1 pod" or "n pods": the count and the noun it counts.
+func Plural(n int, noun string) string {
 	if n == 1 {
-		return "1 pod"
+		return "1 " + noun
 	}
-	return fmt.Sprintf("%d pods", n)
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // observeMember counts a member's pods by ordinal.
