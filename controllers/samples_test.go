@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,7 +21,7 @@ import (
 // generated CRDs and their validation rules (dry run), so the samples the docs
 // point at cannot drift from the API.
 func TestSamplesAreAccepted(t *testing.T) {
-	cp := apiServer(t)
+	cp := controllertest.APIServer(t)
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -56,3 +58,5 @@ func TestSamplesAreAccepted(t *testing.T) {
 		}
 	}
 }
+
+func TestMain(m *testing.M) { controllertest.Main(m) }

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/echelon-operator/echelon/controllers/delayeddownscale"
+	"github.com/echelon-operator/echelon/controllers/rolloutgroup"
 	"github.com/echelon-operator/echelon/controllers/scalingpolicy"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/podcall"
@@ -26,7 +27,7 @@ func Setup(mgr ctrl.Manager, addressing podcall.Addressing) error {
 	if err := lookup.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	if err := newRolloutGroupReconciler(mgr).setupWithManager(mgr); err != nil {
+	if err := rolloutgroup.New(mgr).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the RolloutGroup controller: %w", err)
 	}
 	if err := scalingpolicy.New(mgr).SetupWithManager(mgr); err != nil {

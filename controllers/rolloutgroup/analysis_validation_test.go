@@ -1,8 +1,10 @@
-package controllers
+package rolloutgroup
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,7 +37,7 @@ checks:
 // The API server refuses bad analysis specs at admission, naming the field;
 // the CEL rules on the CRD compile and hold.
 func TestAnalysisValidation(t *testing.T) {
-	cp := apiServer(t)
+	cp := controllertest.APIServer(t)
 	ns, err := cp.CreateNamespace(t.Context(), "validation")
 	if err != nil {
 		t.Fatal(err)

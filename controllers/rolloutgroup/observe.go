@@ -1,4 +1,4 @@
-package controllers
+package rolloutgroup
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // observe reads the group's members and their pods from the cache into the
 // planner's input. It makes no API calls: every read is served by informers
 // (a batch is confirmed by a live read before it is deleted: confirmWithLiveRead).
-func (r *RolloutGroupReconciler) observe(ctx context.Context, rg *v1alpha1.RolloutGroup, now time.Time) (rollout.Input, error) {
+func (r *Reconciler) observe(ctx context.Context, rg *v1alpha1.RolloutGroup, now time.Time) (rollout.Input, error) {
 	in := rollout.Input{
 		GroupDeleting:   rg.DeletionTimestamp != nil,
 		Paused:          rg.Spec.Paused,
@@ -71,7 +71,7 @@ func (r *RolloutGroupReconciler) observe(ctx context.Context, rg *v1alpha1.Rollo
 }
 
 // podsOf returns the pods the StatefulSet controls, from the cache index.
-func (r *RolloutGroupReconciler) podsOf(ctx context.Context, sts *appsv1.StatefulSet) ([]*corev1.Pod, error) {
+func (r *Reconciler) podsOf(ctx context.Context, sts *appsv1.StatefulSet) ([]*corev1.Pod, error) {
 	var list corev1.PodList
 	if err := r.List(ctx, &list, client.InNamespace(sts.Namespace), client.MatchingFields{lookup.IndexPodOwner: sts.Name}); err != nil {
 		return nil, fmt.Errorf("list pods of StatefulSet %s: %w", sts.Name, err)

@@ -1,10 +1,12 @@
-package controllers
+package rolloutgroup
 
 import (
 	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -23,28 +25,28 @@ import (
 // startMonitor watches every pod of the namespace and records each breach of
 // the guarantees at the moment a pod is rolled.
 func (e *env) startMonitor(maxUnavailable int32, replicas int, members ...string) *framework.Monitor {
-	e.t.Helper()
-	cs, err := kubernetes.NewForConfig(apiServer(e.t).Config())
+	e.T.Helper()
+	cs, err := kubernetes.NewForConfig(controllertest.APIServer(e.T).Config())
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	var watched []framework.WatchedMember
 	for _, m := range members {
 		watched = append(watched, framework.WatchedMember{Name: m, Replicas: replicas, MaxUnavailable: intstr.FromInt32(maxUnavailable)})
 	}
-	mon, err := framework.StartMonitor(e.ctx, cs, e.ns, watched)
+	mon, err := framework.StartMonitor(e.Ctx, cs, e.NS, watched)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	e.t.Cleanup(mon.Stop)
+	e.T.Cleanup(mon.Stop)
 	return mon
 }
 
 func (e *env) waitPhase(group string, phase v1alpha1.RolloutPhase, timeout time.Duration) *v1alpha1.RolloutGroup {
-	e.t.Helper()
+	e.T.Helper()
 	var rg *v1alpha1.RolloutGroup
-	e.eventually(timeout, "group "+group+" phase "+string(phase), func() (bool, error) {
-		rg = e.getGroup(group)
+	e.Eventually(timeout, "group "+group+" phase "+string(phase), func() (bool, error) {
+		rg = e.GetGroup(group)
 		return rg.Status.Phase == phase && rg.Status.ObservedGeneration == rg.Generation, nil
 	})
 	return rg
@@ -52,10 +54,10 @@ func (e *env) waitPhase(group string, phase v1alpha1.RolloutPhase, timeout time.
 
 // waitRolledTo waits until the group is Complete with every member on rev.
 func (e *env) waitRolledTo(group, rev string, timeout time.Duration) *v1alpha1.RolloutGroup {
-	e.t.Helper()
+	e.T.Helper()
 	var rg *v1alpha1.RolloutGroup
-	e.eventually(timeout, "group "+group+" complete on "+rev, func() (bool, error) {
-		rg = e.getGroup(group)
+	e.Eventually(timeout, "group "+group+" complete on "+rev, func() (bool, error) {
+		rg = e.GetGroup(group)
 		if rg.Status.Phase != v1alpha1.PhaseComplete {
 			return false, nil
 		}
@@ -82,16 +84,16 @@ func expectNoBreaches(t *testing.T, mon *framework.Monitor) {
 // status.currentRevision is set once its pods all run the new revision.
 func TestControllerRollsOutOnWatchEventsAlone(t *testing.T) {
 	e := newEnv(t, envOptions{eventDriven: true})
-	a, b := e.statefulSet("zone-a", 4, "r1"), e.statefulSet("zone-b", 4, "r1")
-	e.pods(a, 4, "r1", podSpec{})
-	e.pods(b, 4, "r1", podSpec{})
-	e.group("ingester", 2, "zone-a", "zone-b")
+	a, b := e.StatefulSet("zone-a", 4, "r1"), e.StatefulSet("zone-b", 4, "r1")
+	e.Pods(a, 4, "r1", controllertest.PodSpec{})
+	e.Pods(b, 4, "r1", controllertest.PodSpec{})
+	e.Group("ingester", 2, "zone-a", "zone-b")
 	e.waitPhase("ingester", v1alpha1.PhaseComplete, 20*time.Second)
 
-	e.playStatefulSetController(kubeletTiming{readyAfter: 100 * time.Millisecond}, "zone-a", "zone-b")
+	e.PlayStatefulSetController(controllertest.KubeletTiming{ReadyAfter: 100 * time.Millisecond}, "zone-a", "zone-b")
 	mon := e.startMonitor(2, 4, "zone-a", "zone-b")
-	e.setRevisions("zone-a", "r1", "r2")
-	e.setRevisions("zone-b", "r1", "r2")
+	e.SetRevisions("zone-a", "r1", "r2")
+	e.SetRevisions("zone-b", "r1", "r2")
 
 	rg := e.waitRolledTo("ingester", "r2", 60*time.Second)
 	expectNoBreaches(t, mon)
@@ -102,8 +104,8 @@ func TestControllerRollsOutOnWatchEventsAlone(t *testing.T) {
 		t.Errorf("members rolled in order %v, want zone-a then zone-b", order)
 	}
 	for _, name := range []string{"zone-a", "zone-b"} {
-		e.eventually(10*time.Second, name+" status.currentRevision r2", func() (bool, error) {
-			return e.getSTS(name).Status.CurrentRevision == "r2", nil
+		e.Eventually(10*time.Second, name+" status.currentRevision r2", func() (bool, error) {
+			return e.GetSTS(name).Status.CurrentRevision == "r2", nil
 		})
 	}
 }
@@ -113,39 +115,39 @@ func TestControllerRollsOutOnWatchEventsAlone(t *testing.T) {
 // before the batch stops it from taking the member past maxUnavailable.
 func TestControllerStaleViewAfterSomeoneElsesDeletions(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	a := e.statefulSet("zone-a", 6, "r1")
-	e.pods(a, 6, "r1", podSpec{bound: true})
-	e.group("ingester", 2, "zone-a")
-	e.eventually(10*time.Second, "the cache to hold the pods", func() (bool, error) {
+	a := e.StatefulSet("zone-a", 6, "r1")
+	e.Pods(a, 6, "r1", controllertest.PodSpec{Bound: true})
+	e.Group("ingester", 2, "zone-a")
+	e.Eventually(10*time.Second, "the cache to hold the pods", func() (bool, error) {
 		var list corev1.PodList
-		err := e.view.List(e.ctx, &list, client.InNamespace(e.ns))
+		err := e.view.List(e.Ctx, &list, client.InNamespace(e.NS))
 		return len(list.Items) == 6, err
 	})
-	e.setRevisions("zone-a", "r1", "r2")
+	e.SetRevisions("zone-a", "r1", "r2")
 
 	// The view freezes with every pod Ready; then two pods are deleted behind
 	// its back (the old leader's last batch, or a person). Being bound to a
 	// node, they stay terminating.
-	if err := e.view.freeze(e.ctx); err != nil {
+	if err := e.view.freeze(e.Ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"zone-a-0", "zone-a-1"} {
-		if err := e.admin.Delete(e.ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name}}); err != nil {
+		if err := e.Admin.Delete(e.Ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: name}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	e.eventually(10*time.Second, "the StatefulSet to be observed with r2", func() (bool, error) {
-		return e.r.Get(e.ctx, client.ObjectKeyFromObject(a), a) == nil && a.Status.UpdateRevision == "r2", nil
+	e.Eventually(10*time.Second, "the StatefulSet to be observed with r2", func() (bool, error) {
+		return e.r.Get(e.Ctx, client.ObjectKeyFromObject(a), a) == nil && a.Status.UpdateRevision == "r2", nil
 	})
 
 	e.reconcile("ingester")
-	if n := e.terminating("zone-a"); n != 2 {
+	if n := e.Terminating("zone-a"); n != 2 {
 		t.Errorf("%d pods of zone-a terminating after the reconcile, want the 2 deleted before it (maxUnavailable 2)", n)
 	}
 	if e.liveReads.count() != 1 {
 		t.Errorf("%d live reads, want exactly 1 for the one batch planned", e.liveReads.count())
 	}
-	rg := e.getGroup("ingester")
+	rg := e.GetGroup("ingester")
 	if c := meta.FindStatusCondition(rg.Status.Conditions, v1alpha1.ConditionProgressing); c == nil || c.Reason != v1alpha1.ReasonWaitingForPods {
 		t.Errorf("Progressing = %+v, want reason %s", c, v1alpha1.ReasonWaitingForPods)
 	}
@@ -159,28 +161,28 @@ func TestControllerExpectationsCoverTheProcessOwnDeletions(t *testing.T) {
 	e := newEnv(t, envOptions{wrapClient: func(c client.Client) client.Client {
 		return &deleteHook{Client: c, before: func(context.Context, client.Object) { deletes++ }}
 	}})
-	a := e.statefulSet("zone-a", 6, "r1")
-	e.pods(a, 6, "r1", podSpec{bound: true})
-	e.group("ingester", 2, "zone-a")
-	e.setRevisions("zone-a", "r1", "r2")
-	e.eventually(10*time.Second, "the cache to hold the pods and the revision", func() (bool, error) {
+	a := e.StatefulSet("zone-a", 6, "r1")
+	e.Pods(a, 6, "r1", controllertest.PodSpec{Bound: true})
+	e.Group("ingester", 2, "zone-a")
+	e.SetRevisions("zone-a", "r1", "r2")
+	e.Eventually(10*time.Second, "the cache to hold the pods and the revision", func() (bool, error) {
 		var list corev1.PodList
-		if err := e.view.List(e.ctx, &list, client.InNamespace(e.ns)); err != nil {
+		if err := e.view.List(e.Ctx, &list, client.InNamespace(e.NS)); err != nil {
 			return false, err
 		}
-		return len(list.Items) == 6 && e.r.Get(e.ctx, client.ObjectKeyFromObject(a), a) == nil && a.Status.UpdateRevision == "r2", nil
+		return len(list.Items) == 6 && e.r.Get(e.Ctx, client.ObjectKeyFromObject(a), a) == nil && a.Status.UpdateRevision == "r2", nil
 	})
-	if err := e.view.freeze(e.ctx); err != nil {
+	if err := e.view.freeze(e.Ctx); err != nil {
 		t.Fatal(err)
 	}
 
 	e.reconcile("ingester")
-	if n := e.terminating("zone-a"); n != 2 {
+	if n := e.Terminating("zone-a"); n != 2 {
 		t.Fatalf("first batch: %d pods terminating, want 2", n)
 	}
 	reads, attempts := e.liveReads.count(), deletes
 	e.reconcile("ingester") // the frozen view still shows both pods Ready
-	if n := e.terminating("zone-a"); n != 2 {
+	if n := e.Terminating("zone-a"); n != 2 {
 		t.Errorf("second pass on a stale view: %d pods terminating, want still 2", n)
 	}
 	if deletes != attempts {
@@ -199,15 +201,15 @@ func TestControllerExpectationsCoverTheProcessOwnDeletions(t *testing.T) {
 func TestControllerLaggingCacheNeverExceedsMaxUnavailable(t *testing.T) {
 	e := newEnv(t, envOptions{eventDriven: true, podLag: 300 * time.Millisecond})
 	for _, name := range []string{"zone-a", "zone-b", "zone-c"} {
-		e.pods(e.statefulSet(name, 5, "r1"), 5, "r1", podSpec{bound: true})
+		e.Pods(e.StatefulSet(name, 5, "r1"), 5, "r1", controllertest.PodSpec{Bound: true})
 	}
-	e.group("ingester", 2, "zone-a", "zone-b", "zone-c")
+	e.Group("ingester", 2, "zone-a", "zone-b", "zone-c")
 	e.waitPhase("ingester", v1alpha1.PhaseComplete, 20*time.Second)
 
-	e.playStatefulSetController(kubeletTiming{readyAfter: 50 * time.Millisecond, terminateAfter: 200 * time.Millisecond}, "zone-a", "zone-b", "zone-c")
+	e.PlayStatefulSetController(controllertest.KubeletTiming{ReadyAfter: 50 * time.Millisecond, TerminateAfter: 200 * time.Millisecond}, "zone-a", "zone-b", "zone-c")
 	mon := e.startMonitor(2, 5, "zone-a", "zone-b", "zone-c")
 	for _, name := range []string{"zone-a", "zone-b", "zone-c"} {
-		e.setRevisions(name, "r1", "r2")
+		e.SetRevisions(name, "r1", "r2")
 	}
 	rg := e.waitRolledTo("ingester", "r2", 90*time.Second)
 	expectNoBreaches(t, mon)
@@ -240,15 +242,15 @@ func TestControllerStaleViewOnDeletionEndsTheBatch(t *testing.T) {
 		interfere func(e *env, pod client.Object)
 	}{
 		{"NotFound: the pod is already gone", func(e *env, pod client.Object) {
-			if err := e.admin.Delete(e.ctx, pod.DeepCopyObject().(client.Object), client.GracePeriodSeconds(0)); err != nil {
-				e.t.Fatal(err)
+			if err := e.Admin.Delete(e.Ctx, pod.DeepCopyObject().(client.Object), client.GracePeriodSeconds(0)); err != nil {
+				e.T.Fatal(err)
 			}
 		}},
 		{"Conflict: the pod was replaced by one with a new UID", func(e *env, pod client.Object) {
-			if err := e.admin.Delete(e.ctx, pod.DeepCopyObject().(client.Object), client.GracePeriodSeconds(0)); err != nil {
-				e.t.Fatal(err)
+			if err := e.Admin.Delete(e.Ctx, pod.DeepCopyObject().(client.Object), client.GracePeriodSeconds(0)); err != nil {
+				e.T.Fatal(err)
 			}
-			e.pod(e.getSTS("zone-a"), 3, "r1", podSpec{})
+			e.Pod(e.GetSTS("zone-a"), 3, "r1", controllertest.PodSpec{})
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -261,15 +263,15 @@ func TestControllerStaleViewOnDeletionEndsTheBatch(t *testing.T) {
 					}
 				}}
 			}})
-			a := e.statefulSet("zone-a", 4, "r1")
-			e.pods(a, 4, "r1", podSpec{bound: true})
-			e.group("ingester", 2, "zone-a")
-			e.setRevisions("zone-a", "r1", "r2")
-			e.eventually(10*time.Second, "the cache to see the revision", func() (bool, error) {
-				return e.r.Get(e.ctx, client.ObjectKeyFromObject(a), a) == nil && a.Status.UpdateRevision == "r2", nil
+			a := e.StatefulSet("zone-a", 4, "r1")
+			e.Pods(a, 4, "r1", controllertest.PodSpec{Bound: true})
+			e.Group("ingester", 2, "zone-a")
+			e.SetRevisions("zone-a", "r1", "r2")
+			e.Eventually(10*time.Second, "the cache to see the revision", func() (bool, error) {
+				return e.r.Get(e.Ctx, client.ObjectKeyFromObject(a), a) == nil && a.Status.UpdateRevision == "r2", nil
 			})
 
-			res, err := e.r.Reconcile(e.ctx, reconcileRequest(e, "ingester"))
+			res, err := e.r.Reconcile(e.Ctx, reconcileRequest(e, "ingester"))
 			if err != nil {
 				t.Fatalf("Reconcile returned %v; a stale view is not an error", err)
 			}
@@ -279,7 +281,7 @@ func TestControllerStaleViewOnDeletionEndsTheBatch(t *testing.T) {
 			if interfered != 1 {
 				t.Errorf("%d deletions attempted, want the batch to end at the first", interfered)
 			}
-			if n := e.terminating("zone-a"); n != 0 {
+			if n := e.Terminating("zone-a"); n != 0 {
 				t.Errorf("%d pods terminating, want none: the second pod of the batch must not be deleted", n)
 			}
 		})
@@ -290,43 +292,43 @@ func TestControllerStaleViewOnDeletionEndsTheBatch(t *testing.T) {
 // says so and retries later.
 func TestControllerEvictionRefusedByABudget(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	a := e.statefulSet("zone-a", 3, "r1")
-	e.pods(a, 3, "r1", podSpec{bound: true})
+	a := e.StatefulSet("zone-a", 3, "r1")
+	e.Pods(a, 3, "r1", controllertest.PodSpec{Bound: true})
 	rg := &v1alpha1.RolloutGroup{
-		ObjectMeta: metav1.ObjectMeta{Name: "ingester", Namespace: e.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "ingester", Namespace: e.NS},
 		Spec: v1alpha1.RolloutGroupSpec{StatefulSets: []v1alpha1.RolloutMember{{Name: "zone-a"}},
 			MaxUnavailable: ptr.To(intstr.FromInt32(2)), PodDeletion: v1alpha1.PodDeletionEvict},
 	}
-	if err := e.admin.Create(e.ctx, rg); err != nil {
+	if err := e.Admin.Create(e.Ctx, rg); err != nil {
 		t.Fatal(err)
 	}
 	// No disruption controller runs here: the test writes the budget's status,
 	// allowing no disruption, as that controller would.
 	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "zone-a", Namespace: e.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "zone-a", Namespace: e.NS},
 		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(3)), Selector: a.Spec.Selector},
 	}
-	if err := e.admin.Create(e.ctx, pdb); err != nil {
+	if err := e.Admin.Create(e.Ctx, pdb); err != nil {
 		t.Fatal(err)
 	}
 	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, DisruptionsAllowed: 0,
 		CurrentHealthy: 3, DesiredHealthy: 3, ExpectedPods: 3}
-	if err := e.admin.Status().Update(e.ctx, pdb); err != nil {
+	if err := e.Admin.Status().Update(e.Ctx, pdb); err != nil {
 		t.Fatal(err)
 	}
-	e.setRevisions("zone-a", "r1", "r2")
-	e.eventually(10*time.Second, "the cache to see the revision", func() (bool, error) {
-		return e.r.Get(e.ctx, client.ObjectKeyFromObject(a), a) == nil && a.Status.UpdateRevision == "r2", nil
+	e.SetRevisions("zone-a", "r1", "r2")
+	e.Eventually(10*time.Second, "the cache to see the revision", func() (bool, error) {
+		return e.r.Get(e.Ctx, client.ObjectKeyFromObject(a), a) == nil && a.Status.UpdateRevision == "r2", nil
 	})
 
 	res := e.reconcile("ingester")
 	if res.RequeueAfter <= 0 || res.RequeueAfter > evictionRetryInterval {
 		t.Errorf("RequeueAfter = %s, want (0, %s]", res.RequeueAfter, evictionRetryInterval)
 	}
-	if n := e.terminating("zone-a"); n != 0 {
+	if n := e.Terminating("zone-a"); n != 0 {
 		t.Errorf("%d pods terminating, want none", n)
 	}
-	got := e.getGroup("ingester")
+	got := e.GetGroup("ingester")
 	c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionProgressing)
 	if c == nil || c.Reason != v1alpha1.ReasonEvictionRefused || !strings.Contains(got.Status.Message, "PodDisruptionBudget") {
 		t.Errorf("Progressing %+v, message %q: want reason %s and the budget named", c, got.Status.Message, v1alpha1.ReasonEvictionRefused)
@@ -337,41 +339,41 @@ func TestControllerEvictionRefusedByABudget(t *testing.T) {
 // and says why.
 func TestControllerGroupBeingDeletedDeletesNothing(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	a := e.statefulSet("zone-a", 3, "r1")
-	e.pods(a, 3, "r1", podSpec{bound: true})
-	rg := e.group("ingester", 2, "zone-a")
+	a := e.StatefulSet("zone-a", 3, "r1")
+	e.Pods(a, 3, "r1", controllertest.PodSpec{Bound: true})
+	rg := e.Group("ingester", 2, "zone-a")
 	rg.Finalizers = []string{"example.com/gitops"}
-	if err := e.admin.Update(e.ctx, rg); err != nil {
+	if err := e.Admin.Update(e.Ctx, rg); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx := context.Background() // the test's context is done by now
-		err := e.admin.Get(ctx, client.ObjectKeyFromObject(rg), rg)
+		err := e.Admin.Get(ctx, client.ObjectKeyFromObject(rg), rg)
 		if err == nil {
 			rg.Finalizers = nil
-			err = e.admin.Update(ctx, rg)
+			err = e.Admin.Update(ctx, rg)
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("remove finalizer: %v", err)
 		}
 	})
-	e.setRevisions("zone-a", "r1", "r2")
-	if err := e.admin.Delete(e.ctx, rg); err != nil {
+	e.SetRevisions("zone-a", "r1", "r2")
+	if err := e.Admin.Delete(e.Ctx, rg); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually(10*time.Second, "the cache to see the deletion and the revision", func() (bool, error) {
+	e.Eventually(10*time.Second, "the cache to see the deletion and the revision", func() (bool, error) {
 		cached := &v1alpha1.RolloutGroup{}
-		if err := e.r.Get(e.ctx, client.ObjectKeyFromObject(rg), cached); err != nil {
+		if err := e.r.Get(e.Ctx, client.ObjectKeyFromObject(rg), cached); err != nil {
 			return false, err
 		}
-		return cached.DeletionTimestamp != nil && e.r.Get(e.ctx, client.ObjectKeyFromObject(a), a) == nil && a.Status.UpdateRevision == "r2", nil
+		return cached.DeletionTimestamp != nil && e.r.Get(e.Ctx, client.ObjectKeyFromObject(a), a) == nil && a.Status.UpdateRevision == "r2", nil
 	})
 
 	e.reconcile("ingester")
-	if n := e.terminating("zone-a"); n != 0 {
+	if n := e.Terminating("zone-a"); n != 0 {
 		t.Errorf("%d pods terminating, want none", n)
 	}
-	got := e.getGroup("ingester")
+	got := e.GetGroup("ingester")
 	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady); got.Status.Phase != v1alpha1.PhaseBlocked || c == nil || c.Reason != v1alpha1.ReasonGroupDeleting {
 		t.Errorf("phase %s, Ready %+v: want Blocked with reason %s", got.Status.Phase, c, v1alpha1.ReasonGroupDeleting)
 	}
@@ -381,16 +383,16 @@ func TestControllerGroupBeingDeletedDeletesNothing(t *testing.T) {
 // through the mapping from a group to the groups sharing its members.
 func TestControllerSharedMemberUnblocksWhenTheOtherGroupGoes(t *testing.T) {
 	e := newEnv(t, envOptions{eventDriven: true})
-	e.pods(e.statefulSet("zone-a", 2, "r1"), 2, "r1", podSpec{})
-	first := e.group("first", 1, "zone-a")
-	e.group("second", 1, "zone-a")
+	e.Pods(e.StatefulSet("zone-a", 2, "r1"), 2, "r1", controllertest.PodSpec{})
+	first := e.Group("first", 1, "zone-a")
+	e.Group("second", 1, "zone-a")
 	for _, g := range []string{"first", "second"} {
 		rg := e.waitPhase(g, v1alpha1.PhaseBlocked, 20*time.Second)
 		if c := meta.FindStatusCondition(rg.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != v1alpha1.ReasonMemberClaimedByOtherGroup {
 			t.Errorf("group %s Ready %+v, want reason %s", g, c, v1alpha1.ReasonMemberClaimedByOtherGroup)
 		}
 	}
-	if err := e.admin.Delete(e.ctx, first); err != nil {
+	if err := e.Admin.Delete(e.Ctx, first); err != nil {
 		t.Fatal(err)
 	}
 	e.waitPhase("second", v1alpha1.PhaseComplete, 20*time.Second)

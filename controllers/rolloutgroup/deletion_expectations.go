@@ -1,4 +1,4 @@
-package controllers
+package rolloutgroup
 
 import (
 	"sync"

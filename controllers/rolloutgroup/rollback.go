@@ -1,4 +1,4 @@
-package controllers
+package rolloutgroup
 
 import (
 	"context"
@@ -32,7 +32,7 @@ import (
 // their StatefulSet controller, or patched now) and, when a template cannot be
 // restored (its revision is gone), why; nothing is deleted until every member
 // is restored.
-func (r *RolloutGroupReconciler) restoreTemplates(ctx context.Context, rg *v1alpha1.RolloutGroup, rb *v1alpha1.RollbackStatus, members []rollout.Member) (pending []string, failed string, err error) {
+func (r *Reconciler) restoreTemplates(ctx context.Context, rg *v1alpha1.RolloutGroup, rb *v1alpha1.RollbackStatus, members []rollout.Member) (pending []string, failed string, err error) {
 	for _, m := range rb.Members {
 		var sts *appsv1.StatefulSet
 		for _, member := range members {
@@ -72,7 +72,7 @@ func (r *RolloutGroupReconciler) restoreTemplates(ctx context.Context, rg *v1alp
 // controller-revision-hash label, are the names of its ControllerRevisions,
 // <sts>-<hash>), checks that sts owns it and that it holds a pod template.
 // The string says why there is none to restore.
-func (r *RolloutGroupReconciler) stableRevision(ctx context.Context, sts *appsv1.StatefulSet, revision string) (*appsv1.ControllerRevision, string, error) {
+func (r *Reconciler) stableRevision(ctx context.Context, sts *appsv1.StatefulSet, revision string) (*appsv1.ControllerRevision, string, error) {
 	rev := &appsv1.ControllerRevision{}
 	err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: sts.Namespace, Name: revision}, rev)
 	switch {

@@ -1,4 +1,4 @@
-package controllers
+package rolloutgroup
 
 import (
 	"context"
@@ -32,7 +32,7 @@ import (
 // Queries run in the reconcile, concurrently, each bounded by the spec's
 // timeout: a slow Prometheus delays this group's pass by one timeout at most,
 // and other groups go on in the other workers.
-func (r *RolloutGroupReconciler) analyze(ctx context.Context, rg *v1alpha1.RolloutGroup, in *rollout.Input, now time.Time) (ap *gate.Pass, restoreErr error) {
+func (r *Reconciler) analyze(ctx context.Context, rg *v1alpha1.RolloutGroup, in *rollout.Input, now time.Time) (ap *gate.Pass, restoreErr error) {
 	ap = gate.New(rg, now)
 	ap.ApplyTo(in)
 	pre := rollout.Decide(*in)
@@ -65,7 +65,7 @@ func (r *RolloutGroupReconciler) analyze(ctx context.Context, rg *v1alpha1.Rollo
 // check name. A Prometheus that cannot be reached, a Secret that cannot be
 // read, a template that cannot be expanded: each is an error outcome of every
 // check concerned, counted against its errorThreshold.
-func (r *RolloutGroupReconciler) runChecks(ctx context.Context, rg *v1alpha1.RolloutGroup, vars analysis.Vars, checks []v1alpha1.AnalysisCheck) map[string]analysis.Outcome {
+func (r *Reconciler) runChecks(ctx context.Context, rg *v1alpha1.RolloutGroup, vars analysis.Vars, checks []v1alpha1.AnalysisCheck) map[string]analysis.Outcome {
 	outcomes := make(map[string]analysis.Outcome, len(checks))
 	q, err := r.querierFor(ctx, rg)
 	if err != nil {
@@ -112,7 +112,7 @@ func runCheck(ctx context.Context, q analysis.Querier, c v1alpha1.AnalysisCheck,
 // querierFor returns the group's Prometheus querier, reading its Secrets each
 // time (live, so that no Secret is cached) and reusing the querier, with its
 // connections, while address, credentials and TLS settings stay the same.
-func (r *RolloutGroupReconciler) querierFor(ctx context.Context, rg *v1alpha1.RolloutGroup) (analysis.Querier, error) {
+func (r *Reconciler) querierFor(ctx context.Context, rg *v1alpha1.RolloutGroup) (analysis.Querier, error) {
 	src := rg.Spec.Analysis.Prometheus
 	cfg := analysis.PrometheusConfig{Address: src.Address, Timeout: analysis.DefaultTimeout}
 	if src.Timeout != nil && src.Timeout.Duration > 0 {
@@ -153,7 +153,7 @@ func (r *RolloutGroupReconciler) querierFor(ctx context.Context, rg *v1alpha1.Ro
 // group's namespace (config/rbac/analysis_secrets_role.yaml, or the chart's
 // rbac.analysisSecretNamespaces), so that it cannot read every Secret of the
 // cluster.
-func (r *RolloutGroupReconciler) secretData(ctx context.Context, namespace, name string) (map[string][]byte, error) {
+func (r *Reconciler) secretData(ctx context.Context, namespace, name string) (map[string][]byte, error) {
 	secret := &corev1.Secret{}
 	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, secret); err != nil {
 		return nil, err
@@ -173,7 +173,7 @@ func secretReadError(field, namespace, name string, err error) error {
 }
 
 // emitAnalysis emits the pass's Events and counts its results.
-func (r *RolloutGroupReconciler) emitAnalysis(rg *v1alpha1.RolloutGroup, ap *gate.Pass) {
+func (r *Reconciler) emitAnalysis(rg *v1alpha1.RolloutGroup, ap *gate.Pass) {
 	for _, e := range ap.Events() {
 		r.events.Eventf(rg, nil, e.Type, e.Reason, e.Action, "%s", e.Message)
 	}

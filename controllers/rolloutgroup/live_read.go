@@ -1,4 +1,4 @@
-package controllers
+package rolloutgroup
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 // finishing it before starting the next; so when the fresh plan turns to another
 // member (the one read was done in the meantime), that member is read live too
 // before any of its pods is deleted. At most one read per member, usually one.
-func (r *RolloutGroupReconciler) confirmWithLiveRead(ctx context.Context, rg *v1alpha1.RolloutGroup, in rollout.Input, plan rollout.Plan) (rollout.Plan, error) {
+func (r *Reconciler) confirmWithLiveRead(ctx context.Context, rg *v1alpha1.RolloutGroup, in rollout.Input, plan rollout.Plan) (rollout.Plan, error) {
 	read := map[string]bool{}
 	for len(plan.Delete) > 0 && !read[plan.Current] {
 		i := slices.IndexFunc(in.Members, func(m rollout.Member) bool { return m.Name == plan.Current })
@@ -53,7 +53,7 @@ func (r *RolloutGroupReconciler) confirmWithLiveRead(ctx context.Context, rg *v1
 
 // livePodsOf lists the member's pods from the API server, not the cache: the
 // pods matching its selector that it controls.
-func (r *RolloutGroupReconciler) livePodsOf(ctx context.Context, m rollout.Member) ([]*corev1.Pod, error) {
+func (r *Reconciler) livePodsOf(ctx context.Context, m rollout.Member) ([]*corev1.Pod, error) {
 	sts := m.StatefulSet
 	sel, err := metav1.LabelSelectorAsSelector(sts.Spec.Selector)
 	if err != nil {

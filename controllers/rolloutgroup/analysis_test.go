@@ -1,4 +1,4 @@
-package controllers
+package rolloutgroup
 
 // Controller-tier tests of analysis gates and rollbacks: the reconciler
 // against a real API server, the test playing the StatefulSet controller, and
@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -90,9 +92,9 @@ func constant(v string) func(string) string { return func(string) string { retur
 // analysisGroup creates a group of the members whose analysis queries prom with
 // the given checks.
 func (e *env) analysisGroup(name string, prom *promStub, policy v1alpha1.FailurePolicy, checks []v1alpha1.AnalysisCheck, members ...string) {
-	e.t.Helper()
+	e.T.Helper()
 	rg := &v1alpha1.RolloutGroup{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS},
 		Spec: v1alpha1.RolloutGroupSpec{
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 			OnFailure:      policy,
@@ -105,8 +107,8 @@ func (e *env) analysisGroup(name string, prom *promStub, policy v1alpha1.Failure
 	for _, m := range members {
 		rg.Spec.StatefulSets = append(rg.Spec.StatefulSets, v1alpha1.RolloutMember{Name: m})
 	}
-	if err := e.admin.Create(e.ctx, rg); err != nil {
-		e.t.Fatal(err)
+	if err := e.Admin.Create(e.Ctx, rg); err != nil {
+		e.T.Fatal(err)
 	}
 }
 
@@ -115,21 +117,21 @@ func (e *env) analysisGroup(name string, prom *promStub, policy v1alpha1.Failure
 // once the group is Complete it plays the StatefulSet controller and returns a
 // monitor of the guarantees.
 func (e *env) analyzedMembers(prom *promStub, policy v1alpha1.FailurePolicy, check v1alpha1.AnalysisCheck, replicas int, members ...string) *framework.Monitor {
-	e.t.Helper()
+	e.T.Helper()
 	for _, m := range members {
 		sts := e.versionedStatefulSet(m, int32(replicas), "r1", "r1", "r2")
-		e.pods(sts, replicas, revisionName(m, "r1"), podSpec{})
+		e.Pods(sts, replicas, revisionName(m, "r1"), controllertest.PodSpec{})
 	}
 	e.analysisGroup("ingester", prom, policy, []v1alpha1.AnalysisCheck{check}, members...)
 	e.waitPhase("ingester", v1alpha1.PhaseComplete, 20*time.Second)
-	e.playStatefulSetController(kubeletTiming{readyAfter: 50 * time.Millisecond}, members...)
+	e.PlayStatefulSetController(controllertest.KubeletTiming{ReadyAfter: 50 * time.Millisecond}, members...)
 	e.playRevisions()
 	return e.startMonitor(1, replicas, members...)
 }
 
 // rollTo changes every member's template to revision rev.
 func (e *env) rollTo(rev string, members ...string) {
-	e.t.Helper()
+	e.T.Helper()
 	for _, m := range members {
 		e.setImage(m, rev)
 	}
@@ -155,33 +157,33 @@ func revisionName(sts, tag string) string { return sts + "-" + tag }
 // ControllerRevision for each of tags holding its template, as the
 // StatefulSet controller would have stored them.
 func (e *env) versionedStatefulSet(name string, replicas int32, tag string, tags ...string) *appsv1.StatefulSet {
-	e.t.Helper()
-	sts := e.statefulSet(name, replicas, revisionName(name, tag))
+	e.T.Helper()
+	sts := e.StatefulSet(name, replicas, revisionName(name, tag))
 	for i, r := range tags {
 		tmpl := sts.Spec.Template.DeepCopy()
 		tmpl.Spec.Containers[0].Image = "app:" + revisionName(name, r)
 		raw, err := json.Marshal(tmpl)
 		if err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 		var fields map[string]any
 		if err := json.Unmarshal(raw, &fields); err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 		fields["$patch"] = "replace"
 		data, err := json.Marshal(map[string]any{"spec": map[string]any{"template": fields}})
 		if err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 		cr := &appsv1.ControllerRevision{
-			ObjectMeta: metav1.ObjectMeta{Name: revisionName(name, r), Namespace: e.ns,
+			ObjectMeta: metav1.ObjectMeta{Name: revisionName(name, r), Namespace: e.NS,
 				Labels:          map[string]string{appsv1.ControllerRevisionHashLabelKey: r, "app": name},
 				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(sts, appsv1.SchemeGroupVersion.WithKind("StatefulSet"))}},
 			Data:     runtime.RawExtension{Raw: data},
 			Revision: int64(i + 1),
 		}
-		if err := e.admin.Create(e.ctx, cr); err != nil {
-			e.t.Fatal(err)
+		if err := e.Admin.Create(e.Ctx, cr); err != nil {
+			e.T.Fatal(err)
 		}
 	}
 	return sts
@@ -191,17 +193,17 @@ func (e *env) versionedStatefulSet(name string, replicas int32, tag string, tags
 // StatefulSet's spec changes, it observes the generation and makes the
 // revision its template's image names (app:<revision>) the update revision.
 func (e *env) playRevisions() {
-	e.t.Helper()
-	wc, err := client.NewWithWatch(apiServer(e.t).Config(), client.Options{Scheme: testScheme()})
+	e.T.Helper()
+	wc, err := client.NewWithWatch(controllertest.APIServer(e.T).Config(), client.Options{Scheme: controllertest.Scheme()})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	w, err := wc.Watch(e.ctx, &appsv1.StatefulSetList{}, client.InNamespace(e.ns))
+	w, err := wc.Watch(e.Ctx, &appsv1.StatefulSetList{}, client.InNamespace(e.NS))
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	done := make(chan struct{})
-	e.t.Cleanup(func() { w.Stop(); <-done })
+	e.T.Cleanup(func() { w.Stop(); <-done })
 	go func() {
 		defer close(done)
 		for ev := range w.ResultChan() {
@@ -211,15 +213,15 @@ func (e *env) playRevisions() {
 			}
 			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 				cur := &appsv1.StatefulSet{}
-				if err := e.admin.Get(e.ctx, client.ObjectKeyFromObject(sts), cur); err != nil {
+				if err := e.Admin.Get(e.Ctx, client.ObjectKeyFromObject(sts), cur); err != nil {
 					return err
 				}
 				cur.Status.ObservedGeneration = cur.Generation
 				cur.Status.UpdateRevision = strings.TrimPrefix(cur.Spec.Template.Spec.Containers[0].Image, "app:")
-				return e.admin.Status().Update(e.ctx, cur)
+				return e.Admin.Status().Update(e.Ctx, cur)
 			})
-			if err != nil && e.ctx.Err() == nil {
-				e.t.Errorf("observe StatefulSet %s: %v", sts.Name, err)
+			if err != nil && e.Ctx.Err() == nil {
+				e.T.Errorf("observe StatefulSet %s: %v", sts.Name, err)
 			}
 		}
 	}()
@@ -227,36 +229,36 @@ func (e *env) playRevisions() {
 
 // setImage changes the StatefulSet's template to the one of revision tag.
 func (e *env) setImage(name, tag string) {
-	e.t.Helper()
+	e.T.Helper()
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		sts := e.getSTS(name)
+		sts := e.GetSTS(name)
 		sts.Spec.Template.Spec.Containers[0].Image = "app:" + revisionName(name, tag)
-		return e.admin.Update(e.ctx, sts)
+		return e.Admin.Update(e.Ctx, sts)
 	}); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 }
 
 func (e *env) annotate(group, key, value string) {
-	e.t.Helper()
+	e.T.Helper()
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		rg := e.getGroup(group)
+		rg := e.GetGroup(group)
 		if rg.Annotations == nil {
 			rg.Annotations = map[string]string{}
 		}
 		rg.Annotations[key] = value
-		return e.admin.Update(e.ctx, rg)
+		return e.Admin.Update(e.Ctx, rg)
 	}); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 }
 
 // eventReasons returns the reasons of the Events about the group, oldest first.
 func (e *env) eventReasons(group string) []string {
-	e.t.Helper()
+	e.T.Helper()
 	var list eventsv1.EventList
-	if err := e.admin.List(e.ctx, &list, client.InNamespace(e.ns)); err != nil {
-		e.t.Fatal(err)
+	if err := e.Admin.List(e.Ctx, &list, client.InNamespace(e.NS)); err != nil {
+		e.T.Fatal(err)
 	}
 	slices.SortFunc(list.Items, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
 	var out []string
@@ -269,16 +271,16 @@ func (e *env) eventReasons(group string) []string {
 }
 
 func (e *env) waitEvent(group, reason string, timeout time.Duration) {
-	e.t.Helper()
-	e.eventually(timeout, "Event "+reason, func() (bool, error) { return slices.Contains(e.eventReasons(group), reason), nil })
+	e.T.Helper()
+	e.Eventually(timeout, "Event "+reason, func() (bool, error) { return slices.Contains(e.eventReasons(group), reason), nil })
 }
 
 // podRevisions counts the member's pods on each revision tag, terminating or not.
 func (e *env) podRevisions(sts string) map[string]int {
-	e.t.Helper()
+	e.T.Helper()
 	var list corev1.PodList
-	if err := e.admin.List(e.ctx, &list, client.InNamespace(e.ns), client.MatchingLabels{"app": sts}); err != nil {
-		e.t.Fatal(err)
+	if err := e.Admin.List(e.Ctx, &list, client.InNamespace(e.NS), client.MatchingLabels{"app": sts}); err != nil {
+		e.T.Fatal(err)
 	}
 	out := map[string]int{}
 	for _, p := range list.Items {
@@ -290,10 +292,10 @@ func (e *env) podRevisions(sts string) map[string]int {
 // waitRolledToTag waits until the group is Complete with every member on its
 // revision tag.
 func (e *env) waitRolledToTag(group, tag string, timeout time.Duration) *v1alpha1.RolloutGroup {
-	e.t.Helper()
+	e.T.Helper()
 	var rg *v1alpha1.RolloutGroup
-	e.eventually(timeout, "group "+group+" complete on "+tag, func() (bool, error) {
-		rg = e.getGroup(group)
+	e.Eventually(timeout, "group "+group+" complete on "+tag, func() (bool, error) {
+		rg = e.GetGroup(group)
 		if rg.Status.Phase != v1alpha1.PhaseComplete {
 			return false, nil
 		}
@@ -321,8 +323,8 @@ func TestAnalysisGateHoldsDeletions(t *testing.T) {
 
 	// The first batch goes, then the gate holds: three failing queries, a
 	// second apart, and no second batch.
-	e.eventually(20*time.Second, "three queries at the first gate", func() (bool, error) { return len(prom.recorded()) >= 3, nil })
-	rg := e.getGroup("ingester")
+	e.Eventually(20*time.Second, "three queries at the first gate", func() (bool, error) { return len(prom.recorded()) >= 3, nil })
+	rg := e.GetGroup("ingester")
 	if got := e.podRevisions("zone-a"); got["r2"] != 1 || got["r1"] != 1 {
 		t.Errorf("zone-a pods by revision %v while the gate holds, want one batch (1 pod) on r2", got)
 	}
@@ -347,7 +349,7 @@ func TestAnalysisGateHoldsDeletions(t *testing.T) {
 	prom.setValue(constant("0"))
 	rg = e.waitRolledToTag("ingester", "r2", 60*time.Second)
 	expectNoBreaches(t, mon)
-	e.eventually(10*time.Second, "a GatePassed Event per batch", func() (bool, error) {
+	e.Eventually(10*time.Second, "a GatePassed Event per batch", func() (bool, error) {
 		n := 0
 		for _, r := range e.eventReasons("ingester") {
 			if r == "GatePassed" {
@@ -435,8 +437,8 @@ func TestAnalysisRollbackRestoresTemplates(t *testing.T) {
 	e.rollTo("r2", members...)
 
 	var rg *v1alpha1.RolloutGroup
-	e.eventually(60*time.Second, "the rollback to complete", func() (bool, error) {
-		rg = e.getGroup("ingester")
+	e.Eventually(60*time.Second, "the rollback to complete", func() (bool, error) {
+		rg = e.GetGroup("ingester")
 		an := rg.Status.Analysis
 		return rg.Status.Phase == v1alpha1.PhaseFailed && an != nil && an.Rollback != nil && an.Rollback.CompletionTime != nil, nil
 	})
@@ -453,7 +455,7 @@ func TestAnalysisRollbackRestoresTemplates(t *testing.T) {
 		t.Errorf("rollback members %+v, want %+v", an.Rollback.Members, wantMembers)
 	}
 	for _, m := range members {
-		sts := e.getSTS(m)
+		sts := e.GetSTS(m)
 		if img := sts.Spec.Template.Spec.Containers[0].Image; img != "app:"+revisionName(m, "r1") || sts.Status.UpdateRevision != revisionName(m, "r1") {
 			t.Errorf("StatefulSet %s: image %s, update revision %s after the rollback, want revision r1", m, img, sts.Status.UpdateRevision)
 		}
@@ -481,8 +483,8 @@ func TestAnalysisRollbackRestoresTemplates(t *testing.T) {
 	// Failed holds until the templates change to a new revision: r3 on zone-c
 	// starts a new rollout.
 	e.setImage("zone-c", "r3")
-	e.eventually(30*time.Second, "the failure to be released by a new revision", func() (bool, error) {
-		rg = e.getGroup("ingester")
+	e.Eventually(30*time.Second, "the failure to be released by a new revision", func() (bool, error) {
+		rg = e.GetGroup("ingester")
 		return rg.Status.Analysis.Failure == nil && rg.Status.Phase != v1alpha1.PhaseFailed, nil
 	})
 	e.waitEvent("ingester", "FailureCleared", 10*time.Second)
@@ -499,8 +501,8 @@ func TestAnalysisAbort(t *testing.T) {
 
 	e.annotate("ingester", v1alpha1.AnnotationAbort, "now")
 	var rg *v1alpha1.RolloutGroup
-	e.eventually(30*time.Second, "the abort's rollback to complete", func() (bool, error) {
-		rg = e.getGroup("ingester")
+	e.Eventually(30*time.Second, "the abort's rollback to complete", func() (bool, error) {
+		rg = e.GetGroup("ingester")
 		an := rg.Status.Analysis
 		return rg.Status.Phase == v1alpha1.PhaseFailed && an.Rollback != nil && an.Rollback.CompletionTime != nil, nil
 	})
@@ -525,17 +527,17 @@ func TestAnalysisRollbackWithoutStableRevision(t *testing.T) {
 	e := newEnv(t, envOptions{eventDriven: true})
 	prom := newPromStub(t, constant("5"))
 	sts := e.versionedStatefulSet("zone-a", 2, "r1", "r2") // no ControllerRevision for r1
-	e.pods(sts, 2, revisionName("zone-a", "r1"), podSpec{})
+	e.Pods(sts, 2, revisionName("zone-a", "r1"), controllertest.PodSpec{})
 	e.analysisGroup("ingester", prom, v1alpha1.FailureRollback, []v1alpha1.AnalysisCheck{errorsBelowOne(v1alpha1.GateAfterBatch, 1, 1)}, "zone-a")
 	e.waitPhase("ingester", v1alpha1.PhaseComplete, 20*time.Second)
-	e.playStatefulSetController(kubeletTiming{readyAfter: 50 * time.Millisecond}, "zone-a")
+	e.PlayStatefulSetController(controllertest.KubeletTiming{ReadyAfter: 50 * time.Millisecond}, "zone-a")
 	e.playRevisions()
 	mon := e.startMonitor(1, 2, "zone-a")
 	e.rollTo("r2", "zone-a")
 
 	rg := e.waitPhase("ingester", v1alpha1.PhaseFailed, 30*time.Second)
-	e.eventually(10*time.Second, "RollbackFailed", func() (bool, error) {
-		rg = e.getGroup("ingester")
+	e.Eventually(10*time.Second, "RollbackFailed", func() (bool, error) {
+		rg = e.GetGroup("ingester")
 		c := findCondition(rg.Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Reason == v1alpha1.ReasonRollbackFailed, nil
 	})
@@ -549,8 +551,8 @@ func TestAnalysisRollbackWithoutStableRevision(t *testing.T) {
 	}
 
 	e.setImage("zone-a", "r1") // restored by hand
-	e.eventually(30*time.Second, "the rollback to complete", func() (bool, error) {
-		rg = e.getGroup("ingester")
+	e.Eventually(30*time.Second, "the rollback to complete", func() (bool, error) {
+		rg = e.GetGroup("ingester")
 		rb := rg.Status.Analysis.Rollback
 		return rg.Status.Phase == v1alpha1.PhaseFailed && rb != nil && rb.CompletionTime != nil, nil
 	})
@@ -567,15 +569,15 @@ func TestAnalysisRollbackWithoutStableRevision(t *testing.T) {
 func TestAnalysisSecretForbiddenSaysWhatToGrant(t *testing.T) {
 	e := newEnv(t, envOptions{eventDriven: true, liveReadsAsOperator: true})
 	prom := newPromStub(t, constant("0"))
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "prometheus-auth"}, StringData: map[string]string{"token": "s3cret"}}
-	if err := e.admin.Create(e.ctx, secret); err != nil {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: "prometheus-auth"}, StringData: map[string]string{"token": "s3cret"}}
+	if err := e.Admin.Create(e.Ctx, secret); err != nil {
 		t.Fatal(err)
 	}
 	mon := e.analyzedMembers(prom, v1alpha1.FailurePause, errorsBelowOne(v1alpha1.GateAfterMember, 1, 1), 2, "zone-a")
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		rg := e.getGroup("ingester")
+		rg := e.GetGroup("ingester")
 		rg.Spec.Analysis.Prometheus.AuthSecretRef = &v1alpha1.LocalSecretReference{Name: secret.Name}
-		return e.admin.Update(e.ctx, rg)
+		return e.Admin.Update(e.Ctx, rg)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -583,7 +585,7 @@ func TestAnalysisSecretForbiddenSaysWhatToGrant(t *testing.T) {
 
 	rg := e.waitPhase("ingester", v1alpha1.PhaseFailed, 30*time.Second)
 	want := fmt.Sprintf("spec.analysis.prometheus.authSecretRef: the operator may not read Secret prometheus-auth in namespace %s: "+
-		"grant it get on Secrets there (Helm value rbac.analysisSecretNamespaces)", e.ns)
+		"grant it get on Secrets there (Helm value rbac.analysisSecretNamespaces)", e.NS)
 	an := rg.Status.Analysis
 	if an.Failure == nil || an.Failure.Reason != v1alpha1.ReasonAnalysisError || !strings.Contains(rg.Status.Message, want) {
 		t.Errorf("failed status: message %q failure %+v, want an AnalysisError saying %q", rg.Status.Message, an.Failure, want)
@@ -595,7 +597,7 @@ func TestAnalysisSecretForbiddenSaysWhatToGrant(t *testing.T) {
 		t.Errorf("%d queries without the credentials, want none", n)
 	}
 
-	if err := apiServer(t).GrantAnalysisSecrets(e.ctx, e.liveReader.Name, e.ns); err != nil {
+	if err := controllertest.APIServer(t).GrantAnalysisSecrets(e.Ctx, e.liveReader.Name, e.NS); err != nil {
 		t.Fatal(err)
 	}
 	e.annotate("ingester", v1alpha1.AnnotationRetry, "granted")

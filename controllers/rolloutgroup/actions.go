@@ -1,4 +1,4 @@
-package controllers
+package rolloutgroup
 
 import (
 	"context"
@@ -31,7 +31,7 @@ var errStaleView = errors.New("stale view")
 // batch. The batch ends at the first pod that is not removed: a stale view
 // (NotFound, Conflict), an eviction a PodDisruptionBudget refuses, or any other
 // error. The pods not yet removed wait for the next plan.
-func (r *RolloutGroupReconciler) removePods(ctx context.Context, rg *v1alpha1.RolloutGroup, plan rollout.Plan, now time.Time) (actionResult, error) {
+func (r *Reconciler) removePods(ctx context.Context, rg *v1alpha1.RolloutGroup, plan rollout.Plan, now time.Time) (actionResult, error) {
 	var res actionResult
 	key := types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}
 	evict := rg.Spec.PodDeletion == v1alpha1.PodDeletionEvict
@@ -101,13 +101,13 @@ func removalAction(evict bool) string {
 
 // deletePod deletes exactly the pod that was planned: the UID precondition stops a
 // recreated pod with the same name from being deleted by mistake.
-func (r *RolloutGroupReconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
+func (r *Reconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
 	return r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
 }
 
 // evictPod asks the Eviction API to remove the pod, so that PodDisruptionBudgets
 // are honoured.
-func (r *RolloutGroupReconciler) evictPod(ctx context.Context, pod *corev1.Pod) error {
+func (r *Reconciler) evictPod(ctx context.Context, pod *corev1.Pod) error {
 	eviction := &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}},
@@ -120,7 +120,7 @@ func (r *RolloutGroupReconciler) evictPod(ctx context.Context, pod *corev1.Pod) 
 // tools that judge a StatefulSet's health compare the two. currentReplicas is
 // set with it so the status stays consistent until the StatefulSet controller
 // next recomputes it.
-func (r *RolloutGroupReconciler) advanceRevisions(ctx context.Context, rg *v1alpha1.RolloutGroup, plan rollout.Plan, members []rollout.Member) error {
+func (r *Reconciler) advanceRevisions(ctx context.Context, rg *v1alpha1.RolloutGroup, plan rollout.Plan, members []rollout.Member) error {
 	var errs []error
 	for _, name := range plan.AdvanceRevision {
 		var sts *appsv1.StatefulSet

@@ -1,4 +1,4 @@
-package controllers
+package rolloutgroup
 
 import (
 	"context"
@@ -6,17 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
@@ -45,8 +40,8 @@ const (
 	statusProgressInterval = 10 * time.Second
 )
 
-// RolloutGroupReconciler rolls out the pods of RolloutGroups.
-type RolloutGroupReconciler struct {
+// Reconciler rolls out the pods of RolloutGroups.
+type Reconciler struct {
 	client.Client
 	// apiReader reads from the API server, bypassing the cache: the live read
 	// that confirms each batch.
@@ -70,7 +65,7 @@ type RolloutGroupReconciler struct {
 // Reconcile brings one RolloutGroup one step closer to every pod on its update
 // revision: observe (cache), plan (pure), confirm the batch (one live read),
 // act, then write status once.
-func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cached := &v1alpha1.RolloutGroup{}
 	if err := r.Get(ctx, req.NamespacedName, cached); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -133,7 +128,7 @@ func (r *RolloutGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // holds in a way users must see at once, or when progress changes have waited
 // statusProgressInterval; otherwise it keeps it in memory and returns when to
 // write it.
-func (r *RolloutGroupReconciler) saveStatus(ctx context.Context, rg *v1alpha1.RolloutGroup, written, next v1alpha1.RolloutGroupStatus, now time.Time) (time.Duration, error) {
+func (r *Reconciler) saveStatus(ctx context.Context, rg *v1alpha1.RolloutGroup, written, next v1alpha1.RolloutGroupStatus, now time.Time) (time.Duration, error) {
 	// Recorded first, so that a failed write loses nothing this pass did (pods
 	// rolled, the batch time): the next pass starts from it and writes it.
 	wait := r.status.Defer(rg, written, next, now, statusProgressInterval)
@@ -155,7 +150,7 @@ func setGroupStatus(rg *v1alpha1.RolloutGroup, st v1alpha1.RolloutGroupStatus) {
 // recordGate writes next (the pass's gateRecord: the pending gate, its fresh
 // check records and the controls acted on) before the deletions that open
 // the gate, and returns what the API server now holds.
-func (r *RolloutGroupReconciler) recordGate(ctx context.Context, rg *v1alpha1.RolloutGroup, written, next v1alpha1.RolloutGroupStatus, now time.Time) (v1alpha1.RolloutGroupStatus, error) {
+func (r *Reconciler) recordGate(ctx context.Context, rg *v1alpha1.RolloutGroup, written, next v1alpha1.RolloutGroupStatus, now time.Time) (v1alpha1.RolloutGroupStatus, error) {
 	if err := patch.Status(ctx, r, rg, written, next, setGroupStatus); err != nil {
 		return written, fmt.Errorf("RolloutGroup: record the gate before deleting: %w", err)
 	}
@@ -167,7 +162,7 @@ func (r *RolloutGroupReconciler) recordGate(ctx context.Context, rg *v1alpha1.Ro
 // complete) and of the phases a user must notice (paused, resumed, blocked,
 // unblocked, stalled). A group that is merely created, scaled or waiting for a
 // lost pod emits none: that is not a rollout.
-func (r *RolloutGroupReconciler) recordTransition(rg *v1alpha1.RolloutGroup, plan rollout.Plan, up statusUpdate) {
+func (r *Reconciler) recordTransition(rg *v1alpha1.RolloutGroup, plan rollout.Plan, up statusUpdate) {
 	old, st := rg.Status, up.status
 	if up.rolloutStarted {
 		r.events.Eventf(rg, nil, corev1.EventTypeNormal, "RolloutStarted", "Rollout",
@@ -215,7 +210,7 @@ func rolloutWasOpen(st v1alpha1.RolloutGroupStatus) bool {
 	return st.RolloutStartTime != nil && (st.RolloutCompletionTime == nil || st.RolloutCompletionTime.Before(st.RolloutStartTime))
 }
 
-func (r *RolloutGroupReconciler) exportMetrics(rg *v1alpha1.RolloutGroup, up statusUpdate) {
+func (r *Reconciler) exportMetrics(rg *v1alpha1.RolloutGroup, up statusUpdate) {
 	st := up.status
 	metrics.SetGroupPhase(rg.Namespace, rg.Name, st.Phase)
 	metrics.SetGroupReplicas(rg.Namespace, rg.Name, st.Replicas, st.UpdatedReplicas, st.AvailableReplicas)
@@ -231,17 +226,17 @@ func (r *RolloutGroupReconciler) exportMetrics(rg *v1alpha1.RolloutGroup, up sta
 	}
 }
 
-func (r *RolloutGroupReconciler) forget(key types.NamespacedName) {
+func (r *Reconciler) forget(key types.NamespacedName) {
 	r.deletions.ForgetGroup(key)
 	r.status.Forget(key)
 	r.queriers.forget(key)
 	metrics.ForgetGroup(key.Namespace, key.Name)
 }
 
-// newRolloutGroupReconciler returns the reconciler, reading through the
+// New returns the reconciler, reading through the
 // manager's cache (whose indexes setupIndexes registers) and API reader.
-func newRolloutGroupReconciler(mgr ctrl.Manager) *RolloutGroupReconciler {
-	return &RolloutGroupReconciler{
+func New(mgr ctrl.Manager) *Reconciler {
+	return &Reconciler{
 		Client:    mgr.GetClient(),
 		events:    mgr.GetEventRecorder("echelon"),
 		apiReader: mgr.GetAPIReader(),
@@ -251,22 +246,4 @@ func newRolloutGroupReconciler(mgr ctrl.Manager) *RolloutGroupReconciler {
 		queriers:  newQuerierCache(),
 		now:       time.Now,
 	}
-}
-
-// setupWithManager registers the controller: its watches, their mappings to
-// groups and the predicates that drop events the planner does not read.
-func (r *RolloutGroupReconciler) setupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.RolloutGroup{}, builder.WithPredicates(groupChanged)).
-		// A group that starts or stops claiming a StatefulSet changes whether the
-		// other groups claiming it are blocked.
-		Watches(&v1alpha1.RolloutGroup{}, handler.EnqueueRequestsFromMapFunc(r.requestsForGroupsSharingMembers),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.requestsForStatefulSet),
-			builder.WithPredicates(statefulSetChanged)).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.requestsForPod),
-			builder.WithPredicates(podChanged)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
-		Named(controllerName).
-		Complete(r)
 }
