@@ -98,6 +98,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	ap.AfterAct(plan, acted.deleted)
 
 	up := computeStatus(rg, plan, acted, ap, now)
+	if actErr != nil && !errors.Is(actErr, errStaleView) {
+		// observedGeneration says a pass over that generation succeeded (as in
+		// Cluster API); a stale view is not a failure of the pass.
+		up.status.ObservedGeneration = written.ObservedGeneration
+	}
 	r.recordTransition(rg, plan, up)
 	r.emitAnalysis(rg, ap)
 	r.exportMetrics(rg, up)

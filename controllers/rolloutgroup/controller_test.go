@@ -2,6 +2,7 @@ package rolloutgroup
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -285,6 +286,65 @@ func TestControllerStaleViewOnDeletionEndsTheBatch(t *testing.T) {
 				t.Errorf("%d pods terminating, want none: the second pod of the batch must not be deleted", n)
 			}
 		})
+	}
+}
+
+// failingDeletes fails every pod deletion with a server error while fail is set.
+type failingDeletes struct {
+	client.Client
+	fail bool
+}
+
+func (f *failingDeletes) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	if f.fail {
+		return apierrors.NewInternalError(errors.New("injected by the test"))
+	}
+	return f.Client.Delete(ctx, obj, opts...)
+}
+
+// status.observedGeneration says a pass over that generation succeeded: a
+// pass whose action failed keeps the generation before it, as Cluster API
+// does, while the rest of its status is still written.
+func TestControllerFailedPassKeepsObservedGeneration(t *testing.T) {
+	deletes := &failingDeletes{}
+	e := newEnv(t, envOptions{wrapClient: func(c client.Client) client.Client {
+		deletes.Client = c
+		return deletes
+	}})
+	a := e.StatefulSet("zone-a", 3, "r1")
+	e.Pods(a, 3, "r1", controllertest.PodSpec{Bound: true})
+	e.Group("ingester", 1, "zone-a")
+	e.Eventually(10*time.Second, "the cache to see the group", func() (bool, error) {
+		return e.r.Get(e.Ctx, client.ObjectKey{Namespace: e.NS, Name: "ingester"}, &v1alpha1.RolloutGroup{}) == nil, nil
+	})
+	e.reconcile("ingester")
+	if got := e.GetGroup("ingester").Status.ObservedGeneration; got != 1 {
+		t.Fatalf("observedGeneration = %d after a pass that succeeded, want 1", got)
+	}
+
+	rg := e.GetGroup("ingester")
+	rg.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(2))
+	if err := e.Admin.Update(e.Ctx, rg); err != nil {
+		t.Fatal(err)
+	}
+	e.SetRevisions("zone-a", "r1", "r2")
+	e.Eventually(10*time.Second, "the cache to see generation 2 and the revision", func() (bool, error) {
+		cached := &v1alpha1.RolloutGroup{}
+		return e.r.Get(e.Ctx, client.ObjectKeyFromObject(rg), cached) == nil && cached.Generation == 2 &&
+			e.r.Get(e.Ctx, client.ObjectKeyFromObject(a), a) == nil && a.Status.UpdateRevision == "r2", nil
+	})
+	deletes.fail = true
+	if _, err := e.r.Reconcile(e.Ctx, reconcileRequest(e, "ingester")); err == nil {
+		t.Fatal("Reconcile succeeded; want the injected deletion error")
+	}
+	if got := e.GetGroup("ingester").Status.ObservedGeneration; got != 1 {
+		t.Errorf("observedGeneration = %d after a failed pass over generation 2, want 1", got)
+	}
+
+	deletes.fail = false
+	e.reconcile("ingester")
+	if got := e.GetGroup("ingester").Status.ObservedGeneration; got != 2 {
+		t.Errorf("observedGeneration = %d after a pass over generation 2 succeeded, want 2", got)
 	}
 }
 

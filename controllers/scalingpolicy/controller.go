@@ -91,6 +91,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if isDownscale(plan) && !scaled {
 		st.LastDownscaleTime = written.LastDownscaleTime // keep the record: it may have happened
 	}
+	if actErr != nil {
+		// observedGeneration says a pass over that generation succeeded (as in
+		// Cluster API).
+		st.ObservedGeneration = written.ObservedGeneration
+	}
 	r.recordTransition(sp, plan, st, scaled)
 	r.exportMetrics(sp, plan, st, scaled, now)
 	if err := r.patchStatus(ctx, sp, written, st); err != nil {
