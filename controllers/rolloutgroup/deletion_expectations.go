@@ -22,7 +22,7 @@ const deletionTTL = 2 * time.Minute
 //
 // Expectations live in one process's memory and are empty after a restart or a
 // leader handover; they are safe when empty because every batch is also checked
-// against a live read of the member's pods (rolloutgroup_live_read.go), which is
+// against a live read of the member's pods (live_read.go), which is
 // what protects a new leader from a cache older than the old leader's last batch.
 type deletionExpectations struct {
 	mu      sync.Mutex
