@@ -59,7 +59,7 @@ func (r *DelayedDownscaleReconciler) observe(ctx context.Context, dd *v1alpha1.D
 		}
 		return obs, fmt.Errorf("get StatefulSet %s: %w", dd.Spec.TargetRef.Name, err)
 	}
-	in.Current = replicasOf(target)
+	in.Current, in.OrdinalStart = replicasOf(target), podname.Start(target)
 
 	policies, err := policiesTargeting(ctx, r.Client, dd.Namespace, target.Name)
 	if err != nil {

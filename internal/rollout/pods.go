@@ -7,14 +7,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/echelon-operator/echelon/internal/podname"
 )
 
 // ordinalRange is the half-open range of ordinals the StatefulSet wants to exist.
 func ordinalRange(sts *appsv1.StatefulSet) (start, end int) {
-	if sts.Spec.Ordinals != nil {
-		start = int(sts.Spec.Ordinals.Start)
-	}
-	return start, start + int(desiredReplicas(sts))
+	return podname.Kept(podname.Start(sts), desiredReplicas(sts))
 }
 
 func desiredReplicas(sts *appsv1.StatefulSet) int32 {
