@@ -663,3 +663,52 @@ func assertSameWebhooks[W any](t *testing.T, kind string, got, want []W, clientC
 		t.Errorf("chart's %s webhooks differ from config/webhook/manifests.yaml\n got: %+v\nwant: %+v", kind, got, want)
 	}
 }
+
+// The operator patches only its own webhook configurations (to inject the CA):
+// patch is limited to their names, which follow the release, while list and
+// watch, which cannot be limited by name, stay unrestricted for the informers.
+func TestWebhookConfigurationRBACNamesTheRelease(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{name: "all namespaces", args: []string{"--set", "fullnameOverride=other-echelon"}},
+		{name: "some namespaces", args: []string{"--set", "fullnameOverride=other-echelon", "--set", "watchNamespaces={a,b}"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := render(t, tc.args...)
+			names := map[string][]string{}
+			for _, c := range all[admissionregistrationv1.ValidatingWebhookConfiguration](m, "ValidatingWebhookConfiguration") {
+				names["validatingwebhookconfigurations"] = append(names["validatingwebhookconfigurations"], c.Name)
+			}
+			for _, c := range all[admissionregistrationv1.MutatingWebhookConfiguration](m, "MutatingWebhookConfiguration") {
+				names["mutatingwebhookconfigurations"] = append(names["mutatingwebhookconfigurations"], c.Name)
+			}
+			var perms []string
+			for _, cr := range operatorClusterRoles(m) {
+				for _, r := range cr.Rules {
+					if !slices.Contains(r.APIGroups, admissionregistrationv1.GroupName) {
+						continue
+					}
+					for _, res := range r.Resources {
+						for _, v := range r.Verbs {
+							if (v == "list" || v == "watch") && len(r.ResourceNames) > 0 {
+								t.Errorf("%s on %s limited to %v: an informer cannot list by name", v, res, r.ResourceNames)
+							}
+							if (v == "patch" || v == "update" || v == "*") && !slices.Equal(r.ResourceNames, names[res]) {
+								t.Errorf("%s on %s for names %v, want exactly the release's configurations %v", v, res, r.ResourceNames, names[res])
+							}
+							perms = append(perms, v+" "+res)
+						}
+					}
+				}
+			}
+			for _, want := range []string{"patch validatingwebhookconfigurations", "patch mutatingwebhookconfigurations",
+				"list validatingwebhookconfigurations", "watch mutatingwebhookconfigurations"} {
+				if !slices.Contains(perms, want) {
+					t.Errorf("the operator's ClusterRole lacks %s (granted: %v)", want, perms)
+				}
+			}
+		})
+	}
+}

@@ -103,6 +103,9 @@ func installWebhookConfigurations(ctx context.Context, ns string, port int) {
 		}
 	}
 	Expect(objs).To(HaveLen(2), "config/webhook/manifests.yaml holds a validating and a mutating configuration")
+	// The generated RBAC lets the operator patch only configurations named
+	// echelon; these are named for ns.
+	Expect(cp.GrantWebhookConfigurations(ctx, operatorUser.Name, meta.Name)).To(Succeed())
 	for _, o := range objs {
 		Expect(k8s.Create(ctx, o)).To(Succeed())
 	}

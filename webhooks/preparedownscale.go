@@ -18,6 +18,7 @@ import (
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
+	"github.com/echelon-operator/echelon/internal/podname"
 	"github.com/echelon-operator/echelon/internal/scaling"
 )
 
@@ -229,14 +230,11 @@ func (h *PrepareDownscale) podsToPrepare(ctx context.Context, sts *appsv1.Statef
 			change, *change.Old, *change.New, n, maxPreparedPods))
 		return nil, nil, &v
 	}
-	var start int32
-	if sts.Spec.Ordinals != nil {
-		start = sts.Spec.Ordinals.Start
-	}
+	lo, hi := podname.Removed(podname.Start(sts), *change.Old, *change.New)
 	var targets []podcall.Target
 	var skipped []string
-	for i := *change.New; i < *change.Old; i++ {
-		name := fmt.Sprintf("%s-%d", sts.Name, int64(start)+int64(i))
+	for ord := lo; ord < hi; ord++ {
+		name := fmt.Sprintf("%s-%d", sts.Name, ord)
 		pod, err := h.Cluster.Pod(ctx, sts.Namespace, name)
 		if err != nil {
 			v := failed(reasonLookupFailed, http.StatusInternalServerError, err)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/analysis"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
 )
@@ -41,9 +42,10 @@ type NamespaceObjects struct {
 
 // ValidateRolloutGroup checks the rules of rg that need other objects: each
 // StatefulSet it claims, by name or by selector, is claimed by no other
-// RolloutGroup. (Rules on rg alone are CEL rules on its CRD.)
+// RolloutGroup. (Rules on rg alone are CEL rules on its CRD, but for its
+// checks' query templates, which CEL cannot parse.)
 func ValidateRolloutGroup(rg *v1alpha1.RolloutGroup, objs NamespaceObjects) field.ErrorList {
-	var errs field.ErrorList
+	errs := analysis.ValidateChecks(rg.Spec.Analysis)
 	others := othersByName(objs.RolloutGroups, rg.Name)
 	if rg.Spec.Selector == nil {
 		for i, m := range rg.Spec.StatefulSets {

@@ -85,6 +85,16 @@ func TestValidateRolloutGroup(t *testing.T) {
 				return g
 			}(),
 			want: []string{`spec.selector: "Near" is not a valid`}},
+		{name: "a query template that is more than the variables",
+			group: func() v1alpha1.RolloutGroup {
+				g := makeGroup("ingester", "zone-a").obj()
+				g.Spec.Analysis = &v1alpha1.RolloutAnalysis{Checks: []v1alpha1.AnalysisCheck{
+					{Name: "errors", Query: `up{pod=~"{{ .Member }}-.*"}`},
+					{Name: "nested", Query: `{{ define "a" }}x{{ end }}{{ template "a" }}`},
+				}}
+				return g
+			}(),
+			want: []string{`spec.analysis.checks[1].query: check nested: query template: {{ define "a" }} at byte 0 is not a variable`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sameErrors(t, ValidateRolloutGroup(&tc.group, NamespaceObjects{RolloutGroups: tc.others, StatefulSets: sets}), tc.want)

@@ -185,10 +185,11 @@ type AnalysisCheck struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 
-	// query is an instant PromQL query, and a Go template: {{ .Member }} is the
+	// query is an instant PromQL query with variables: {{ .Member }} is the
 	// StatefulSet the gate is about, {{ .Namespace }} the group's namespace,
 	// {{ .Group }} the group's name and {{ .Revision }} the member's update
-	// revision. For example
+	// revision. It is not a Go template: anything else between {{ and }} is
+	// refused. The expanded query is at most 64 KiB. For example
 	// 'sum(rate(errors_total{namespace="{{ .Namespace }}",pod=~"{{ .Member }}-.*"}[1m]))'.
 	// +required
 	// +kubebuilder:validation:MinLength=1

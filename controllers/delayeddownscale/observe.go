@@ -61,7 +61,7 @@ func (r *Reconciler) observe(ctx context.Context, dd *v1alpha1.DelayedDownscale)
 		}
 		return obs, fmt.Errorf("get StatefulSet %s: %w", dd.Spec.TargetRef.Name, err)
 	}
-	in.Current = kube.Replicas(target)
+	in.Current, in.OrdinalStart = kube.Replicas(target), podname.Start(target)
 
 	policies, err := lookup.PoliciesForTarget(ctx, r.Client, dd.Namespace, v1alpha1.TargetKindStatefulSet, target.Name)
 	if err != nil {

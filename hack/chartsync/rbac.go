@@ -9,6 +9,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -112,12 +113,42 @@ func subRule(r rbacv1.PolicyRule, group string, resources []string) rbacv1.Polic
 	}
 }
 
+// webhookConfigurationName is the name config/webhook gives Echelon's webhook
+// configurations, which the RBAC markers limit patch to; the chart names its
+// configurations after the release instead.
+const (
+	webhookConfigurationName         = "echelon"
+	webhookConfigurationNameTemplate = `{{ include "echelon.fullname" . }}`
+)
+
+// nameReleaseWebhooks puts the chart's name of the webhook configurations in
+// place of config/webhook's in the rules limited to them. Any other name there
+// stops the generation: the chart would grant it on no configuration it owns.
+func nameReleaseWebhooks(rules []rbacv1.PolicyRule) ([]rbacv1.PolicyRule, error) {
+	out := make([]rbacv1.PolicyRule, 0, len(rules))
+	for _, r := range rules {
+		onWebhooks := slices.Contains(r.APIGroups, "admissionregistration.k8s.io") &&
+			slices.ContainsFunc(r.Resources, func(res string) bool { return strings.HasSuffix(res, "webhookconfigurations") })
+		if onWebhooks && len(r.ResourceNames) > 0 {
+			if !slices.Equal(r.ResourceNames, []string{webhookConfigurationName}) {
+				return nil, fmt.Errorf("a rule on %v names %v; the chart knows only its own webhook configurations, %q in config/webhook", r.Resources, r.ResourceNames, webhookConfigurationName)
+			}
+			r.ResourceNames = []string{webhookConfigurationNameTemplate}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
 // rbacRulesTemplate renders the three named templates the chart's RBAC uses:
 // echelon.rbac.rules (the generated ClusterRole's rules, unchanged),
 // echelon.rbac.namespacedRules and echelon.rbac.clusterScopedRules.
 func rbacRulesTemplate(roleYAML []byte, crds map[string]string) ([]byte, error) {
 	rules, err := clusterRoleRules(roleYAML)
 	if err != nil {
+		return nil, err
+	}
+	if rules, err = nameReleaseWebhooks(rules); err != nil {
 		return nil, err
 	}
 	namespaced, cluster, err := splitRules(rules, crds)

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -17,6 +18,15 @@ import (
 
 // DefaultTimeout bounds a query when the spec sets no timeout.
 const DefaultTimeout = 10 * time.Second
+
+// MaxResponseBytes bounds the body of a Prometheus answer, which the client
+// reads whole into memory: a check needs a few series, while a query
+// selecting millions of them, or a proxy's endless answer, would take the
+// leader's memory.
+const MaxResponseBytes = 10 << 20
+
+// errResponseTooLarge is the read error of an answer over MaxResponseBytes.
+var errResponseTooLarge = fmt.Errorf("the answer is larger than the limit of %d MiB; select fewer series (aggregate with sum, max or topk)", MaxResponseBytes>>20)
 
 // Querier runs instant queries.
 type Querier interface {
@@ -73,7 +83,13 @@ func NewPrometheus(cfg PrometheusConfig) (Querier, error) {
 		tlsConfig.RootCAs = pool
 	}
 	transport.TLSClientConfig = tlsConfig
-	var rt http.RoundTripper = transport
+	return newPrometheus(cfg, transport, MaxResponseBytes)
+}
+
+// newPrometheus is NewPrometheus over transport, reading at most maxBody
+// bytes of each answer.
+func newPrometheus(cfg PrometheusConfig, transport http.RoundTripper, maxBody int64) (Querier, error) {
+	var rt http.RoundTripper = limitRoundTripper{next: transport, max: maxBody}
 	switch {
 	case cfg.BearerToken != "":
 		rt = authRoundTripper{next: rt, set: func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+cfg.BearerToken) }}
@@ -103,6 +119,46 @@ func (a authRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	return a.next.RoundTrip(r)
 }
 
+// limitRoundTripper fails the reading of an answer's body past max bytes.
+type limitRoundTripper struct {
+	next http.RoundTripper
+	max  int64
+}
+
+func (l limitRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = &limitedBody{ReadCloser: resp.Body, left: l.max}
+	return resp, nil
+}
+
+// limitedBody reads at most left bytes, then fails with errResponseTooLarge
+// if the body has more.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more tells a body of exactly the limit from a longer one.
+		var one [1]byte
+		n, err := b.ReadCloser.Read(one[:])
+		if n > 0 {
+			return 0, errResponseTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
 // Query runs an instant query, bounded by the configured timeout.
 func (q *prometheusQuerier) Query(ctx context.Context, query string, at time.Time) ([]Sample, error) {
 	ctx, cancel := context.WithTimeout(ctx, q.timeout)
@@ -116,6 +172,9 @@ func (q *prometheusQuerier) Query(ctx context.Context, query string, at time.Tim
 
 // explain rewords client_golang's errors so that status says what went wrong.
 func (q *prometheusQuerier) explain(ctx context.Context, err error) error {
+	if errors.Is(err, errResponseTooLarge) {
+		return fmt.Errorf("query to %s: %w", q.address, err)
+	}
 	if ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("query to %s timed out after %s", q.address, q.timeout)
 	}

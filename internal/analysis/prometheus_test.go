@@ -215,3 +215,34 @@ func TestPrometheusQuerierTLS(t *testing.T) {
 		t.Error("a CA Secret without a certificate is accepted")
 	}
 }
+
+func TestPrometheusQuerierBoundsTheResponse(t *testing.T) {
+	// A valid answer just over the limit: a proxy or a query selecting
+	// millions of series must not take the leader's memory.
+	series := sample(`"pod":"`+strings.Repeat("p", 1000)+`"`, "1")
+	n := MaxResponseBytes/len(series) + 1
+	answers := make([]string, n)
+	for i := range answers {
+		answers[i] = series
+	}
+	srv := httptest.NewServer(&fakePrometheus{respond: vectorAnswer(answers...)})
+	defer srv.Close()
+	q, err := NewPrometheus(PrometheusConfig{Address: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = q.Query(context.Background(), "up", now)
+	if want := "larger than the limit of 10 MiB"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want one containing %q", err, want)
+	}
+	// Just under the limit is read.
+	srv2 := httptest.NewServer(&fakePrometheus{respond: vectorAnswer(answers[:n-200]...)})
+	defer srv2.Close()
+	q2, err := NewPrometheus(PrometheusConfig{Address: srv2.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if samples, err := q2.Query(context.Background(), "up", now); err != nil || len(samples) != n-200 {
+		t.Fatalf("an answer under the limit: %d samples, %v", len(samples), err)
+	}
+}

@@ -6,11 +6,18 @@
 package analysis
 
 import (
-	"bytes"
 	"fmt"
-	"text/template"
-	"text/template/parse"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
 )
+
+// MaxExpandedQueryBytes bounds a query after expansion. A 4096-byte template
+// of the shortest variable, {{.Group}}, with names of 253 characters expands
+// to about 100 KiB; a query that long is a mistake, not a check.
+const MaxExpandedQueryBytes = 64 << 10
 
 // Vars are the variables a check's query template may use.
 type Vars struct {
@@ -24,59 +31,113 @@ type Vars struct {
 	Revision string
 }
 
-// ParseQuery parses a query template. A template naming a variable that Vars
-// does not have is refused here, not when it is first expanded.
-func ParseQuery(query string) (*template.Template, error) {
-	tmpl, err := template.New("query").Option("missingkey=error").Parse(query)
-	if err != nil {
-		return nil, fmt.Errorf("parse query template: %w", err)
-	}
-	// A loop is refused: the variables are four strings, so it has no use, and
-	// {{ range 2000000000 }} would hold the reconcile and its memory.
-	for _, t := range tmpl.Templates() {
-		if t.Tree != nil && hasRange(t.Tree.Root) {
-			return nil, fmt.Errorf("query template: range is not supported; use the variables .Member, .Namespace, .Group and .Revision")
-		}
-	}
-	// Expanding once with placeholder values finds references to unknown
-	// fields, which text/template reports only at execution.
-	if err := tmpl.Execute(&bytes.Buffer{}, Vars{Member: "m", Namespace: "n", Group: "g", Revision: "r"}); err != nil {
-		return nil, fmt.Errorf("query template: %w", err)
-	}
-	return tmpl, nil
+// variables maps the name inside {{ . }} to its value. This is the whole
+// template language: Go's text/template let nested define and template calls
+// double the output at each level, so one short query could take the leader's
+// memory and time.
+var variables = map[string]func(Vars) string{
+	"Member":    func(v Vars) string { return v.Member },
+	"Namespace": func(v Vars) string { return v.Namespace },
+	"Group":     func(v Vars) string { return v.Group },
+	"Revision":  func(v Vars) string { return v.Revision },
 }
 
-// ExpandQuery expands a query template with vars.
+// ValidateQuery reports whether every {{ }} of query holds one of the
+// variables, so that a check can be refused before its first query.
+func ValidateQuery(query string) error {
+	_, err := expand(query, nil)
+	return err
+}
+
+// ValidateChecks validates the query templates of a group's checks; CEL on the
+// CRD cannot parse them.
+func ValidateChecks(a *v1alpha1.RolloutAnalysis) field.ErrorList {
+	if a == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	path := field.NewPath("spec", "analysis", "checks")
+	for i, c := range a.Checks {
+		if err := ValidateQuery(c.Query); err != nil {
+			errs = append(errs, field.Invalid(path.Index(i).Child("query"), c.Query, fmt.Sprintf("check %s: %v", c.Name, err)))
+		}
+	}
+	return errs
+}
+
+// ExpandQuery replaces each {{ .Member }}, {{ .Namespace }}, {{ .Group }} and
+// {{ .Revision }} of query (spaces inside the braces optional) by its value;
+// anything else between {{ and }} is an error. The text around them is kept
+// byte for byte, as text/template, which expanded them before, kept it. The
+// result is at most MaxExpandedQueryBytes long.
 func ExpandQuery(query string, vars Vars) (string, error) {
-	tmpl, err := ParseQuery(query)
-	if err != nil {
-		return "", err
-	}
-	var out bytes.Buffer
-	if err := tmpl.Execute(&out, vars); err != nil {
-		return "", fmt.Errorf("query template: %w", err)
-	}
-	return out.String(), nil
+	return expand(query, &vars)
 }
 
-// hasRange reports whether a parse tree holds a range action.
-func hasRange(n parse.Node) bool {
-	switch n := n.(type) {
-	case *parse.RangeNode:
-		return true
-	case *parse.ListNode:
-		if n == nil {
-			return false
+// expand checks query and, when vars is not nil, expands it. It reads the
+// query once and refuses an output past the limit before writing it, so time
+// and memory are linear in the query and the limit.
+func expand(query string, vars *Vars) (string, error) {
+	var out strings.Builder
+	write := func(s string) error {
+		if vars == nil {
+			return nil
 		}
-		for _, c := range n.Nodes {
-			if hasRange(c) {
-				return true
+		if out.Len()+len(s) > MaxExpandedQueryBytes {
+			return fmt.Errorf("query template: the expanded query is over the limit of %d bytes", MaxExpandedQueryBytes)
+		}
+		out.WriteString(s)
+		return nil
+	}
+	rest, at := query, 0
+	for {
+		open := strings.Index(rest, "{{")
+		if open < 0 {
+			if err := write(rest); err != nil {
+				return "", err
+			}
+			return out.String(), nil
+		}
+		if err := write(rest[:open]); err != nil {
+			return "", err
+		}
+		at += open
+		rest = rest[open:]
+		end := strings.Index(rest[2:], "}}")
+		if end < 0 {
+			return "", fmt.Errorf("query template: {{ at byte %d is not closed by }}", at)
+		}
+		action := rest[:end+4]
+		value, ok := variables[variableName(action)]
+		if !ok {
+			return "", fmt.Errorf("query template: %s at byte %d is not a variable: use {{ .Member }}, {{ .Namespace }}, {{ .Group }} or {{ .Revision }}", quoteAction(action), at)
+		}
+		if vars != nil {
+			if err := write(value(*vars)); err != nil {
+				return "", err
 			}
 		}
-	case *parse.IfNode:
-		return hasRange(n.List) || hasRange(n.ElseList)
-	case *parse.WithNode:
-		return hasRange(n.List) || hasRange(n.ElseList)
+		at += len(action)
+		rest = rest[len(action):]
 	}
-	return false
+}
+
+// variableName is the name in an action "{{ .Name }}", or "" when the action
+// is anything else. The blanks allowed are those text/template allowed.
+func variableName(action string) string {
+	inner := strings.Trim(action[2:len(action)-2], " \t\r\n")
+	name, ok := strings.CutPrefix(inner, ".")
+	if !ok {
+		return ""
+	}
+	return name
+}
+
+// quoteAction shortens an action for an error message: the query may be 4 KiB.
+func quoteAction(action string) string {
+	const maxLen = 64
+	if len(action) <= maxLen {
+		return action
+	}
+	return action[:maxLen] + "...}}"
 }

@@ -52,4 +52,11 @@ package certs
 // The self-signed mode injects the CA bundle into webhook configurations,
 // which are cluster-scoped. Its Secret is namespaced and named, so its rights
 // are in config/rbac/webhook_cert_role.yaml, not in a marker.
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;patch
+//
+// A CA of the operator's choosing in another admission webhook's configuration
+// would let it answer for that webhook, so patch is limited to Echelon's own
+// configurations: echelon, the name config/webhook gives them (the chart puts
+// the release's name in its place). The informers list and watch, which RBAC
+// cannot limit by name.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=patch,resourceNames=echelon

@@ -52,6 +52,10 @@ type certEnv struct {
 	ns       string
 	operator kubernetes.Interface
 	admin    kubernetes.Interface
+	// grantPatch lets the operator patch a configuration of this name: the
+	// generated RBAC limits patch to Echelon's own configurations, and the
+	// tests name theirs per namespace.
+	grantPatch func(name string) error
 }
 
 func newCertEnv(t *testing.T) *certEnv {
@@ -70,8 +74,9 @@ func newCertEnv(t *testing.T) *certEnv {
 	}
 	return &certEnv{
 		t: t, ctx: ctx, ns: ns,
-		operator: kubernetes.NewForConfigOrDie(user.Config),
-		admin:    kubernetes.NewForConfigOrDie(cp.Config()),
+		operator:   kubernetes.NewForConfigOrDie(user.Config),
+		admin:      kubernetes.NewForConfigOrDie(cp.Config()),
+		grantPatch: func(name string) error { return cp.GrantWebhookConfigurations(ctx, user.Name, name) },
 	}
 }
 
@@ -150,6 +155,9 @@ func (e *certEnv) createValidating(name string, labelled bool, webhooks ...strin
 	c := &admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: e.ns + "-" + name}}
 	if labelled {
 		c.Labels = map[string]string{InjectCALabel: e.ns + "." + testSecret}
+		if err := e.grantPatch(c.Name); err != nil {
+			e.t.Fatal(err)
+		}
 	}
 	for _, w := range webhooks {
 		c.Webhooks = append(c.Webhooks, webhook(w))
@@ -168,6 +176,9 @@ func (e *certEnv) createMutating(name string, webhooks ...string) string {
 		Name:   e.ns + "-" + name,
 		Labels: map[string]string{InjectCALabel: e.ns + "." + testSecret},
 	}}
+	if err := e.grantPatch(c.Name); err != nil {
+		e.t.Fatal(err)
+	}
 	for _, w := range webhooks {
 		v := webhook(w)
 		c.Webhooks = append(c.Webhooks, admissionv1.MutatingWebhook{

@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/echelon-operator/echelon/internal/podname"
 )
 
 // MaxClockSkew is how far in the future a pod's timestamp may be before it is
@@ -59,6 +61,9 @@ type Input struct {
 	EarliestEligible time.Time
 	// NamePrefix is the StatefulSet's name: pods are "<name>-<ordinal>".
 	NamePrefix string
+	// OrdinalStart is the StatefulSet's spec.ordinals.start: its pods are
+	// ordinals [OrdinalStart, OrdinalStart+Current).
+	OrdinalStart int32
 }
 
 // pending reports whether a downscale is pending: desired below current.
@@ -70,11 +75,18 @@ func (in Input) removed() []string {
 	if !in.pending() {
 		return nil
 	}
+	lo, hi := podname.Removed(in.OrdinalStart, in.Current, *in.Desired)
 	var names []string
-	for ord := int(in.Current) - 1; ord >= int(*in.Desired); ord-- {
+	for ord := hi - 1; ord >= lo; ord-- {
 		names = append(names, fmt.Sprintf("%s-%d", in.NamePrefix, ord))
 	}
 	return names
+}
+
+// stays reports whether a pod of this ordinal remains at the given replicas.
+func (in Input) stays(ordinal int, replicas int32) bool {
+	_, hi := podname.Kept(in.OrdinalStart, replicas)
+	return ordinal < hi
 }
 
 // CallPlan says which pods to call now.
@@ -107,7 +119,7 @@ func Calls(in Input) CallPlan {
 			// Every pod that stays, not only those recorded: a pod prepared
 			// before a restart that lost the record must not stay prepared.
 			for name, pod := range in.Pods {
-				if pod.Ordinal < int(in.Current) {
+				if in.stays(pod.Ordinal, in.Current) {
 					p.Cancel = append(p.Cancel, name)
 				}
 			}
@@ -116,7 +128,7 @@ func Calls(in Input) CallPlan {
 		return p
 	}
 	for _, r := range in.Previous {
-		if pod, exists := in.Pods[r.Name]; exists && !slices.Contains(removed, r.Name) && pod.Ordinal < int(*in.Desired) {
+		if pod, exists := in.Pods[r.Name]; exists && !slices.Contains(removed, r.Name) && in.stays(pod.Ordinal, *in.Desired) {
 			p.Cancel = append(p.Cancel, r.Name)
 		}
 	}

@@ -236,3 +236,42 @@ func deref(p *int32) string {
 	}
 	return fmt.Sprint(*p)
 }
+
+// A StatefulSet whose ordinals start at 1 has pods ing-1 to ing-5 at five
+// replicas; shrinking to two removes ing-5, ing-4 and ing-3, and keeps ing-1
+// and ing-2, which must not stay prepared.
+func TestOrdinalsStart(t *testing.T) {
+	in := Input{Now: now, Delay: delay, Desired: ptr.To[int32](2), Current: 5, NamePrefix: "ing", OrdinalStart: 1, Pods: map[string]Pod{}}
+	for ord := 1; ord <= 5; ord++ {
+		name := fmt.Sprintf("ing-%d", ord)
+		in.Pods[name] = Pod{Name: name, Ordinal: ord}
+	}
+	if got, want := Calls(in).Prepare, []string{"ing-5", "ing-4", "ing-3"}; !slices.Equal(got, want) {
+		t.Errorf("prepare %v, want %v", got, want)
+	}
+
+	// Every removed pod prepared past the delay: the set may shrink to two.
+	long := now.Add(-2 * delay)
+	in.Previous = prepared(map[int]time.Time{5: long, 4: long, 3: long})
+	plan := Decide(in, answersOf(in.Previous))
+	if plan.Eligible == nil || *plan.Eligible != 2 || len(plan.Errors) > 0 {
+		t.Errorf("eligible %s (errors %v), want 2", deref(plan.Eligible), plan.Errors)
+	}
+	// Only ing-5 prepared: nothing is eligible, since ing-5 is the first to go.
+	in.Previous = prepared(map[int]time.Time{5: now})
+	if plan := Decide(in, answersOf(in.Previous)); plan.Eligible == nil || *plan.Eligible != 5 {
+		t.Errorf("with ing-5 just prepared, eligible %s, want 5", deref(plan.Eligible))
+	}
+
+	// ing-2, prepared by an earlier, deeper downscale, stays: it is cancelled.
+	in.Previous = prepared(map[int]time.Time{5: long, 4: long, 3: long, 2: long})
+	if got := Calls(in).Cancel; !slices.Equal(got, []string{"ing-2"}) {
+		t.Errorf("cancel %v while shrinking to 2, want [ing-2]", got)
+	}
+	// No downscale pending any more: every pod that stays, ing-1 to ing-5, is
+	// cancelled.
+	in.Desired = ptr.To[int32](5)
+	if got, want := Calls(in).Cancel, []string{"ing-1", "ing-2", "ing-3", "ing-4", "ing-5"}; !slices.Equal(got, want) {
+		t.Errorf("cancel %v once no downscale is pending, want %v", got, want)
+	}
+}

@@ -7,14 +7,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/echelon-operator/echelon/internal/kube"
+	"github.com/echelon-operator/echelon/internal/podname"
 )
 
 // ordinalRange is the half-open range of ordinals the StatefulSet wants to exist.
 func ordinalRange(sts *appsv1.StatefulSet) (start, end int) {
-	if sts.Spec.Ordinals != nil {
-		start = int(sts.Spec.Ordinals.Start)
-	}
-	return start, start + int(kube.Replicas(sts))
+	return podname.Kept(podname.Start(sts), kube.Replicas(sts))
 }
 
 // podRevision is the controller revision a pod was created from.

@@ -298,13 +298,19 @@ func TestOperatorUserIsBoundToTheGeneratedRBACOnly(t *testing.T) {
 	// Every verb the generated role grants, the user has (eventually: the API
 	// server's RBAC informers lag the binding by a moment)...
 	for _, rule := range role.Rules {
+		names := rule.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
 		for _, group := range rule.APIGroups {
 			for _, resource := range rule.Resources {
 				for _, verb := range rule.Verbs {
-					resource, subresource, _ := strings.Cut(resource, "/")
-					attrs := authorizationv1.ResourceAttributes{Group: group, Resource: resource, Subresource: subresource, Verb: verb, Namespace: "any"}
-					g.Eventually(func(g Gomega) bool { return allowed(ctx, g, c, user.Name, attrs) }).
-						WithTimeout(10*time.Second).Should(BeTrue(), "%s may %s %s", user.Name, verb, rule.Resources)
+					for _, name := range names {
+						resource, subresource, _ := strings.Cut(resource, "/")
+						attrs := authorizationv1.ResourceAttributes{Group: group, Resource: resource, Subresource: subresource, Verb: verb, Namespace: "any", Name: name}
+						g.Eventually(func(g Gomega) bool { return allowed(ctx, g, c, user.Name, attrs) }).
+							WithTimeout(10*time.Second).Should(BeTrue(), "%s may %s %s %s", user.Name, verb, rule.Resources, name)
+					}
 				}
 			}
 		}
@@ -312,6 +318,22 @@ func TestOperatorUserIsBoundToTheGeneratedRBACOnly(t *testing.T) {
 	// ...and nothing a rollout operator must never do.
 	g.Expect(allowed(ctx, g, c, user.Name, authorizationv1.ResourceAttributes{Verb: "delete", Resource: "nodes"})).To(BeFalse())
 	g.Expect(allowed(ctx, g, c, user.Name, authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "kube-system"})).To(BeFalse())
+	// It injects its CA into its own webhook configurations (config/webhook
+	// names them echelon), and into no one else's: a CA of its choosing in
+	// another admission webhook would let it answer for that webhook.
+	for _, resource := range []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"} {
+		webhooks := func(verb, name string) authorizationv1.ResourceAttributes {
+			return authorizationv1.ResourceAttributes{Group: "admissionregistration.k8s.io", Resource: resource, Verb: verb, Name: name}
+		}
+		for _, attrs := range []authorizationv1.ResourceAttributes{webhooks("patch", "echelon"), webhooks("list", ""), webhooks("watch", "")} {
+			g.Expect(allowed(ctx, g, c, user.Name, attrs)).To(BeTrue(), "%s may %s %s %s", user.Name, attrs.Verb, resource, attrs.Name)
+		}
+		for _, attrs := range []authorizationv1.ResourceAttributes{
+			webhooks("patch", "cert-manager-webhook"), webhooks("patch", ""), webhooks("update", "echelon"), webhooks("delete", "echelon"), webhooks("create", ""),
+		} {
+			g.Expect(allowed(ctx, g, c, user.Name, attrs)).To(BeFalse(), "%s must not %s %s %q", user.Name, attrs.Verb, resource, attrs.Name)
+		}
+	}
 }
 
 // The operator holds Lease rights only in its leader-election namespace, and

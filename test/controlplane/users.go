@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -96,6 +97,33 @@ func (cp *ControlPlane) NewOperatorUser(ctx context.Context, name string) (*User
 // (--leader-election-namespace). The operator holds no Lease rights elsewhere.
 func (cp *ControlPlane) GrantLeaderElection(ctx context.Context, user, namespace string) error {
 	return cp.grantRolesIn(ctx, user, LeaderElectionRBACFile, namespace)
+}
+
+// GrantWebhookConfigurations lets user patch the webhook configurations of the
+// given names, as an install whose configurations are not named echelon grants
+// it (docs/webhooks.md, "Renamed configurations"): the generated RBAC limits
+// patch to that name, and tests name theirs per namespace.
+func (cp *ControlPlane) GrantWebhookConfigurations(ctx context.Context, user string, names ...string) error {
+	for _, name := range names {
+		role := &rbacv1.ClusterRole{
+			TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
+			ObjectMeta: metav1.ObjectMeta{Name: "webhook-ca-injection-" + unsafeFileChars.ReplaceAllString(name, "-")},
+			Rules: []rbacv1.PolicyRule{{
+				APIGroups:     []string{"admissionregistration.k8s.io"},
+				Resources:     []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"},
+				ResourceNames: []string{name},
+				Verbs:         []string{"patch"},
+			}},
+		}
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(role)
+		if err != nil {
+			return err
+		}
+		if err := cp.bindRole(ctx, user, "webhook configuration "+name, &unstructured.Unstructured{Object: obj}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // grantRolesIn applies the Roles of file (relative to the repository root) in

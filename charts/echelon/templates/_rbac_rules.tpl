@@ -25,8 +25,16 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   verbs:
   - get
   - list
-  - patch
   - watch
+- apiGroups:
+  - admissionregistration.k8s.io
+  resourceNames:
+  - '{{ include "echelon.fullname" . }}'
+  resources:
+  - mutatingwebhookconfigurations
+  - validatingwebhookconfigurations
+  verbs:
+  - patch
 - apiGroups:
   - apps
   resources:
@@ -167,6 +175,14 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   verbs:
   - get
   - list
-  - patch
   - watch
+- apiGroups:
+  - admissionregistration.k8s.io
+  resourceNames:
+  - '{{ include "echelon.fullname" . }}'
+  resources:
+  - mutatingwebhookconfigurations
+  - validatingwebhookconfigurations
+  verbs:
+  - patch
 {{- end }}
