@@ -14,11 +14,11 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/e2e/framework"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // preparePath is the endpoint the test pods serve, as Mimir ingesters do.
@@ -262,18 +262,11 @@ func newDelayedSetup(ctx context.Context, replicas int32, delay string, timeout 
 	g.waitPodsOn(ctx, "v1")
 	s.pods.learnPods(ctx, g.ns)
 	s.rec = recordReplicas(ctx, g.ns)
-	dd := &v1alpha1.DelayedDownscale{
-		ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: s.sts},
-		Spec: v1alpha1.DelayedDownscaleSpec{
-			TargetRef:       v1alpha1.ScalingTargetReference{Name: s.sts},
-			Delay:           delay,
-			PrepareEndpoint: v1alpha1.PrepareEndpoint{Port: int32(s.pods.port), Path: preparePath},
-		},
-	}
+	dd := builders.MakeDelayedDownscale(g.ns, s.sts).Delay(delay).PrepareEndpoint(preparePath, int32(s.pods.port))
 	if timeout > 0 {
-		dd.Spec.Timeout = &metav1.Duration{Duration: timeout}
+		dd.Timeout(timeout)
 	}
-	Expect(k8s.Create(ctx, dd)).To(Succeed())
+	Expect(k8s.Create(ctx, dd.Obj())).To(Succeed())
 	createPolicy(ctx, g.ns, s.sts, selfScaled(replicas))
 	return s
 }

@@ -55,7 +55,7 @@ var _ = Describe("RolloutGroup objects deleted mid-rollout", func() {
 
 		// The same StatefulSet again adopts the orphans, which are outdated. The
 		// rest of the rollout needs no pause between batches.
-		Expect(k8s.Create(ctx, newStatefulSet(g.ns, "ingester-zone-b", 10, "v2"))).To(Succeed())
+		Expect(k8s.Create(ctx, zoneStatefulSet(g.ns, "ingester-zone-b", 10, "v2").Obj())).To(Succeed())
 		g.patchSpec(ctx, `{"minReadySeconds":0}`)
 		g.waitComplete(ctx, 3*time.Minute)
 		g.waitPodsOn(ctx, "v2")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/e2e/framework"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // fastLeaderElection keeps take-overs after a SIGKILL to a few seconds.
@@ -66,7 +67,7 @@ func newZoneGroup(ctx context.Context, replicas int32, mutate func(*v1alpha1.Rol
 func (g *zoneGroup) createStatefulSets(ctx context.Context, mutate func(*appsv1.StatefulSet)) {
 	GinkgoHelper()
 	for _, z := range g.zones {
-		sts := newStatefulSet(g.ns, z, g.replicas, "v1")
+		sts := zoneStatefulSet(g.ns, z, g.replicas, "v1").Obj()
 		if mutate != nil {
 			mutate(sts)
 		}
@@ -78,17 +79,11 @@ func (g *zoneGroup) createStatefulSets(ctx context.Context, mutate func(*appsv1.
 // edited by mutate when given.
 func (g *zoneGroup) createGroup(ctx context.Context, mutate func(*v1alpha1.RolloutGroupSpec)) {
 	GinkgoHelper()
-	spec := v1alpha1.RolloutGroupSpec{}
-	for _, z := range g.zones {
-		spec.StatefulSets = append(spec.StatefulSets, v1alpha1.RolloutMember{Name: z})
-	}
+	rg := builders.MakeRolloutGroup(g.ns, g.name).Members(g.zones...).Obj()
 	if mutate != nil {
-		mutate(&spec)
+		mutate(&rg.Spec)
 	}
-	Expect(k8s.Create(ctx, &v1alpha1.RolloutGroup{
-		ObjectMeta: metav1.ObjectMeta{Name: g.name, Namespace: g.ns},
-		Spec:       spec,
-	})).To(Succeed())
+	Expect(k8s.Create(ctx, rg)).To(Succeed())
 }
 
 // replicasOf is the number of pods zone wants now.

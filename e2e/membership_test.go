@@ -92,7 +92,7 @@ var _ = Describe("RolloutGroup members that change under a rollout", func() {
 		// Made before its StatefulSet, named and labelled as zone-b's ordinal 1,
 		// without the controller-revision-hash label the StatefulSet controller
 		// puts on the pods it creates itself.
-		template := newStatefulSet(g.ns, "ingester-zone-b", g.replicas, "v1").Spec.Template
+		template := zoneStatefulSet(g.ns, "ingester-zone-b", g.replicas, "v1").Obj().Spec.Template
 		handMade := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: "ingester-zone-b-1", Labels: template.Labels, Annotations: template.Annotations},
 			Spec:       template.Spec,

@@ -9,10 +9,10 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 var _ = Describe("RolloutGroup rollouts", func() {
@@ -130,10 +130,7 @@ var _ = Describe("RolloutGroup rollouts", func() {
 		g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
 		mon := g.monitor(ctx)
 
-		second := &v1alpha1.RolloutGroup{
-			ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: "second"},
-			Spec:       v1alpha1.RolloutGroupSpec{StatefulSets: []v1alpha1.RolloutMember{{Name: "ingester-zone-b"}}},
-		}
+		second := builders.MakeRolloutGroup(g.ns, "second").Members("ingester-zone-b").Obj()
 		Expect(k8s.Create(ctx, second)).To(Succeed())
 		rg := g.waitPhase(ctx, v1alpha1.PhaseBlocked, 30*time.Second)
 		Expect(rg.Status.Message).To(And(ContainSubstring("ingester-zone-b"), ContainSubstring("second")))

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/test/builders"
 	"github.com/echelon-operator/echelon/test/controlplane"
 )
 
@@ -49,10 +50,7 @@ var (
 // edited by mutate.
 func createPolicy(ctx context.Context, ns, target string, mutate func(*v1alpha1.ScalingPolicySpec)) *v1alpha1.ScalingPolicy {
 	GinkgoHelper()
-	sp := &v1alpha1.ScalingPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: target},
-		Spec:       v1alpha1.ScalingPolicySpec{TargetRef: v1alpha1.PolicyTargetReference{Name: target}},
-	}
+	sp := builders.MakeScalingPolicy(ns, target).Target("", target).Obj()
 	if mutate != nil {
 		mutate(&sp.Spec)
 	}

@@ -14,7 +14,7 @@ var _ = Describe("the harness and the binary", func() {
 		ns := newNamespace(ctx)
 		zones := []string{"zone-a", "zone-b", "zone-c"}
 		for _, z := range zones {
-			Expect(k8s.Create(ctx, newStatefulSet(ns, "smoke-"+z, 3, "v1"))).To(Succeed())
+			Expect(k8s.Create(ctx, zoneStatefulSet(ns, "smoke-"+z, 3, "v1").Obj())).To(Succeed())
 		}
 		for _, z := range zones {
 			Eventually(func(g Gomega) {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // guardOnly makes a policy that scales nothing and refuses every downscale
@@ -34,7 +35,7 @@ func preparedBy(pods *preparePods) func(*v1alpha1.ScalingPolicySpec) {
 
 // newDeployment is a Deployment of replicas kwok pods in ns.
 func newDeployment(ns, name string, replicas int32) *appsv1.Deployment {
-	sts := newStatefulSet(ns, name, replicas, "v1")
+	sts := zoneStatefulSet(ns, name, replicas, "v1").Obj()
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Selector: sts.Spec.Selector, Template: sts.Spec.Template},
@@ -197,10 +198,7 @@ var _ = Describe("Cross-object validation", func() {
 		g.createStatefulSets(ctx, nil)
 		g.createGroup(ctx, nil)
 		startWebhookOperator(ctx, "echelon", g.ns)
-		second := &v1alpha1.RolloutGroup{
-			ObjectMeta: metav1.ObjectMeta{Name: "second", Namespace: g.ns},
-			Spec:       v1alpha1.RolloutGroupSpec{StatefulSets: []v1alpha1.RolloutMember{{Name: g.zones[1]}}},
-		}
+		second := builders.MakeRolloutGroup(g.ns, "second").Members(g.zones[1]).Obj()
 		err := k8s.Create(ctx, second)
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring("spec.statefulSets[0].name"))

@@ -7,9 +7,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // The monitor is what makes the e2e specs able to fail, so its rules are tested
@@ -23,22 +24,17 @@ const (
 	terminating
 )
 
-// fakePod is pod name with a UID that stays the same for the same generation
-// of the name, as the API server's would.
-func fakePod(name string, gen int, state podState) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(fmt.Sprintf("%s-uid-%d", name, gen))},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
-			{Type: corev1.PodReady, Status: corev1.ConditionTrue},
-		}},
-	}
+// fakePod is member's pod at ordinal, with a UID that stays the same for the
+// same generation of the pod, as the API server's would.
+func fakePod(member string, ordinal, gen int, state podState) *corev1.Pod {
+	p := builders.MakePod("", member, ordinal).UID(types.UID(fmt.Sprintf("%s-%d-uid-%d", member, ordinal, gen)))
 	switch state {
 	case notReady:
-		p.Status.Conditions[0].Status = corev1.ConditionFalse
+		p.NotReady()
 	case terminating:
-		p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+		p.Terminating(time.Unix(1, 0))
 	}
-	return p
+	return p.Obj()
 }
 
 // armedMonitor watches members a and b of replicas pods, all Ready.
@@ -53,7 +49,7 @@ func armedMonitor(t *testing.T, replicas int, maxUnavailable intstr.IntOrString)
 			if m.Armed() {
 				t.Fatalf("armed before every pod was Ready")
 			}
-			m.observe(fakePod(fmt.Sprintf("%s-%d", member, i), 0, ready), false, time.Now())
+			m.observe(fakePod(member, i, 0, ready), false, time.Now())
 		}
 	}
 	if !m.Armed() {
@@ -78,25 +74,26 @@ func expectBreaches(t *testing.T, m *Monitor, want int, contains string) {
 	}
 }
 
-// replace rolls pod name of generation gen: terminating, gone, back Ready.
-func replace(m *Monitor, name string, gen int) {
-	update(m, fakePod(name, gen, terminating))
-	remove(m, fakePod(name, gen, terminating))
-	update(m, fakePod(name, gen+1, notReady))
-	update(m, fakePod(name, gen+1, ready))
+// replace rolls member's pod at ordinal of generation gen: terminating, gone,
+// back Ready.
+func replace(m *Monitor, member string, ordinal, gen int) {
+	update(m, fakePod(member, ordinal, gen, terminating))
+	remove(m, fakePod(member, ordinal, gen, terminating))
+	update(m, fakePod(member, ordinal, gen+1, notReady))
+	update(m, fakePod(member, ordinal, gen+1, ready))
 }
 
 func TestMonitorAcceptsARolloutWithinTheGuarantees(t *testing.T) {
 	m := armedMonitor(t, 3, intstr.FromInt32(2))
-	update(m, fakePod("a-0", 0, terminating))
-	update(m, fakePod("a-1", 0, terminating))
-	remove(m, fakePod("a-0", 0, terminating))
-	remove(m, fakePod("a-1", 0, terminating))
-	update(m, fakePod("a-0", 1, ready))
-	update(m, fakePod("a-1", 1, ready))
-	replace(m, "a-2", 0)
+	update(m, fakePod("a", 0, 0, terminating))
+	update(m, fakePod("a", 1, 0, terminating))
+	remove(m, fakePod("a", 0, 0, terminating))
+	remove(m, fakePod("a", 1, 0, terminating))
+	update(m, fakePod("a", 0, 1, ready))
+	update(m, fakePod("a", 1, 1, ready))
+	replace(m, "a", 2, 0)
 	for i := range 3 {
-		replace(m, fmt.Sprintf("b-%d", i), 0)
+		replace(m, "b", i, 0)
 	}
 	expectBreaches(t, m, 0, "")
 	if got := len(m.Rolls()); got != 6 {
@@ -115,37 +112,37 @@ func TestMonitorAcceptsARolloutWithinTheGuarantees(t *testing.T) {
 
 func TestMonitorFlagsARollAboveMaxUnavailable(t *testing.T) {
 	m := armedMonitor(t, 3, intstr.FromInt32(1))
-	update(m, fakePod("a-0", 0, terminating))
-	update(m, fakePod("a-1", 0, terminating))
+	update(m, fakePod("a", 0, 0, terminating))
+	update(m, fakePod("a", 1, 0, terminating))
 	expectBreaches(t, m, 1, "a-1 rolled while a has 2 pods unavailable, above maxUnavailable 1")
 }
 
 func TestMonitorResolvesAPercentAgainstTheCurrentReplicas(t *testing.T) {
 	m := armedMonitor(t, 4, intstr.FromString("50%"))
-	update(m, fakePod("a-0", 0, terminating))
-	update(m, fakePod("a-1", 0, terminating))
+	update(m, fakePod("a", 0, 0, terminating))
+	update(m, fakePod("a", 1, 0, terminating))
 	expectBreaches(t, m, 0, "")
 	m.SetReplicas("b", 3)
-	update(m, fakePod("b-3", 0, terminating))
-	remove(m, fakePod("b-3", 0, terminating))
-	replace(m, "a-0", 0)
-	replace(m, "a-1", 0)
+	update(m, fakePod("b", 3, 0, terminating))
+	remove(m, fakePod("b", 3, 0, terminating))
+	replace(m, "a", 0, 0)
+	replace(m, "a", 1, 0)
 	// 50% of 3 is 1.
-	update(m, fakePod("b-0", 0, terminating))
-	update(m, fakePod("b-1", 0, terminating))
+	update(m, fakePod("b", 0, 0, terminating))
+	update(m, fakePod("b", 1, 0, terminating))
 	expectBreaches(t, m, 1, "above maxUnavailable 1")
 }
 
 func TestMonitorFlagsARollWhileAnotherMemberIsUnavailable(t *testing.T) {
 	for name, disrupt := range map[string]func(m *Monitor){
-		"a pod not Ready":   func(m *Monitor) { update(m, fakePod("b-2", 0, notReady)) },
-		"a pod terminating": func(m *Monitor) { update(m, fakePod("b-2", 0, terminating)) },
-		"a pod missing":     func(m *Monitor) { remove(m, fakePod("b-2", 0, terminating)) },
+		"a pod not Ready":   func(m *Monitor) { update(m, fakePod("b", 2, 0, notReady)) },
+		"a pod terminating": func(m *Monitor) { update(m, fakePod("b", 2, 0, terminating)) },
+		"a pod missing":     func(m *Monitor) { remove(m, fakePod("b", 2, 0, terminating)) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := armedMonitor(t, 3, intstr.FromInt32(1))
 			disrupt(m)
-			update(m, fakePod("a-0", 0, terminating))
+			update(m, fakePod("a", 0, 0, terminating))
 			expectBreaches(t, m, 1, "a-0 rolled while b has 1 pods unavailable")
 		})
 	}
@@ -155,14 +152,14 @@ func TestMonitorCountsPodsBeingScaledAwayAsUnavailable(t *testing.T) {
 	m := armedMonitor(t, 3, intstr.FromInt32(1))
 	m.SetReplicas("b", 2)
 	// b-2 is still Ready: status.replicas equals the ready pods, so a roll may go on.
-	replace(m, "a-0", 0)
-	update(m, fakePod("b-2", 0, terminating))
-	update(m, fakePod("a-1", 0, terminating))
+	replace(m, "a", 0, 0)
+	update(m, fakePod("b", 2, 0, terminating))
+	update(m, fakePod("a", 1, 0, terminating))
 	expectBreaches(t, m, 1, "b-2 terminating (uid b-2-uid-0, rv ), above the wanted ordinals")
-	remove(m, fakePod("b-2", 0, terminating))
-	remove(m, fakePod("a-1", 0, terminating))
-	update(m, fakePod("a-1", 1, ready))
-	replace(m, "a-2", 0)
+	remove(m, fakePod("b", 2, 0, terminating))
+	remove(m, fakePod("a", 1, 0, terminating))
+	update(m, fakePod("a", 1, 1, ready))
+	replace(m, "a", 2, 0)
 	expectBreaches(t, m, 1, "")
 	scaled := m.Deletions()[1]
 	if scaled.Pod != "b-2" || !scaled.ScaledAway {
@@ -179,9 +176,9 @@ func TestMonitorCountsPodsAScaleUpStillWaitsForAsUnavailable(t *testing.T) {
 	if m.Available("b") {
 		t.Fatalf("b is available while b-3 does not exist")
 	}
-	update(m, fakePod("a-0", 0, terminating))
+	update(m, fakePod("a", 0, 0, terminating))
 	expectBreaches(t, m, 1, "b-3 missing")
-	update(m, fakePod("b-3", 0, ready))
+	update(m, fakePod("b", 3, 0, ready))
 	if !m.Available("b") {
 		t.Errorf("b is not available with b-3 Ready")
 	}
@@ -189,14 +186,14 @@ func TestMonitorCountsPodsAScaleUpStillWaitsForAsUnavailable(t *testing.T) {
 
 func TestMonitorRecordsPodsThatVanishWithoutTerminating(t *testing.T) {
 	m := armedMonitor(t, 3, intstr.FromInt32(1))
-	remove(m, fakePod("a-0", 0, ready))
+	remove(m, fakePod("a", 0, 0, ready))
 	if got := m.ForcedDeletions(); len(got) != 1 || !strings.HasPrefix(got[0], "a-0 (uid a-0-uid-0)") {
 		t.Errorf("forced deletions %v, want a-0", got)
 	}
 	// A graceful deletion is not forced.
-	update(m, fakePod("a-0", 1, ready))
-	update(m, fakePod("a-0", 1, terminating))
-	remove(m, fakePod("a-0", 1, terminating))
+	update(m, fakePod("a", 0, 1, ready))
+	update(m, fakePod("a", 0, 1, terminating))
+	remove(m, fakePod("a", 0, 1, terminating))
 	if got := m.ForcedDeletions(); len(got) != 1 {
 		t.Errorf("forced deletions %v, want only the first a-0", got)
 	}
@@ -204,8 +201,8 @@ func TestMonitorRecordsPodsThatVanishWithoutTerminating(t *testing.T) {
 
 func TestMonitorJudgesNothingBeforeItIsArmed(t *testing.T) {
 	m := newMonitor([]WatchedMember{{Name: "a", Replicas: 2, MaxUnavailable: intstr.FromInt32(1)}})
-	update(m, fakePod("a-0", 0, terminating))
-	update(m, fakePod("a-1", 0, terminating))
+	update(m, fakePod("a", 0, 0, terminating))
+	update(m, fakePod("a", 1, 0, terminating))
 	expectBreaches(t, m, 0, "")
 	if len(m.Deletions()) != 2 {
 		t.Errorf("deletions %v, want both recorded", m.Deletions())

@@ -15,6 +15,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/fuzzinput"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // FuzzDecide builds random groups from the fuzz input and checks every plan
@@ -156,7 +157,7 @@ func generateGroup(b *fuzzinput.Bytes) fuzzGroup {
 		if b.Rare(4) {
 			start = 1 + b.Intn(3)
 		}
-		sts := makeSTS(name).Replicas(int32(replicas)).OnDelete().Revision("r2").CurrentRevision("r1").Generation(3)
+		sts := builders.MakeStatefulSet(testNamespace, name).Replicas(int32(replicas)).OnDelete().Revision("r2").CurrentRevision("r1").Generation(3)
 		switch b.Intn(32) {
 		case 31:
 			sts.RollingUpdate()
@@ -177,7 +178,7 @@ func generateGroup(b *fuzzinput.Bytes) fuzzGroup {
 			replicas = 1
 		}
 		if b.Rare(32) {
-			sts.Deleting()
+			sts.Deleting(testNow.Add(-time.Second))
 		}
 		fm.wanted = ords(start, start+replicas)
 
@@ -186,7 +187,7 @@ func generateGroup(b *fuzzinput.Bytes) fuzzGroup {
 		from, to := max(0, start-b.Intn(2)), start+replicas+b.Intn(3)
 		for ord := from; ord < to; ord++ {
 			rev := fuzzRevisions[2*b.Intn(4):][:2]
-			pb := makePod(name, ord).Revision(rev)
+			pb := builders.MakePod(testNamespace, name, ord).Revision(rev)
 			if b.Rare(16) {
 				pb.NoRevision()
 			}
@@ -195,7 +196,7 @@ func generateGroup(b *fuzzinput.Bytes) fuzzGroup {
 			case 6:
 				continue // missing
 			case 7:
-				pb.Terminating()
+				pb.Terminating(testNow.Add(-time.Second))
 			case 8:
 				deleting = true // deleted by Echelon, the cache still shows it
 			case 9:
@@ -205,7 +206,7 @@ func generateGroup(b *fuzzinput.Bytes) fuzzGroup {
 			case 11:
 				pb.Phase([]corev1.PodPhase{corev1.PodPending, corev1.PodFailed}[b.Intn(2)]) // Ready condition left stale
 			case 12:
-				pb.Terminating().NotReady()
+				pb.Terminating(testNow.Add(-time.Second)).NotReady()
 			}
 			pod := pb.Obj()
 			if deleting {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // moved is a member rolled in this rollout: every pod on newRev, its stable
@@ -23,14 +24,14 @@ func pendingMove(name string, replicas int) *memberBuilder {
 // stable revision) while its pods still run newRev; currentRevision was
 // advanced to newRev when it completed.
 func restored(name string, replicas int, onNew ...int) *memberBuilder {
-	sts := makeSTS(name).Replicas(int32(replicas)).OnDelete().Revision(oldRev).CurrentRevision(newRev).Obj()
+	sts := builders.MakeStatefulSet(testNamespace, name).Replicas(int32(replicas)).OnDelete().Revision(oldRev).CurrentRevision(newRev).Obj()
 	b := makeMember(sts).Stable(oldRev)
 	for o := range replicas {
 		rev := oldRev
 		if len(onNew) == 0 || containsInt(onNew, o) {
 			rev = newRev
 		}
-		b.Pods(makePod(name, o).Revision(rev).Obj())
+		b.Pods(builders.MakePod(testNamespace, name, o).Revision(rev).Obj())
 	}
 	return b
 }
@@ -84,7 +85,7 @@ func TestDecideGates(t *testing.T) {
 	}, {
 		name: "a member not yet whole is not gated: its pods come first",
 		in: with(group(makeMember(onDeleteSTS("zone-a", 2).StatusReplicas(2, 1).Obj()).Stable(oldRev).
-			Pods(readyPods("zone-a", newRev, 0), makePod("zone-a", 1).Revision(newRev).NotReady().Obj()), pendingMove("zone-b", 2)),
+			Pods(readyPods("zone-a", newRev, 0), builders.MakePod(testNamespace, "zone-a", 1).Revision(newRev).NotReady().Obj()), pendingMove("zone-b", 2)),
 			func(in *Input) { in.MemberGates = true }),
 		want:       wantPlan{current: "zone-a", message: []string{"zone-a: 2/2 updated, waiting: 1/2 pods not available"}},
 		wantReason: v1alpha1.ReasonWaitingForPods,
@@ -150,13 +151,13 @@ func TestDecideRollback(t *testing.T) {
 		want: wantPlan{current: "zone-b", delete: []string{"zone-b-4", "zone-b-3", "zone-b-2"}},
 	}, {
 		name: "a not-Ready pod of the member uses the budget but is replaced first",
-		in: with(group(restored("zone-a", 4), makeMember(makeSTS("zone-b").Replicas(4).OnDelete().Revision(oldRev).CurrentRevision(newRev).Obj()).
-			Stable(oldRev).MaxUnavailable(2).Pods(readyPods("zone-b", newRev, 0, 1, 3), makePod("zone-b", 2).Revision(newRev).NotReady().Obj())), rollingBack),
+		in: with(group(restored("zone-a", 4), makeMember(builders.MakeStatefulSet(testNamespace, "zone-b").Replicas(4).OnDelete().Revision(oldRev).CurrentRevision(newRev).Obj()).
+			Stable(oldRev).MaxUnavailable(2).Pods(readyPods("zone-b", newRev, 0, 1, 3), builders.MakePod(testNamespace, "zone-b", 2).Revision(newRev).NotReady().Obj())), rollingBack),
 		want: wantPlan{current: "zone-b", delete: []string{"zone-b-2", "zone-b-3"}},
 	}, {
 		name: "another member's not-Ready pod stops the rollback",
-		in: with(group(makeMember(makeSTS("zone-a").Replicas(2).OnDelete().Revision(oldRev).CurrentRevision(newRev).Obj()).
-			Stable(oldRev).Pods(readyPods("zone-a", newRev, 0), makePod("zone-a", 1).Revision(oldRev).NotReady().Obj()), restored("zone-b", 2)), rollingBack),
+		in: with(group(makeMember(builders.MakeStatefulSet(testNamespace, "zone-a").Replicas(2).OnDelete().Revision(oldRev).CurrentRevision(newRev).Obj()).
+			Stable(oldRev).Pods(readyPods("zone-a", newRev, 0), builders.MakePod(testNamespace, "zone-a", 1).Revision(oldRev).NotReady().Obj()), restored("zone-b", 2)), rollingBack),
 		want: wantPlan{current: "zone-a", message: []string{"zone-a: 1/2 updated"}},
 	}, {
 		name: "a member whose template is not restored yet is not rolled forward",

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 const (
@@ -22,8 +23,8 @@ const (
 
 // onDeleteSTS is a settled OnDelete StatefulSet whose template moved from oldRev
 // to newRev.
-func onDeleteSTS(name string, replicas int32) *stsBuilder {
-	return makeSTS(name).Replicas(replicas).OnDelete().Revision(newRev).CurrentRevision(oldRev)
+func onDeleteSTS(name string, replicas int32) *builders.StatefulSetWrapper {
+	return builders.MakeStatefulSet(testNamespace, name).Replicas(replicas).OnDelete().Revision(newRev).CurrentRevision(oldRev)
 }
 
 // outdated is a member whose replicas all run oldRev and are available.
@@ -232,7 +233,7 @@ func TestDecideMemberOrder(t *testing.T) {
 	}, {
 		name: "a pod without a revision label is outdated",
 		in: group(makeMember(onDeleteSTS("zone-a", 2).Obj()).
-			Pods(readyPods("zone-a", newRev, 0), makePod("zone-a", 1).Obj())),
+			Pods(readyPods("zone-a", newRev, 0), builders.MakePod(testNamespace, "zone-a", 1).Obj())),
 		want: wantPlan{delete: []string{"zone-a-1"}, current: "zone-a"},
 	}}
 	for _, tt := range tests {
@@ -291,13 +292,13 @@ func TestDecideMaxUnavailable(t *testing.T) {
 	}, {
 		name: "pods already unavailable use the budget",
 		in: group(makeMember(onDeleteSTS("zone-a", 5).Obj()).MaxUnavailable(3).
-			Pods(makePod("zone-a", 0).Revision(newRev).NotReady().Obj(), readyPods("zone-a", oldRev, 1, 2, 3, 4))),
+			Pods(builders.MakePod(testNamespace, "zone-a", 0).Revision(newRev).NotReady().Obj(), readyPods("zone-a", oldRev, 1, 2, 3, 4))),
 		want: wantPlan{delete: []string{"zone-a-4", "zone-a-3"}, current: "zone-a", message: []string{"deleting 2 pods"}},
 	}, {
 		name: "budget used up: nothing deleted until a pod is available",
 		in: group(makeMember(onDeleteSTS("zone-a", 5).Obj()).MaxUnavailable(2).
-			Pods(makePod("zone-a", 4).Revision(newRev).NotReady().Obj(),
-				makePod("zone-a", 3).Revision(newRev).Terminating().Obj(),
+			Pods(builders.MakePod(testNamespace, "zone-a", 4).Revision(newRev).NotReady().Obj(),
+				builders.MakePod(testNamespace, "zone-a", 3).Revision(newRev).Terminating(testNow.Add(-time.Second)).Obj(),
 				readyPods("zone-a", oldRev, 0, 1, 2))),
 		want: wantPlan{current: "zone-a", phases: phases{"zone-a": rolling}, message: []string{"2/2 pods unavailable"}},
 	}}
@@ -307,8 +308,8 @@ func TestDecideMaxUnavailable(t *testing.T) {
 }
 
 func TestDecideUnavailablePods(t *testing.T) {
-	terminatingA2 := makePod("zone-a", 2).Revision(oldRev).Terminating().Obj()
-	deletedA2 := makePod("zone-a", 2).Revision(oldRev).Obj() // the cache still shows it Ready
+	terminatingA2 := builders.MakePod(testNamespace, "zone-a", 2).Revision(oldRev).Terminating(testNow.Add(-time.Second)).Obj()
+	deletedA2 := builders.MakePod(testNamespace, "zone-a", 2).Revision(oldRev).Obj() // the cache still shows it Ready
 	tests := []struct {
 		name string
 		in   Input
@@ -316,39 +317,39 @@ func TestDecideUnavailablePods(t *testing.T) {
 	}{{
 		name: "not-Ready outdated pod is deleted first and free of budget",
 		in: group(makeMember(onDeleteSTS("zone-a", 5).Obj()).
-			Pods(readyPods("zone-a", oldRev, 0, 2, 3, 4), makePod("zone-a", 1).Revision(oldRev).NotReady().Obj())),
+			Pods(readyPods("zone-a", oldRev, 0, 2, 3, 4), builders.MakePod(testNamespace, "zone-a", 1).Revision(oldRev).NotReady().Obj())),
 		want: wantPlan{delete: []string{"zone-a-1"}, current: "zone-a"},
 	}, {
 		name: "not-Ready outdated pod first, then ready ones within the budget",
 		in: group(makeMember(onDeleteSTS("zone-a", 5).Obj()).MaxUnavailable(2).
-			Pods(readyPods("zone-a", oldRev, 0, 2, 3, 4), makePod("zone-a", 1).Revision(oldRev).NotReady().Obj())),
+			Pods(readyPods("zone-a", oldRev, 0, 2, 3, 4), builders.MakePod(testNamespace, "zone-a", 1).Revision(oldRev).NotReady().Obj())),
 		want: wantPlan{delete: []string{"zone-a-1", "zone-a-4"}, current: "zone-a"},
 	}, {
 		name: "every not-Ready outdated pod is deleted even beyond maxUnavailable",
 		in: group(makeMember(onDeleteSTS("zone-a", 4).Obj()).MaxUnavailable(1).
 			Pods(readyPods("zone-a", oldRev, 1, 3),
-				makePod("zone-a", 0).Revision(oldRev).NotReady().Obj(),
-				makePod("zone-a", 2).Revision(oldRev).Phase(corev1.PodPending).Obj())),
+				builders.MakePod(testNamespace, "zone-a", 0).Revision(oldRev).NotReady().Obj(),
+				builders.MakePod(testNamespace, "zone-a", 2).Revision(oldRev).Phase(corev1.PodPending).Obj())),
 		want: wantPlan{delete: []string{"zone-a-2", "zone-a-0"}, current: "zone-a"},
 	}, {
 		name: "member with not-available pods is finished first even if later in the list",
 		in: group(outdated("zone-a", 3),
 			makeMember(onDeleteSTS("zone-b", 3).Obj()).MaxUnavailable(2).
-				Pods(readyPods("zone-b", oldRev, 0, 1), makePod("zone-b", 2).Revision(newRev).NotReady().Obj())),
+				Pods(readyPods("zone-b", oldRev, 0, 1), builders.MakePod(testNamespace, "zone-b", 2).Revision(newRev).NotReady().Obj())),
 		want: wantPlan{delete: []string{"zone-b-1"}, current: "zone-b",
 			phases: phases{"zone-a": pending, "zone-b": rolling}},
 	}, {
 		name: "later member with an updated but not-Ready pod is waited on",
 		in: group(outdated("zone-a", 3),
 			makeMember(onDeleteSTS("zone-b", 3).Obj()).
-				Pods(readyPods("zone-b", newRev, 0, 2), makePod("zone-b", 1).Revision(newRev).NotReady().Obj())),
+				Pods(readyPods("zone-b", newRev, 0, 2), builders.MakePod(testNamespace, "zone-b", 1).Revision(newRev).NotReady().Obj())),
 		want: wantPlan{current: "zone-b", phases: phases{"zone-a": pending, "zone-b": waiting},
 			message: []string{"zone-b", "waiting: 1/3 pods not available"}},
 	}, {
 		name: "two members with not-available pods: nothing deleted",
 		in: group(
 			makeMember(onDeleteSTS("zone-a", 3).Obj()).MaxUnavailable(3).
-				Pods(readyPods("zone-a", oldRev, 1, 2), makePod("zone-a", 0).Revision(oldRev).NotReady().Obj()),
+				Pods(readyPods("zone-a", oldRev, 1, 2), builders.MakePod(testNamespace, "zone-a", 0).Revision(oldRev).NotReady().Obj()),
 			makeMember(onDeleteSTS("zone-b", 3).Obj()).MaxUnavailable(3).Pods(readyPods("zone-b", oldRev, 0, 1)),
 			outdated("zone-c", 3)),
 		want: wantPlan{message: []string{"zone-a", "zone-b"}},
@@ -390,7 +391,7 @@ func TestDecideUnavailablePods(t *testing.T) {
 	}, {
 		name: "terminating pod in another member stops the rollout",
 		in: group(outdated("zone-a", 3),
-			makeMember(onDeleteSTS("zone-b", 2).Obj()).Pods(readyPods("zone-b", newRev, 0), makePod("zone-b", 1).Revision(newRev).Terminating().Obj())),
+			makeMember(onDeleteSTS("zone-b", 2).Obj()).Pods(readyPods("zone-b", newRev, 0), builders.MakePod(testNamespace, "zone-b", 1).Revision(newRev).Terminating(testNow.Add(-time.Second)).Obj())),
 		want: wantPlan{current: "zone-b", phases: phases{"zone-b": waiting}},
 	}}
 	for _, tt := range tests {
@@ -472,7 +473,7 @@ func TestDecideWaits(t *testing.T) {
 	}, {
 		name: "paused: not-Ready outdated pods are not deleted either",
 		in: with(group(makeMember(onDeleteSTS("zone-a", 2).Obj()).
-			Pods(readyPods("zone-a", oldRev, 0), makePod("zone-a", 1).Revision(oldRev).NotReady().Obj())),
+			Pods(readyPods("zone-a", oldRev, 0), builders.MakePod(testNamespace, "zone-a", 1).Revision(oldRev).NotReady().Obj())),
 			func(in *Input) { in.Paused = true }),
 		want: wantPlan{current: "zone-a"},
 	}, {
@@ -497,7 +498,7 @@ func TestDecideWaits(t *testing.T) {
 		name: "minReadySeconds: pod Ready for less is not available, requeue when it will be",
 		in: with(group(
 			makeMember(onDeleteSTS("zone-a", 3).Obj()).Pods(readyPods("zone-a", newRev, 0, 1),
-				makePod("zone-a", 2).Revision(newRev).Ready(testNow.Add(-10*time.Second)).Obj()),
+				builders.MakePod(testNamespace, "zone-a", 2).Revision(newRev).Ready(testNow.Add(-10*time.Second)).Obj()),
 			outdated("zone-b", 3)),
 			func(in *Input) { in.MinReadySeconds = 30 }),
 		want: wantPlan{current: "zone-a", requeueAfter: 20 * time.Second,
@@ -506,14 +507,14 @@ func TestDecideWaits(t *testing.T) {
 		name: "minReadySeconds: pod Ready for exactly that long is available",
 		in: with(group(
 			makeMember(onDeleteSTS("zone-a", 3).Obj()).Pods(readyPods("zone-a", newRev, 0, 1),
-				makePod("zone-a", 2).Revision(newRev).Ready(testNow.Add(-30*time.Second)).Obj()),
+				builders.MakePod(testNamespace, "zone-a", 2).Revision(newRev).Ready(testNow.Add(-30*time.Second)).Obj()),
 			outdated("zone-b", 3)),
 			func(in *Input) { in.MinReadySeconds = 30 }),
 		want: wantPlan{delete: []string{"zone-b-2"}, current: "zone-b", phases: phases{"zone-a": complete}},
 	}, {
 		name: "minReadySeconds: outdated pod not yet available is replaced free of budget",
 		in: with(group(makeMember(onDeleteSTS("zone-a", 3).Obj()).
-			Pods(readyPods("zone-a", oldRev, 1, 2), makePod("zone-a", 0).Revision(oldRev).Ready(testNow.Add(-5*time.Second)).Obj())),
+			Pods(readyPods("zone-a", oldRev, 1, 2), builders.MakePod(testNamespace, "zone-a", 0).Revision(oldRev).Ready(testNow.Add(-5*time.Second)).Obj())),
 			func(in *Input) { in.MinReadySeconds = 30 }),
 		want: wantPlan{delete: []string{"zone-a-0"}, current: "zone-a", requeueAfter: 25 * time.Second},
 	}, {
@@ -564,7 +565,7 @@ func TestDecideOrdinals(t *testing.T) {
 	}, {
 		name: "another member's terminating pod above its replicas stops the rollout",
 		in: group(makeMember(onDeleteSTS("zone-a", 3).Obj()).
-			Pods(readyPods("zone-a", newRev, 0, 1, 2), makePod("zone-a", 3).Revision(newRev).Terminating().NotReady().Obj()),
+			Pods(readyPods("zone-a", newRev, 0, 1, 2), builders.MakePod(testNamespace, "zone-a", 3).Revision(newRev).Terminating(testNow.Add(-time.Second)).NotReady().Obj()),
 			outdated("zone-b", 2)),
 		want: wantPlan{current: "zone-a", phases: phases{"zone-a": waiting, "zone-b": pending}},
 	}, {
@@ -603,14 +604,14 @@ func TestDecideOrdinals(t *testing.T) {
 }
 
 func TestDecideMemberStates(t *testing.T) {
-	terminating := makePod("zone-b", 3).Revision(newRev).Terminating().Obj()
+	terminating := builders.MakePod(testNamespace, "zone-b", 3).Revision(newRev).Terminating(testNow.Add(-time.Second)).Obj()
 	in := with(group(
 		updated("zone-a", 2),
 		makeMember(onDeleteSTS("zone-b", 6).Obj()).MaxUnavailable("50%").Pods(
 			readyPods("zone-b", oldRev, 0, 1),
-			makePod("zone-b", 2).Revision(newRev).Ready(testNow.Add(-time.Second)).Obj(), // Ready, not yet available
+			builders.MakePod(testNamespace, "zone-b", 2).Revision(newRev).Ready(testNow.Add(-time.Second)).Obj(), // Ready, not yet available
 			terminating,
-			makePod("zone-b", 4).Revision(oldRev).NotReady().Obj(),
+			builders.MakePod(testNamespace, "zone-b", 4).Revision(oldRev).NotReady().Obj(),
 			// zone-b-5 missing
 			readyPods("zone-b", oldRev, 6), // being scaled away
 		),
@@ -656,7 +657,7 @@ func TestDecideBlocksObjectsBeingDeleted(t *testing.T) {
 		want wantPlan
 	}{{
 		name: "a member StatefulSet being deleted blocks the group",
-		in:   group(outdated("zone-a", 3), makeMember(onDeleteSTS("zone-b", 3).Deleting().Obj()).Pods(readyPods("zone-b", oldRev, 0, 1, 2))),
+		in:   group(outdated("zone-a", 3), makeMember(onDeleteSTS("zone-b", 3).Deleting(testNow.Add(-time.Second)).Obj()).Pods(readyPods("zone-b", oldRev, 0, 1, 2))),
 		want: wantPlan{blocked: &Blocker{Reason: v1alpha1.ReasonMemberDeleting, Member: "zone-b"}, phases: phases{"zone-b": v1alpha1.MemberBlocked}},
 	}, {
 		name: "a RolloutGroup being deleted deletes nothing more",
@@ -687,7 +688,7 @@ func TestDecideReasonsAndCounts(t *testing.T) {
 	}, {
 		name: "waiting for the member's replaced pods",
 		in: group(makeMember(onDeleteSTS("zone-a", 3).Obj()).
-			Pods(readyPods("zone-a", oldRev, 0, 1), makePod("zone-a", 2).Revision(newRev).NotReady().Obj())),
+			Pods(readyPods("zone-a", oldRev, 0, 1), builders.MakePod(testNamespace, "zone-a", 2).Revision(newRev).NotReady().Obj())),
 		wantReason:  v1alpha1.ReasonWaitingForPods,
 		wantSettled: true, wantToRoll: 2,
 	}, {
@@ -709,7 +710,7 @@ func TestDecideReasonsAndCounts(t *testing.T) {
 		wantSettled: true, wantToRoll: 2, wantAdvance: nil,
 	}, {
 		name: "waiting for another member's lost pod",
-		in: group(makeMember(onDeleteSTS("zone-a", 3).StatusReplicas(3, 2).Obj()).Pods(readyPods("zone-a", newRev, 0, 1), makePod("zone-a", 2).Revision(newRev).NotReady().Obj()),
+		in: group(makeMember(onDeleteSTS("zone-a", 3).StatusReplicas(3, 2).Obj()).Pods(readyPods("zone-a", newRev, 0, 1), builders.MakePod(testNamespace, "zone-a", 2).Revision(newRev).NotReady().Obj()),
 			outdated("zone-b", 2)),
 		wantReason:  v1alpha1.ReasonWaitingForPods,
 		wantSettled: true, wantToRoll: 2, wantAdvance: nil,
@@ -739,7 +740,7 @@ func TestDecideReasonsAndCounts(t *testing.T) {
 		wantSettled: true, wantToRoll: 2, wantAdvance: []string{"zone-a"},
 	}, {
 		name:        "pods without a revision label count as pods to roll",
-		in:          group(makeMember(onDeleteSTS("zone-a", 2).Obj()).Pods(makePod("zone-a", 0).NoRevision().Obj(), readyPods("zone-a", newRev, 1))),
+		in:          group(makeMember(onDeleteSTS("zone-a", 2).Obj()).Pods(builders.MakePod(testNamespace, "zone-a", 0).NoRevision().Obj(), readyPods("zone-a", newRev, 1))),
 		wantReason:  v1alpha1.ReasonDeletingPods,
 		wantSettled: true, wantToRoll: 1,
 	}}

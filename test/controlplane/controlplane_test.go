@@ -24,12 +24,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
+	"github.com/echelon-operator/echelon/test/builders"
 	"github.com/echelon-operator/echelon/test/controlplane"
 )
 
@@ -72,26 +72,6 @@ func controlPlane(t *testing.T) *controlplane.ControlPlane {
 	return shared
 }
 
-// statefulSet is an OnDelete StatefulSet of pods that kwok runs on the fake nodes.
-func statefulSet(namespace, name string, replicas int32) *appsv1.StatefulSet {
-	labels := map[string]string{"app": name}
-	return &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:       ptr.To(replicas),
-			ServiceName:    name,
-			Selector:       &metav1.LabelSelector{MatchLabels: labels},
-			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}},
-				},
-			},
-		},
-	}
-}
-
 func readyReplicas(ctx context.Context, c client.Client, sts *appsv1.StatefulSet) func() (int32, error) {
 	return func() (int32, error) {
 		var got appsv1.StatefulSet
@@ -109,7 +89,7 @@ func TestStatefulSetsBecomeReadyWithLoopbackPodIPs(t *testing.T) {
 
 	var sets []*appsv1.StatefulSet
 	for _, name := range []string{"ingester-a", "ingester-b", "ingester-c"} {
-		sts := statefulSet(ns, name, 3)
+		sts := builders.MakeStatefulSet(ns, name).Replicas(3).OnDelete().Obj()
 		g.Expect(c.Create(ctx, sts)).To(Succeed())
 		sets = append(sets, sts)
 	}
@@ -156,7 +136,7 @@ func TestFiveReplicaStatefulSetIsReadyWithinSeconds(t *testing.T) {
 	c := cp.Client()
 	ns := cp.NewNamespace(t)
 
-	sts := statefulSet(ns, "store", 5)
+	sts := builders.MakeStatefulSet(ns, "store").Replicas(5).OnDelete().Obj()
 	start := time.Now()
 	g.Expect(c.Create(ctx, sts)).To(Succeed())
 	g.Eventually(readyReplicas(ctx, c, sts)).WithTimeout(30 * time.Second).WithPolling(10 * time.Millisecond).

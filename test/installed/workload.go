@@ -24,6 +24,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // The workloads are built with unstructured RolloutGroups, so that these tests
@@ -34,22 +36,8 @@ const rolloutTimeout = 3 * time.Minute
 
 // StatefulSet is an OnDelete StatefulSet of replicas pods labelled app=<app>.
 func StatefulSet(namespace, name, app string, replicas int32, image string) *appsv1.StatefulSet {
-	labels := map[string]string{"app": app, "statefulset": name}
-	return &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"app": app}},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:       ptr.To(replicas),
-			ServiceName:    app,
-			Selector:       &metav1.LabelSelector{MatchLabels: labels},
-			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{Name: app, Image: image}},
-				},
-			},
-		},
-	}
+	return builders.MakeStatefulSet(namespace, name).Replicas(replicas).OnDelete().Label("app", app).ServiceName(app).
+		PodLabel("app", app).PodLabel("statefulset", name).Container(app, image).Obj()
 }
 
 // RolloutGroup returns a RolloutGroup of the members, in order, with spec
