@@ -4,26 +4,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/echelon-operator/echelon/test/builders"
+
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
-
-func trackedPod(name, uid string, terminating bool) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid)}}
-	if terminating {
-		now := metav1.Now()
-		p.DeletionTimestamp = &now
-	}
-	return p
-}
 
 func TestDeletionExpectationsHidesDeletedPodsUntilTheCacheCatchesUp(t *testing.T) {
 	group := types.NamespacedName{Namespace: "ns", Name: "g"}
 	other := types.NamespacedName{Namespace: "ns", Name: "other"}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	tr := newDeletionExpectations()
-	a, b := trackedPod("a-0", "uid-a", false), trackedPod("a-1", "uid-b", false)
+	a, b := builders.MakePod("", "a", 0).UID("uid-a").Obj(), builders.MakePod("", "a", 1).UID("uid-b").Obj()
 	tr.Expect(group, a, now)
 	tr.Expect(group, b, now)
 
@@ -36,8 +28,8 @@ func TestDeletionExpectationsHidesDeletedPodsUntilTheCacheCatchesUp(t *testing.T
 		t.Fatalf("pending for another group = %v, want none", got.UnsortedList())
 	}
 	// The cache shows a terminating and b gone, replaced by a new pod with the same name.
-	replaced := trackedPod("a-1", "uid-b2", false)
-	got := tr.Pending(group, []*corev1.Pod{trackedPod("a-0", "uid-a", true), replaced}, now.Add(2*time.Second))
+	replaced := builders.MakePod("", "a", 1).UID("uid-b2").Obj()
+	got := tr.Pending(group, []*corev1.Pod{builders.MakePod("", "a", 0).UID("uid-a").Terminating(time.Now()).Obj(), replaced}, now.Add(2*time.Second))
 	if got.Len() != 0 {
 		t.Fatalf("pending = %v, want none once the cache caught up", got.UnsortedList())
 	}
@@ -51,7 +43,7 @@ func TestDeletionExpectationsTrustsTheCacheAfterTTL(t *testing.T) {
 	group := types.NamespacedName{Namespace: "ns", Name: "g"}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	tr := newDeletionExpectations()
-	a := trackedPod("a-0", "uid-a", false)
+	a := builders.MakePod("", "a", 0).UID("uid-a").Obj()
 	tr.Expect(group, a, now)
 	if got := tr.Pending(group, []*corev1.Pod{a}, now.Add(deletionTTL+time.Second)); got.Len() != 0 {
 		t.Fatalf("pending = %v, want none after the TTL", got.UnsortedList())

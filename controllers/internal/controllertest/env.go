@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -35,6 +34,7 @@ import (
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/internal/lookup"
+	"github.com/echelon-operator/echelon/test/builders"
 	"github.com/echelon-operator/echelon/test/controlplane"
 )
 
@@ -192,20 +192,7 @@ func (e *Env) Eventually(timeout time.Duration, what string, cond func() (bool, 
 // would, that it observed its spec with update revision rev.
 func (e *Env) StatefulSet(name string, replicas int32, rev string) *appsv1.StatefulSet {
 	e.T.Helper()
-	labels := map[string]string{"app": name}
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:       ptr.To(replicas),
-			Selector:       &metav1.LabelSelector{MatchLabels: labels},
-			ServiceName:    name,
-			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:" + rev}}},
-			},
-		},
-	}
+	sts := builders.MakeStatefulSet(e.NS, name).Replicas(replicas).OnDelete().Image("app:" + rev).Obj()
 	if err := e.Admin.Create(e.Ctx, sts); err != nil {
 		e.T.Fatal(err)
 	}
@@ -240,13 +227,7 @@ func (e *Env) GetSTS(name string) *appsv1.StatefulSet {
 // Group creates a RolloutGroup of the named members.
 func (e *Env) Group(name string, maxUnavailable int32, members ...string) *v1alpha1.RolloutGroup {
 	e.T.Helper()
-	rg := &v1alpha1.RolloutGroup{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS},
-		Spec:       v1alpha1.RolloutGroupSpec{MaxUnavailable: ptr.To(intstr.FromInt32(maxUnavailable))},
-	}
-	for _, m := range members {
-		rg.Spec.StatefulSets = append(rg.Spec.StatefulSets, v1alpha1.RolloutMember{Name: m})
-	}
+	rg := builders.MakeRolloutGroup(e.NS, name).MaxUnavailable(maxUnavailable).Members(members...).Obj()
 	if err := e.Admin.Create(e.Ctx, rg); err != nil {
 		e.T.Fatal(err)
 	}
@@ -277,37 +258,26 @@ type PodSpec struct {
 // (unless spec says not) Ready, as its controller and a kubelet would.
 func (e *Env) Pod(sts *appsv1.StatefulSet, ordinal int, rev string, spec PodSpec) *corev1.Pod {
 	e.T.Helper()
-	name := fmt.Sprintf("%s-%d", sts.Name, ordinal)
-	labels := map[string]string{appsv1.StatefulSetPodNameLabel: name}
-	for k, v := range sts.Spec.Selector.MatchLabels {
-		labels[k] = v
+	b := builders.MakePod(e.NS, sts.Name, ordinal).ControlledBy(sts).Container("app", "app:"+rev).Ready(time.Now())
+	if spec.IP != "" {
+		b.IP(spec.IP)
 	}
 	if rev != "" {
-		labels[appsv1.ControllerRevisionHashLabelKey] = rev
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: e.NS, Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(sts, appsv1.SchemeGroupVersion.WithKind("StatefulSet"))},
-		},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:" + rev}}},
+		b.Revision(rev)
 	}
 	if spec.Bound {
-		pod.Spec.NodeName = "node-that-no-kubelet-runs"
+		b.NodeName("node-that-no-kubelet-runs")
 	}
+	if spec.NotReady {
+		b.NotReady()
+	}
+	pod := b.Obj()
+	status := pod.Status
 	if err := e.Admin.Create(e.Ctx, pod); err != nil {
 		e.T.Fatal(err)
 	}
-	ready := corev1.ConditionTrue
-	if spec.NotReady {
-		ready = corev1.ConditionFalse
-	}
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: spec.IP, Conditions: []corev1.PodCondition{
-		{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.Now()},
-	}}
-	if spec.IP != "" {
-		pod.Status.PodIPs = []corev1.PodIP{{IP: spec.IP}}
-	}
+	// The API server drops status on create: write it as the kubelet would.
+	pod.Status = status
 	if err := e.Admin.Status().Update(e.Ctx, pod); err != nil {
 		e.T.Fatal(err)
 	}

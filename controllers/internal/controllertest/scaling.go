@@ -5,20 +5,17 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // Policy creates a ScalingPolicy of target, shaped by mutate.
 func (e *Env) Policy(name, target string, mutate func(*v1alpha1.ScalingPolicySpec)) *v1alpha1.ScalingPolicy {
 	e.T.Helper()
-	sp := &v1alpha1.ScalingPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS},
-		Spec:       v1alpha1.ScalingPolicySpec{TargetRef: v1alpha1.PolicyTargetReference{Name: target}},
-	}
+	sp := builders.MakeScalingPolicy(e.NS, name).Target("", target).Obj()
 	mutate(&sp.Spec)
 	if err := e.Admin.Create(e.Ctx, sp); err != nil {
 		e.T.Fatal(err)
