@@ -193,10 +193,10 @@ demo: test-assets ## Roll out a three-zone RolloutGroup on a local control plane
 
 ##@ Bench
 
-# BENCH_FLAGS passes flags to hack/bench, e.g. BENCH_FLAGS='--json=bench.json'.
+# BENCH_FLAGS passes flags to test/performance, e.g. BENCH_FLAGS='--json=bench.json'.
 BENCH_FLAGS ?=
 
 .PHONY: bench
 bench: test-assets prometheus ## Time a 3 x 30-pod rollout against its floor (one operator; two with a SIGTERM or SIGKILL handover; among 50 groups) with API requests, CPU and memory, ScalingPolicy followers tracking a leader, the no-downscale webhook, and analysis gates against Prometheus. BENCH_FLAGS=--help lists the flags.
-	go build -o $(BIN)/echelon-bench ./hack/bench
+	go build -o $(BIN)/echelon-bench ./test/performance
 	$(BIN)/echelon-bench $(BENCH_FLAGS)
