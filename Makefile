@@ -182,13 +182,13 @@ test-e2e: test-assets prometheus ## Run the end-to-end suite: the operator as it
 
 # The demo and the benchmark run on the same local control plane as the tests,
 # so they need its binaries; warm, test-assets takes well under a second.
-# DEMO_FLAGS passes flags to hack/demo, e.g. DEMO_FLAGS=--exit-when-complete.
+# DEMO_FLAGS passes flags to test/demo, e.g. DEMO_FLAGS=--exit-when-complete.
 DEMO_FLAGS ?=
 
 # Built, then run, rather than `go run`, which exits 1 when Ctrl-C ends the demo.
 .PHONY: demo
 demo: test-assets ## Roll out a three-zone RolloutGroup on a local control plane, then keep it running until Ctrl-C.
-	go build -o $(BIN)/echelon-demo ./hack/demo
+	go build -o $(BIN)/echelon-demo ./test/demo
 	$(BIN)/echelon-demo $(DEMO_FLAGS)
 
 ##@ Bench
