@@ -1,0 +1,8 @@
+//go:build tools
+
+// Package tools pins golangci-lint by version.
+package tools
+
+import (
+	_ "github.com/golangci/golangci-lint/v2/cmd/golangci-lint"
+)
