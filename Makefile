@@ -11,8 +11,13 @@ CONTROLLER_GEN_VERSION := v0.23.0
 CRD_REF_DOCS_VERSION := v0.3.0
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 CRD_REF_DOCS := $(BIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
-GOLANGCI_LINT_VERSION := v2.15.0
-GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+# golangci-lint with the Kube API Linter built in as a module plugin (the
+# linter's own command; `golangci-lint custom` would clone golangci-lint's
+# repository instead), both pinned in hack/tools/golangci-lint/go.mod.
+lint_tool_version = $(shell go -C hack/tools/golangci-lint list -m -f '{{.Version}}' $(1))
+GOLANGCI_LINT_VERSION = $(call lint_tool_version,github.com/golangci/golangci-lint/v2)
+KUBE_API_LINTER_VERSION = $(call lint_tool_version,sigs.k8s.io/kube-api-linter)
+GOLANGCI_LINT = $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)-kube-api-linter-$(KUBE_API_LINTER_VERSION)
 
 .PHONY: all
 all: build
@@ -81,13 +86,13 @@ fmt: ## Format the Go code.
 	gofmt -w $$(git ls-files '*.go')
 
 $(GOLANGCI_LINT):
-	cd hack/tools/golangci-lint && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	cd hack/tools/golangci-lint && go build -o $@ sigs.k8s.io/kube-api-linter/cmd/golangci-lint-kube-api-linter
 
 # gofmt covers every module in the tree, including the pinned tools';
-# golangci-lint (.golangci.yml, with go vet's analyzers) the operator's module
-# and the image builder's.
+# golangci-lint (.golangci.yml: go vet's analyzers among others, and the Kube API
+# Linter on api/) the operator's module and the image builder's.
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Check formatting (gofmt) and run golangci-lint (.golangci.yml).
+lint: $(GOLANGCI_LINT) ## Check formatting (gofmt), run golangci-lint and the Kube API Linter on api/ (.golangci.yml).
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GOLANGCI_LINT) run ./...
