@@ -13,8 +13,10 @@ CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 CRD_REF_DOCS := $(BIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
 # golangci-lint with the Kube API Linter built in as a module plugin (the
 # linter's own command; `golangci-lint custom` would clone golangci-lint's
-# repository instead), both pinned in hack/tools/golangci-lint/go.mod.
-lint_tool_version = $(shell go -C hack/tools/golangci-lint list -m -f '{{.Version}}' $(1))
+# repository instead), both pinned in hack/tools/golangci-lint/go.mod. Read from
+# go.mod as hack/test-assets.sh does, since make expands the binary's name on
+# every run, `make test` included, which must not need the module cache.
+lint_tool_version = $(shell awk '$$1 == "$(1)" && $$2 ~ /^v/ { print $$2; exit }' hack/tools/golangci-lint/go.mod)
 GOLANGCI_LINT_VERSION = $(call lint_tool_version,github.com/golangci/golangci-lint/v2)
 KUBE_API_LINTER_VERSION = $(call lint_tool_version,sigs.k8s.io/kube-api-linter)
 GOLANGCI_LINT = $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)-kube-api-linter-$(KUBE_API_LINTER_VERSION)
