@@ -11,6 +11,15 @@ CONTROLLER_GEN_VERSION := v0.23.0
 CRD_REF_DOCS_VERSION := v0.3.0
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 CRD_REF_DOCS := $(BIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
+# golangci-lint with the Kube API Linter built in as a module plugin (the
+# linter's own command; `golangci-lint custom` would clone golangci-lint's
+# repository instead), both pinned in hack/tools/golangci-lint/go.mod. Read from
+# go.mod as hack/test-assets.sh does, since make expands the binary's name on
+# every run, `make test` included, which must not need the module cache.
+lint_tool_version = $(shell awk '$$1 == "$(1)" && $$2 ~ /^v/ { print $$2; exit }' hack/tools/golangci-lint/go.mod)
+GOLANGCI_LINT_VERSION = $(call lint_tool_version,github.com/golangci/golangci-lint/v2)
+KUBE_API_LINTER_VERSION = $(call lint_tool_version,sigs.k8s.io/kube-api-linter)
+GOLANGCI_LINT = $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)-kube-api-linter-$(KUBE_API_LINTER_VERSION)
 
 .PHONY: all
 all: build
@@ -78,11 +87,18 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook manifests.
 fmt: ## Format the Go code.
 	gofmt -w $$(git ls-files '*.go')
 
+$(GOLANGCI_LINT):
+	cd hack/tools/golangci-lint && go build -o $@ sigs.k8s.io/kube-api-linter/cmd/golangci-lint-kube-api-linter
+
+# gofmt covers every module in the tree, including the pinned tools';
+# golangci-lint (.golangci.yml: go vet's analyzers among others, and the Kube API
+# Linter on api/) the operator's module and the image builder's.
 .PHONY: lint
-lint: ## Check formatting (gofmt) and run go vet.
+lint: $(GOLANGCI_LINT) ## Check formatting (gofmt), run golangci-lint and the Kube API Linter on api/ (.golangci.yml).
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
-	go vet ./...
+	$(GOLANGCI_LINT) run ./...
+	cd hack/image && $(GOLANGCI_LINT) run --config=$(ROOT)/.golangci.yml ./...
 
 # Everything generated from the code. verify regenerates it all and fails on any
 # difference from what is committed, including new files nobody committed.
@@ -182,21 +198,21 @@ test-e2e: test-assets prometheus ## Run the end-to-end suite: the operator as it
 
 # The demo and the benchmark run on the same local control plane as the tests,
 # so they need its binaries; warm, test-assets takes well under a second.
-# DEMO_FLAGS passes flags to hack/demo, e.g. DEMO_FLAGS=--exit-when-complete.
+# DEMO_FLAGS passes flags to test/demo, e.g. DEMO_FLAGS=--exit-when-complete.
 DEMO_FLAGS ?=
 
 # Built, then run, rather than `go run`, which exits 1 when Ctrl-C ends the demo.
 .PHONY: demo
 demo: test-assets ## Roll out a three-zone RolloutGroup on a local control plane, then keep it running until Ctrl-C.
-	go build -o $(BIN)/echelon-demo ./hack/demo
+	go build -o $(BIN)/echelon-demo ./test/demo
 	$(BIN)/echelon-demo $(DEMO_FLAGS)
 
 ##@ Bench
 
-# BENCH_FLAGS passes flags to hack/bench, e.g. BENCH_FLAGS='--json=bench.json'.
+# BENCH_FLAGS passes flags to test/performance, e.g. BENCH_FLAGS='--json=bench.json'.
 BENCH_FLAGS ?=
 
 .PHONY: bench
 bench: test-assets prometheus ## Time a 3 x 30-pod rollout against its floor (one operator; two with a SIGTERM or SIGKILL handover; among 50 groups) with API requests, CPU and memory, ScalingPolicy followers tracking a leader, the no-downscale webhook, and analysis gates against Prometheus. BENCH_FLAGS=--help lists the flags.
-	go build -o $(BIN)/echelon-bench ./hack/bench
+	go build -o $(BIN)/echelon-bench ./test/performance
 	$(BIN)/echelon-bench $(BENCH_FLAGS)

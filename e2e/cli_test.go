@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +18,8 @@ var _ = Describe("the echelon command line", func() {
 		cmd.Stderr = &stderr
 		err := cmd.Run()
 		code := 0
-		if exitErr, ok := err.(*exec.ExitError); ok {
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
 			code = exitErr.ExitCode()
 		} else {
 			Expect(err).NotTo(HaveOccurred())

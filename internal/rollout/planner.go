@@ -410,7 +410,7 @@ func planDeletions(in Input, ms *MemberState, gateDue string) ([]*corev1.Pod, st
 	}
 	slices.SortFunc(notReady, byOrdinalDesc)
 	slices.SortFunc(ready, byOrdinalDesc)
-	del := append(notReady, ready[:min(budget, len(ready))]...)
+	del := slices.Concat(notReady, ready[:min(budget, len(ready))])
 	if len(del) == 0 {
 		return nil, fmt.Sprintf("%s, %d/%d pods unavailable, waiting before deleting more", progress, used, ms.MaxUnavailable),
 			v1alpha1.ReasonWaitingForPods

@@ -7,7 +7,7 @@ Licensed under the Apache License, Version 2.0.
 // Command bench measures a RolloutGroup rollout against the fastest rollout the
 // control plane allows: `make bench`, or
 //
-//	go run ./hack/bench [--scenarios=single,sigterm,sigkill,scale,follow,webhook,analysis] [--pod-start=1s,5s] [--json=bench.json]
+//	go run ./test/performance [--scenarios=single,sigterm,sigkill,scale,follow,webhook,analysis] [--pod-start=1s,5s] [--json=bench.json]
 //
 // Every run starts a fresh local control plane whose pods take a fixed time
 // from creation to Ready (played by kwok with no jitter), runs the echelon

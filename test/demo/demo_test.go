@@ -46,7 +46,7 @@ func TestDemoRollsOutAndExits(t *testing.T) {
 	}
 	binary := filepath.Join(t.TempDir(), "demo")
 	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./hack/demo: %v\n%s", err, out)
+		t.Fatalf("go build ./test/demo: %v\n%s", err, out)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), demoTimeout)

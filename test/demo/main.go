@@ -7,7 +7,7 @@ Licensed under the Apache License, Version 2.0.
 // Command demo runs a three-zone rollout on a local control plane, so that a
 // newcomer sees Echelon at work with no cluster: `make demo`, or
 //
-//	go run ./hack/demo [--exit-when-complete]
+//	go run ./test/demo [--exit-when-complete]
 //
 // It starts the test control plane (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler and kwok as the kubelets), installs the
