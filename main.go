@@ -9,6 +9,7 @@ Licensed under the Apache License, Version 2.0.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -35,7 +36,7 @@ func main() {
 	opts.BindFlags(fs) // --kubeconfig is registered by controller-runtime
 	printVersion := fs.Bool("version", false, "Print the version of echelon and exit.")
 	if err := fs.Parse(os.Args[1:]); err != nil {
-		if err == flag.ErrHelp {
+		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
 		os.Exit(2) // flag already printed the error and the usage

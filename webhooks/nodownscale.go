@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
-	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -122,14 +120,4 @@ func workloadRef(c replicaChange) runtime.Object {
 
 func notWatchedWarning(namespace string) string {
 	return fmt.Sprintf("Echelon does not watch namespace %s: no ScalingPolicy applies there; allowed (narrow the webhook's namespaceSelector to the watched namespaces)", namespace)
-}
-
-// policyNames lists policies' names for messages.
-func policyNames(policies []v1alpha1.ScalingPolicy) string {
-	names := make([]string, 0, len(policies))
-	for _, p := range policies {
-		names = append(names, p.Name)
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
 }

@@ -450,7 +450,9 @@ type laggingListerWatcher struct {
 }
 
 func (l laggingListerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error) {
-	w, err := l.ListerWatcher.Watch(opts)
+	// The informer calls Watch on a ListerWatcher without a context, so
+	// that is the method to delay.
+	w, err := l.ListerWatcher.Watch(opts) //nolint:staticcheck // see above
 	if err != nil {
 		return nil, err
 	}
