@@ -40,6 +40,11 @@ func PodReadyCondition(pod *corev1.Pod) corev1.ConditionStatus {
 	return corev1.ConditionUnknown
 }
 
+// PodReady reports whether the pod's Ready condition is True.
+func PodReady(pod *corev1.Pod) bool {
+	return PodReadyCondition(pod) == corev1.ConditionTrue
+}
+
 // PodReadySince returns when a running pod became Ready, or false when it is
 // not running and Ready.
 func PodReadySince(pod *corev1.Pod) (time.Time, bool) {

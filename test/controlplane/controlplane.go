@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/echelon-operator/echelon/internal/kube"
 )
 
 const (
@@ -239,7 +241,7 @@ func (cp *ControlPlane) runCanary(ctx context.Context) error {
 			return false, nil
 		case !needReady:
 			return true, nil
-		case pod.Status.PodIP == "" || !podReady(pod):
+		case pod.Status.PodIP == "" || !kube.PodReady(pod):
 			state = fmt.Sprintf("on node %s but not Ready with an IP (kwok)", pod.Spec.NodeName)
 			return false, nil
 		}
@@ -253,15 +255,6 @@ func (cp *ControlPlane) runCanary(ctx context.Context) error {
 		return fmt.Errorf("delete canary pod: %w", err)
 	}
 	return nil
-}
-
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // Stop stops every component (SIGTERM, then SIGKILL after a grace period),

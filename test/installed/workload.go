@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/test/builders"
 )
 
@@ -158,21 +159,12 @@ func rolledOut(ctx context.Context, c client.Client, namespace, name string) (bo
 	}
 	updated := 0
 	for _, p := range pods.Items {
-		if p.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision && p.DeletionTimestamp == nil && podReady(&p) {
+		if p.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision && p.DeletionTimestamp == nil && kube.PodReady(&p) {
 			updated++
 		}
 	}
 	want := int(ptr.Deref(sts.Spec.Replicas, 1))
 	return updated == want, fmt.Sprintf("%s: %d/%d pods Ready on %s", name, updated, want, sts.Status.UpdateRevision), nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // Phase returns status.phase of a RolloutGroup once the operator has observed

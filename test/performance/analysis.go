@@ -26,6 +26,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/e2e/framework"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // The analysis scenario measures metric-gated rollouts against a real
@@ -286,7 +287,7 @@ func (r *analysisRun) createWorkload(ctx context.Context, groups []analysisGroup
 		}
 	}
 	for _, g := range groups {
-		rg := rolloutGroup(r.ns, g.name, g.members, g.replicas)
+		rg := builders.MakeRolloutGroup(r.ns, g.name).Members(g.members...).MaxUnavailable(g.replicas).Obj()
 		rg.Spec.OnFailure = g.onFailure
 		rg.Spec.Analysis = analysisSpec(r.proxy.Address(), g.interval, g.noAlerts)
 		objs = append(objs, rg)

@@ -18,6 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/internal/kube"
 )
 
 // measureBatch times one batch with no operator: it changes the template of
@@ -68,7 +70,7 @@ func measureBatch(ctx context.Context, c client.Client, w *watcher, ns, name, im
 			if err := w.Get(ctx, client.ObjectKey{Namespace: ns, Name: podName}, pod); err != nil {
 				return false, client.IgnoreNotFound(err)
 			}
-			if pod.UID == uid || pod.Labels[appsv1.ControllerRevisionHashLabelKey] != revision || !podReady(pod) {
+			if pod.UID == uid || pod.Labels[appsv1.ControllerRevisionHashLabelKey] != revision || !kube.PodReady(pod) {
 				return false, nil
 			}
 		}

@@ -11,14 +11,13 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // containerName is the one container of every benchmark pod.
@@ -28,34 +27,7 @@ const containerName = "app"
 // (or the floor measurement) replaces pods, and Parallel, so that the StatefulSet
 // controller recreates a batch of deleted pods at once.
 func statefulSet(ns, name string, replicas int32, image string) *appsv1.StatefulSet {
-	labels := map[string]string{"app": name}
-	return &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:            ptr.To(replicas),
-			ServiceName:         name,
-			PodManagementPolicy: appsv1.ParallelPodManagement,
-			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
-			Selector:            &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{Name: containerName, Image: image}},
-				},
-			},
-		},
-	}
-}
-
-func rolloutGroup(ns, name string, members []string, maxUnavailable int32) *v1alpha1.RolloutGroup {
-	rg := &v1alpha1.RolloutGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       v1alpha1.RolloutGroupSpec{MaxUnavailable: ptr.To(intstr.FromInt32(maxUnavailable))},
-	}
-	for _, m := range members {
-		rg.Spec.StatefulSets = append(rg.Spec.StatefulSets, v1alpha1.RolloutMember{Name: m})
-	}
-	return rg
+	return builders.MakeStatefulSet(ns, name).Label("app", name).Replicas(replicas).Parallel().OnDelete().Container(containerName, image).Obj()
 }
 
 // setImage changes the pod template of a StatefulSet: the change that starts a
@@ -126,13 +98,4 @@ func groupsRolledOut(c client.Reader, ns, image string, names ...string) func(co
 		}
 		return true, nil
 	}
-}
-
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

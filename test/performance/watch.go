@@ -19,6 +19,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/internal/operator"
 	"github.com/echelon-operator/echelon/test/nswatch"
 )
@@ -71,7 +72,7 @@ func podEventLogger(out io.Writer) toolscache.ResourceEventHandler {
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(out, "%s %-6s %s uid=%s rev=%s ready=%t terminating=%t\n", time.Now().Format("15:04:05.000000"), event, pod.Name,
-			pod.UID[:8], pod.Labels[appsv1.ControllerRevisionHashLabelKey], podReady(pod), pod.DeletionTimestamp != nil)
+			pod.UID[:8], pod.Labels[appsv1.ControllerRevisionHashLabelKey], kube.PodReady(pod), pod.DeletionTimestamp != nil)
 	}
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { logPod("add", obj) },

@@ -13,6 +13,8 @@ import (
 	"sync"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // createWorkers bounds the bench's concurrent creates. The bench's client has
@@ -58,7 +60,7 @@ func createWorkload(ctx context.Context, c client.Client, ns string, s scenario,
 		objs = append(objs, statefulSet(ns, name, s.replicas, image))
 	}
 	for _, g := range groups {
-		objs = append(objs, rolloutGroup(ns, g.name, g.members, s.maxUnavailable))
+		objs = append(objs, builders.MakeRolloutGroup(ns, g.name).Members(g.members...).MaxUnavailable(s.maxUnavailable).Obj())
 	}
 	return forEach(ctx, len(objs), createWorkers, func(ctx context.Context, i int) error {
 		if err := c.Create(ctx, objs[i]); err != nil {

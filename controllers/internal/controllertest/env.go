@@ -389,7 +389,7 @@ func (e *Env) CountPods(name string) error {
 	var replicas, ready int32
 	for i := range list.Items {
 		replicas++
-		if kube.PodReadyCondition(&list.Items[i]) == corev1.ConditionTrue && list.Items[i].DeletionTimestamp == nil {
+		if kube.PodReady(&list.Items[i]) && list.Items[i].DeletionTimestamp == nil {
 			ready++
 		}
 	}
