@@ -5,6 +5,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // BenchmarkNoDownscale is the no-downscale webhook's HTTP handler, in
@@ -12,7 +13,7 @@ import (
 // an indexed cache read in the operator), the decision, the answer and the
 // metrics. TLS and the network are not in it.
 func BenchmarkNoDownscale(b *testing.B) {
-	forbid := makePolicy("a-scaling", "StatefulSet", "a").allowed(false).obj()
+	forbid := *builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").DownscaleAllowed(false).Obj()
 	cluster := &fakeCluster{policies: []v1alpha1.ScalingPolicy{forbid}}
 	h := handler(metrics.WebhookNoDownscale+"-bench", &NoDownscale{Cluster: cluster, Identity: Identity{Username: operatorUser}}, nil)
 	for _, bc := range []struct {

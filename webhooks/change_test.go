@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/echelon-operator/echelon/internal/lookup"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 func TestWorkloadOf(t *testing.T) {
@@ -43,8 +44,12 @@ func TestWorkloadOf(t *testing.T) {
 // through /scale (whose parent is named by the request), and what a request
 // must carry.
 func TestReadReplicaChange(t *testing.T) {
-	unset := func(name string) *appsv1.StatefulSet { s := makeStatefulSet(name, 0).replicas(nil).obj(); return &s }
-	sts := func(name string, n int32) *appsv1.StatefulSet { s := makeStatefulSet(name, n).obj(); return &s }
+	unset := func(name string) *appsv1.StatefulSet {
+		return builders.MakeStatefulSet(testNS, name).NilReplicas().TypeMeta().Obj()
+	}
+	sts := func(name string, n int32) *appsv1.StatefulSet {
+		return builders.MakeStatefulSet(testNS, name).Replicas(n).TypeMeta().Obj()
+	}
 	for _, tc := range []struct {
 		name     string
 		req      *reqBuilder

@@ -26,7 +26,9 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/lookup"
+	"github.com/echelon-operator/echelon/internal/podname"
 	"github.com/echelon-operator/echelon/internal/scaling"
+	"github.com/echelon-operator/echelon/test/builders"
 	"github.com/echelon-operator/echelon/webhooks/webhookstest"
 )
 
@@ -146,95 +148,6 @@ func (r *eventRecorder) list() []recordedEvent {
 	return slices.Clone(r.events)
 }
 
-// Builders of the objects the tests use.
-
-type policyBuilder struct{ p v1alpha1.ScalingPolicy }
-
-func makePolicy(name, kind, target string) *policyBuilder {
-	return &policyBuilder{v1alpha1.ScalingPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name},
-		Spec:       v1alpha1.ScalingPolicySpec{TargetRef: v1alpha1.PolicyTargetReference{Kind: kind, Name: target}},
-	}}
-}
-
-func (b *policyBuilder) downscale() *v1alpha1.DownscaleRules {
-	if b.p.Spec.Downscale == nil {
-		b.p.Spec.Downscale = &v1alpha1.DownscaleRules{}
-	}
-	return b.p.Spec.Downscale
-}
-
-func (b *policyBuilder) allowed(v bool) *policyBuilder { b.downscale().Allowed = ptr.To(v); return b }
-
-func (b *policyBuilder) prepare(path string, port int32, timeout time.Duration) *policyBuilder {
-	b.downscale().Prepare = &v1alpha1.PrepareDownscaleEndpoint{PrepareEndpoint: v1alpha1.PrepareEndpoint{Path: path, Port: port, Scheme: "http"}, Timeout: &metav1.Duration{Duration: timeout}}
-	return b
-}
-
-func (b *policyBuilder) zoneDelay(d time.Duration) *policyBuilder {
-	b.p.Spec.MinTimeBetweenZoneDownscales = &metav1.Duration{Duration: d}
-	return b
-}
-
-func (b *policyBuilder) leader(name string) *policyBuilder {
-	b.p.Spec.ReplicasFrom = &v1alpha1.ReplicasSource{Leader: &v1alpha1.LeaderReference{Name: name}}
-	return b
-}
-
-func (b *policyBuilder) obj() v1alpha1.ScalingPolicy { return *b.p.DeepCopy() }
-
-type stsBuilder struct{ s appsv1.StatefulSet }
-
-func makeStatefulSet(name string, replicas int32) *stsBuilder {
-	return &stsBuilder{appsv1.StatefulSet{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID("uid-" + name)},
-		Spec:       appsv1.StatefulSetSpec{Replicas: ptr.To(replicas), ServiceName: name},
-	}}
-}
-
-func (b *stsBuilder) replicas(n *int32) *stsBuilder { b.s.Spec.Replicas = n; return b }
-func (b *stsBuilder) ordinalsStart(n int32) *stsBuilder {
-	b.s.Spec.Ordinals = &appsv1.StatefulSetOrdinals{Start: n}
-	return b
-}
-func (b *stsBuilder) service(name string) *stsBuilder { b.s.Spec.ServiceName = name; return b }
-func (b *stsBuilder) labels(kv ...string) *stsBuilder {
-	b.s.Labels = map[string]string{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		b.s.Labels[kv[i]] = kv[i+1]
-	}
-	return b
-}
-func (b *stsBuilder) obj() appsv1.StatefulSet { return *b.s.DeepCopy() }
-
-func runningPod(name, ip string) corev1.Pod {
-	return corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name},
-		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip},
-	}
-}
-
-type groupBuilder struct{ g v1alpha1.RolloutGroup }
-
-func makeGroup(name string, members ...string) *groupBuilder {
-	b := &groupBuilder{v1alpha1.RolloutGroup{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name}}}
-	for _, m := range members {
-		b.g.Spec.StatefulSets = append(b.g.Spec.StatefulSets, v1alpha1.RolloutMember{Name: m})
-	}
-	return b
-}
-
-func (b *groupBuilder) selector(kv ...string) *groupBuilder {
-	b.g.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{}}
-	for i := 0; i+1 < len(kv); i += 2 {
-		b.g.Spec.Selector.MatchLabels[kv[i]] = kv[i+1]
-	}
-	return b
-}
-
-func (b *groupBuilder) obj() v1alpha1.RolloutGroup { return *b.g.DeepCopy() }
-
 // Admission requests.
 
 type reqBuilder struct{ r admissionv1.AdmissionRequest }
@@ -266,8 +179,8 @@ func updateOf(resource string, old, new runtime.Object) *reqBuilder {
 
 // stsUpdate is an UPDATE of StatefulSet name from old to new replicas.
 func stsUpdate(name string, old, new int32) *reqBuilder {
-	o, n := makeStatefulSet(name, old).obj(), makeStatefulSet(name, new).obj()
-	return updateOf("statefulsets", &o, &n)
+	sts := builders.MakeStatefulSet(testNS, name).TypeMeta()
+	return updateOf("statefulsets", sts.Replicas(old).Obj(), sts.Replicas(new).Obj())
 }
 
 // scaleUpdate is an UPDATE of the scale subresource of resource/name.
@@ -354,11 +267,16 @@ func newPodServer(t testing.TB, set string, ordinals ...int) *webhookstest.PodSe
 	return webhookstest.NewPodServer(t, 0, set, ordinals...)
 }
 
-// runningPods are the cached pods of what pods serves: Running, with their IPs.
-func runningPods(pods *webhookstest.PodServer) []corev1.Pod {
+// runningPods are the cached pods of StatefulSet set that pods serves:
+// Running, with their IPs.
+func runningPods(set string, pods *webhookstest.PodServer) []corev1.Pod {
 	var out []corev1.Pod
 	for name, ip := range pods.IPs() {
-		out = append(out, runningPod(name, ip))
+		ord, ok := podname.Ordinal(set, name)
+		if !ok {
+			panic(fmt.Sprintf("pod %s is not of StatefulSet %s", name, set))
+		}
+		out = append(out, *builders.MakePod(testNS, set, ord).IP(ip).Obj())
 	}
 	return out
 }

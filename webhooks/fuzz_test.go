@@ -20,6 +20,7 @@ import (
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/internal/scaling"
+	"github.com/echelon-operator/echelon/test/builders"
 	"github.com/echelon-operator/echelon/webhooks/webhookstest"
 )
 
@@ -44,15 +45,15 @@ func newFuzzWebhooks(t testing.TB) *fuzzWebhooks {
 	pods.Answer("POST", fuzzFailingPod, webhookstest.Status(500, "not now"))
 	cluster := &fakeCluster{
 		policies: []v1alpha1.ScalingPolicy{
-			makePolicy("a-scaling", "StatefulSet", "a").allowed(false).prepare("/prepare", pods.Port, time.Second).obj(),
-			makePolicy("gateway", "Deployment", "gateway").allowed(false).obj(),
+			*builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").DownscaleAllowed(false).Prepare("/prepare", pods.Port, time.Second).Obj(),
+			*builders.MakeScalingPolicy(testNS, "gateway").Target("Deployment", "gateway").DownscaleAllowed(false).Obj(),
 		},
-		sets:  []appsv1.StatefulSet{makeStatefulSet("a", 5).obj()},
-		pods:  runningPods(pods),
+		sets:  []appsv1.StatefulSet{*builders.MakeStatefulSet(testNS, "a").Replicas(5).TypeMeta().Obj()},
+		pods:  runningPods("a", pods),
 		group: &scaling.Group{Name: "g", Others: []scaling.Member{{Name: "b", Ready: true}}},
 		objs: NamespaceObjects{
-			RolloutGroups:   []v1alpha1.RolloutGroup{makeGroup("g", "a", "b").obj()},
-			ScalingPolicies: []v1alpha1.ScalingPolicy{makePolicy("a-scaling", "StatefulSet", "a").obj()},
+			RolloutGroups:   []v1alpha1.RolloutGroup{*builders.MakeRolloutGroup(testNS, "g").Members("a", "b").Obj()},
+			ScalingPolicies: []v1alpha1.ScalingPolicy{*builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Obj()},
 		},
 	}
 	id := Identity{Username: operatorUser}
@@ -87,8 +88,8 @@ func FuzzReview(f *testing.F) {
 		stsUpdate("a", 8, 6).operatorOwn().review(),
 		scaleUpdate("statefulsets", "a", 5, 0).review(),
 		scaleUpdate("deployments", "gateway", 3, 1).review(),
-		echelonRequest(admissionv1.Create, "scalingpolicies", nil, ptrTo(makePolicy("p", "StatefulSet", "a").obj())).review(),
-		echelonRequest(admissionv1.Update, "rolloutgroups", ptrTo(makeGroup("h", "c").obj()), ptrTo(makeGroup("h", "a").obj())).review(),
+		echelonRequest(admissionv1.Create, "scalingpolicies", nil, builders.MakeScalingPolicy(testNS, "p").Target("StatefulSet", "a").Obj()).review(),
+		echelonRequest(admissionv1.Update, "rolloutgroups", builders.MakeRolloutGroup(testNS, "h").Members("c").Obj(), builders.MakeRolloutGroup(testNS, "h").Members("a").Obj()).review(),
 		[]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"UPDATE","resource":{"group":"apps","version":"v1","resource":"statefulsets"},"object":{"spec":{"replicas":-1}},"oldObject":{"spec":{}}}}`),
 		[]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"UPDATE","resource":{"group":"apps","version":"v1","resource":"statefulsets"},"subResource":"scale","object":null,"oldObject":7}}`),
 		[]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"CREATE","resource":{"group":"echelon.dev","version":"v1alpha1","resource":"rolloutgroups"},"object":{"spec":{"selector":{"matchExpressions":[{"operator":"In"}]}}}}}`),

@@ -13,15 +13,16 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // TestNoDownscale: every decision of the no-downscale webhook, through its
 // HTTP handler: the answer, its reason in the metrics and the Event.
 func TestNoDownscale(t *testing.T) {
-	forbid := makePolicy("ingester-zone-a-scaling", "StatefulSet", "ingester-zone-a").allowed(false).obj()
-	permit := makePolicy("ingester-zone-a-scaling", "StatefulSet", "ingester-zone-a").allowed(true).obj()
-	forbidDeploy := makePolicy("gateway-guard", "Deployment", "gateway").allowed(false).obj()
-	forbidRS := makePolicy("rs-guard", "ReplicaSet", "gateway-7d4").allowed(false).obj()
+	forbid := *builders.MakeScalingPolicy(testNS, "ingester-zone-a-scaling").Target("StatefulSet", "ingester-zone-a").DownscaleAllowed(false).Obj()
+	permit := *builders.MakeScalingPolicy(testNS, "ingester-zone-a-scaling").Target("StatefulSet", "ingester-zone-a").DownscaleAllowed(true).Obj()
+	forbidDeploy := *builders.MakeScalingPolicy(testNS, "gateway-guard").Target("Deployment", "gateway").DownscaleAllowed(false).Obj()
+	forbidRS := *builders.MakeScalingPolicy(testNS, "rs-guard").Target("ReplicaSet", "gateway-7d4").DownscaleAllowed(false).Obj()
 	deployment := func(n int32) *appsv1.Deployment {
 		return &appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 			ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "gateway", UID: "uid-gateway"},
@@ -69,7 +70,7 @@ func TestNoDownscale(t *testing.T) {
 			want:     want{reason: reasonDownscaleNotAllowed, code: http.StatusForbidden, event: EventReasonDownscaleDenied, message: "ReplicaSet gateway-7d4"},
 			eventFor: "ReplicaSet/gateway-7d4"},
 		{name: "a StatefulSet's policy does not guard a Deployment of the same name",
-			cluster: &fakeCluster{policies: []v1alpha1.ScalingPolicy{makePolicy("p", "StatefulSet", "gateway").allowed(false).obj()}},
+			cluster: &fakeCluster{policies: []v1alpha1.ScalingPolicy{*builders.MakeScalingPolicy(testNS, "p").Target("StatefulSet", "gateway").DownscaleAllowed(false).Obj()}},
 			req:     updateOf("deployments", deployment(4), deployment(2)),
 			want:    want{allowed: true, reason: reasonNoPolicy}},
 		{name: "growth allowed", cluster: &fakeCluster{policies: []v1alpha1.ScalingPolicy{forbid}},
@@ -92,7 +93,7 @@ func TestNoDownscale(t *testing.T) {
 		{name: "dry run refused without an Event", cluster: &fakeCluster{policies: []v1alpha1.ScalingPolicy{forbid}},
 			req:  stsUpdate("ingester-zone-a", 5, 3).dryRun(),
 			want: want{reason: reasonDownscaleNotAllowed, code: http.StatusForbidden}},
-		{name: "two policies: the stricter holds", cluster: &fakeCluster{policies: []v1alpha1.ScalingPolicy{permit, makePolicy("b-second", "StatefulSet", "ingester-zone-a").allowed(false).obj()}},
+		{name: "two policies: the stricter holds", cluster: &fakeCluster{policies: []v1alpha1.ScalingPolicy{permit, *builders.MakeScalingPolicy(testNS, "b-second").Target("StatefulSet", "ingester-zone-a").DownscaleAllowed(false).Obj()}},
 			req:      stsUpdate("ingester-zone-a", 5, 3),
 			want:     want{reason: reasonDownscaleNotAllowed, code: http.StatusForbidden, event: EventReasonDownscaleDenied, message: "ScalingPolicy b-second"},
 			eventFor: "StatefulSet/ingester-zone-a"},

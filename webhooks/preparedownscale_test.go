@@ -22,6 +22,7 @@ import (
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/internal/scaling"
+	"github.com/echelon-operator/echelon/test/builders"
 	"github.com/echelon-operator/echelon/webhooks/webhookstest"
 )
 
@@ -52,12 +53,12 @@ type prepareCase struct {
 
 func TestPrepareDownscale(t *testing.T) {
 	const path = "/ingester/prepare-shutdown"
-	withPolicy := func(c *fakeCluster, pods *webhookstest.PodServer, edit func(*policyBuilder)) {
-		b := makePolicy("a-scaling", "StatefulSet", "a").prepare(path, pods.Port, 2*time.Second)
+	withPolicy := func(c *fakeCluster, pods *webhookstest.PodServer, edit func(*builders.ScalingPolicyWrapper)) {
+		b := builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Prepare(path, pods.Port, 2*time.Second)
 		if edit != nil {
 			edit(b)
 		}
-		c.policies = append(c.policies, b.obj())
+		c.policies = append(c.policies, *b.Obj())
 	}
 	for _, tc := range []prepareCase{
 		{name: "5 to 3 prepares pods 3 and 4, records the downscale, admits",
@@ -71,7 +72,7 @@ func TestPrepareDownscale(t *testing.T) {
 		{name: "spec.ordinals.start shifts the pods removed",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
-				c.sets = []appsv1.StatefulSet{makeStatefulSet("a", 3).ordinalsStart(2).obj()}
+				c.sets = []appsv1.StatefulSet{*builders.MakeStatefulSet(testNS, "a").Replicas(3).TypeMeta().OrdinalsStart(2).Obj()}
 			},
 			req: func() *reqBuilder { return scaleUpdate("statefulsets", "a", 3, 1) }, allowed: true, reason: reasonPrepared,
 			calls: []string{"POST a-3", "POST a-4"}, recorded: true},
@@ -81,7 +82,7 @@ func TestPrepareDownscale(t *testing.T) {
 		{name: "no policy", req: func() *reqBuilder { return stsUpdate("a", 5, 3) }, allowed: true, reason: reasonNoPrepare},
 		{name: "a policy without prepare",
 			setup: func(c *fakeCluster, _ *webhookstest.PodServer) {
-				c.policies = []v1alpha1.ScalingPolicy{makePolicy("a-scaling", "StatefulSet", "a").zoneDelay(time.Hour).obj()}
+				c.policies = []v1alpha1.ScalingPolicy{*builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").ZoneDelay(time.Hour).Obj()}
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 3) }, allowed: true, reason: reasonNoPrepare},
 		{name: "Deployments are not prepared",
@@ -94,13 +95,13 @@ func TestPrepareDownscale(t *testing.T) {
 			warning: "dry run: the prepare endpoint of pods a-3, a-4 was not called"},
 		{name: "downscale forbidden by the policy: refused before any call",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
-				withPolicy(c, p, func(b *policyBuilder) { b.allowed(false) })
+				withPolicy(c, p, func(b *builders.ScalingPolicyWrapper) { b.DownscaleAllowed(false) })
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 3) }, reason: reasonDownscaleNotAllowed, code: http.StatusForbidden,
 			message: []string{"ScalingPolicy a-scaling sets spec.downscale.allowed: false"}, event: EventReasonDownscaleDenied},
 		{name: "the controller's own downscale under allowed: false is prepared",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
-				withPolicy(c, p, func(b *policyBuilder) { b.allowed(false) })
+				withPolicy(c, p, func(b *builders.ScalingPolicyWrapper) { b.DownscaleAllowed(false) })
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 4).operatorOwn() }, allowed: true, reason: reasonPrepared,
 			calls: []string{"POST a-4"}, recorded: true},
@@ -114,7 +115,7 @@ func TestPrepareDownscale(t *testing.T) {
 			event:   EventReasonDownscaleTooEarly},
 		{name: "zone delay not passed",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
-				withPolicy(c, p, func(b *policyBuilder) { b.zoneDelay(time.Hour) })
+				withPolicy(c, p, func(b *builders.ScalingPolicyWrapper) { b.ZoneDelay(time.Hour) })
 				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: true, LastDownscale: testNow.Add(-10 * time.Minute)}}}
 			},
 			req: func() *reqBuilder { return scaleUpdate("statefulsets", "a", 5, 3) }, reason: reasonZoneDelay, code: http.StatusForbidden,
@@ -122,13 +123,13 @@ func TestPrepareDownscale(t *testing.T) {
 			event:   EventReasonDownscaleTooEarly},
 		{name: "zone delay passed",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
-				withPolicy(c, p, func(b *policyBuilder) { b.zoneDelay(time.Hour) })
+				withPolicy(c, p, func(b *builders.ScalingPolicyWrapper) { b.ZoneDelay(time.Hour) })
 				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: true, LastDownscale: testNow.Add(-time.Hour)}}}
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 4) }, allowed: true, reason: reasonPrepared, calls: []string{"POST a-4"}, recorded: true},
 		{name: "the controller's own downscale skips the gate",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
-				withPolicy(c, p, func(b *policyBuilder) { b.zoneDelay(time.Hour) })
+				withPolicy(c, p, func(b *builders.ScalingPolicyWrapper) { b.ZoneDelay(time.Hour) })
 				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: false, LastDownscale: testNow}}}
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 4).operatorOwn() }, allowed: true, reason: reasonPrepared, calls: []string{"POST a-4"}, recorded: true},
@@ -164,7 +165,7 @@ func TestPrepareDownscale(t *testing.T) {
 			req: func() *reqBuilder { return stsUpdate("a", 5, 4) }, allowed: true, reason: reasonPrepared, calls: []string{"POST a-4"}, recorded: true},
 		{name: "a pod that hangs is named after the timeout; it is told to cancel after the answer",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
-				withPolicy(c, p, func(b *policyBuilder) { b.p.Spec.Downscale.Prepare.Timeout.Duration = 300 * time.Millisecond })
+				withPolicy(c, p, func(b *builders.ScalingPolicyWrapper) { b.Prepare(path, p.Port, 300*time.Millisecond) })
 				p.Answer("POST", "a-4", webhookstest.Hang)
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 3) }, reason: reasonPrepareFailed, code: http.StatusForbidden,
@@ -174,7 +175,7 @@ func TestPrepareDownscale(t *testing.T) {
 		{name: "a pod that does not answer at all",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
-				c.pods = append(c.pods, runningPod("a-6", "127.0.0.99")) // nothing listens there
+				c.pods = append(c.pods, *builders.MakePod(testNS, "a", 6).IP("127.0.0.99").Obj()) // nothing listens there
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 7, 5) }, reason: reasonPrepareFailed, code: http.StatusForbidden,
 			message: []string{"pod a-6 did not prepare: POST http://127.0.0.99:", "connection refused", "told the prepared pods a-5 to cancel"},
@@ -183,9 +184,7 @@ func TestPrepareDownscale(t *testing.T) {
 		{name: "missing and pending pods are not called",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
-				pending := runningPod("a-6", "")
-				pending.Status.Phase = corev1.PodPending
-				c.pods = append(c.pods, pending)
+				c.pods = append(c.pods, *builders.MakePod(testNS, "a", 6).Phase(corev1.PodPending).NotReady().Obj())
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 8, 4) }, allowed: true, reason: reasonPrepared,
 			warning: "not called, as not running: a-6 (Pending), a-7 (does not exist)",
@@ -193,7 +192,7 @@ func TestPrepareDownscale(t *testing.T) {
 		{name: "a running pod without an IP cannot be called",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
-				c.pods = append(c.pods, runningPod("a-6", ""))
+				c.pods = append(c.pods, *builders.MakePod(testNS, "a", 6).Obj())
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 7, 5) }, reason: reasonPrepareFailed, code: http.StatusForbidden,
 			message: []string{"pod a-6 cannot be called: the pod has no IP yet"}, event: EventReasonPrepareFailed},
@@ -207,7 +206,7 @@ func TestPrepareDownscale(t *testing.T) {
 			calls: []string{"DELETE a-3", "DELETE a-4", "POST a-3", "POST a-4"}},
 		{name: "a per-call timeout past the webhook's deadline is shortened and said",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
-				withPolicy(c, p, func(b *policyBuilder) { b.p.Spec.Downscale.Prepare.Timeout.Duration = 30 * time.Second })
+				withPolicy(c, p, func(b *builders.ScalingPolicyWrapper) { b.Prepare(path, p.Port, 30*time.Second) })
 				p.Answer("POST", "a-4", webhookstest.Hang)
 			},
 			query:  "timeout=1s",
@@ -242,8 +241,8 @@ func TestPrepareDownscale(t *testing.T) {
 func runPrepareCase(t *testing.T, tc prepareCase) {
 	pods := newPodServer(t, "a", 0, 1, 2, 3, 4, 5)
 	cluster := &fakeCluster{
-		sets: []appsv1.StatefulSet{makeStatefulSet("a", 5).obj()},
-		pods: runningPods(pods),
+		sets: []appsv1.StatefulSet{*builders.MakeStatefulSet(testNS, "a").Replicas(5).TypeMeta().Obj()},
+		pods: runningPods("a", pods),
 	}
 	if tc.setup != nil {
 		tc.setup(cluster, pods)
@@ -313,8 +312,8 @@ func TestPrepareCancelledRequest(t *testing.T) {
 		webhookstest.Hang(w, r)
 	})
 	cluster := &fakeCluster{
-		policies: []v1alpha1.ScalingPolicy{makePolicy("a-scaling", "StatefulSet", "a").prepare("/p", pods.Port, time.Minute).obj()},
-		pods:     runningPods(pods),
+		policies: []v1alpha1.ScalingPolicy{*builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Prepare("/p", pods.Port, time.Minute).Obj()},
+		pods:     runningPods("a", pods),
 	}
 	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: podcall.Addressing{PodAddressIP: true}, Now: time.Now}
 	req := stsUpdate("a", 5, 3)
@@ -364,16 +363,16 @@ func TestCallTimeout(t *testing.T) {
 }
 
 func TestPodHost(t *testing.T) {
-	pod := runningPod("ingester-zone-a-3", "10.1.2.3")
+	pod := builders.MakePod(testNS, "ingester-zone-a", 3).IP("10.1.2.3").Obj()
 	fqdn := &PrepareDownscale{Addressing: podcall.Addressing{ClusterDomain: "cluster.local"}}
-	if host, why := fqdn.Addressing.Host(&pod, "ingester-zone-a"); host != "ingester-zone-a-3.ingester-zone-a.mimir.svc.cluster.local" || why != "" {
+	if host, why := fqdn.Addressing.Host(pod, "ingester-zone-a"); host != "ingester-zone-a-3.ingester-zone-a.mimir.svc.cluster.local" || why != "" {
 		t.Errorf("fqdn: %q %q", host, why)
 	}
-	if _, why := fqdn.Addressing.Host(&pod, ""); !strings.Contains(why, "--pod-address=ip") {
+	if _, why := fqdn.Addressing.Host(pod, ""); !strings.Contains(why, "--pod-address=ip") {
 		t.Errorf("fqdn without a service: %q", why)
 	}
 	ip := &PrepareDownscale{Addressing: podcall.Addressing{PodAddressIP: true}}
-	if host, why := ip.Addressing.Host(&pod, ""); host != "10.1.2.3" || why != "" {
+	if host, why := ip.Addressing.Host(pod, ""); host != "10.1.2.3" || why != "" {
 		t.Errorf("ip: %q %q", host, why)
 	}
 }
@@ -385,8 +384,8 @@ func TestPodCallMetrics(t *testing.T) {
 	pods.Answer(http.MethodPost, "a-4", webhookstest.Status(http.StatusInternalServerError, "no"))
 	pods.Answer(http.MethodDelete, "a-3", webhookstest.Status(http.StatusConflict, "locked"))
 	cluster := &fakeCluster{
-		policies: []v1alpha1.ScalingPolicy{makePolicy("a-scaling", "StatefulSet", "a").prepare("/p", pods.Port, time.Second).obj()},
-		pods:     runningPods(pods),
+		policies: []v1alpha1.ScalingPolicy{*builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Prepare("/p", pods.Port, time.Second).Obj()},
+		pods:     runningPods("a", pods),
 	}
 	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: podcall.Addressing{PodAddressIP: true}, Now: time.Now}
 	count := func(call string) (calls uint64, failures float64) {
@@ -424,9 +423,9 @@ func TestPrepareOverHTTPS(t *testing.T) {
 	}))
 	defer srv.Close()
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
-	p := makePolicy("a-scaling", "StatefulSet", "a").prepare("/prepare", int32(port), time.Second).obj()
+	p := *builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Prepare("/prepare", int32(port), time.Second).Obj()
 	p.Spec.Downscale.Prepare.Scheme = "https"
-	cluster := &fakeCluster{policies: []v1alpha1.ScalingPolicy{p}, pods: []corev1.Pod{runningPod("a-4", "127.0.0.1")}}
+	cluster := &fakeCluster{policies: []v1alpha1.ScalingPolicy{p}, pods: []corev1.Pod{*builders.MakePod(testNS, "a", 4).IP("127.0.0.1").Obj()}}
 	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: podcall.Addressing{PodAddressIP: true}, Now: time.Now}
 	req := stsUpdate("a", 5, 4)
 	if v := prep.decide(context.Background(), &req.r); !v.allowed || !slices.Equal(calls, []string{"POST /prepare"}) {
@@ -448,8 +447,8 @@ func TestPrepareAnswersWithinTheDeadline(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	cluster := &fakeCluster{
-		policies: []v1alpha1.ScalingPolicy{makePolicy("a-scaling", "StatefulSet", "a").prepare("/p", pods.Port, 1500*time.Millisecond).obj()},
-		pods:     runningPods(pods),
+		policies: []v1alpha1.ScalingPolicy{*builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Prepare("/p", pods.Port, 1500*time.Millisecond).Obj()},
+		pods:     runningPods("a", pods),
 	}
 	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: podcall.Addressing{PodAddressIP: true}, Now: time.Now}
 	start := time.Now()
@@ -477,8 +476,8 @@ func TestPrepareAnswersWithinTheDeadline(t *testing.T) {
 func TestPrepareRecordWithinTheDeadline(t *testing.T) {
 	pods := newPodServer(t, "a", 3, 4)
 	cluster := &fakeCluster{
-		policies:    []v1alpha1.ScalingPolicy{makePolicy("a-scaling", "StatefulSet", "a").prepare("/p", pods.Port, time.Second).obj()},
-		pods:        runningPods(pods),
+		policies:    []v1alpha1.ScalingPolicy{*builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Prepare("/p", pods.Port, time.Second).Obj()},
+		pods:        runningPods("a", pods),
 		recordHangs: true,
 	}
 	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: podcall.Addressing{PodAddressIP: true}, Now: time.Now}

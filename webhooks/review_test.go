@@ -13,6 +13,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // TestBadBodies: what is not an AdmissionReview v1 with a request gets an
@@ -94,8 +95,8 @@ func TestPanicIsAnInternalError(t *testing.T) {
 func TestAnswerCarriesVerdict(t *testing.T) {
 	denial := deny("because", "no, because")
 	denial.warnings = []string{"careful"}
-	sts := makeStatefulSet("a", 1).obj()
-	denial.event = &denialEvent{regarding: &sts, reason: "Denied", action: "Deny"}
+	sts := builders.MakeStatefulSet(testNS, "a").Replicas(1).TypeMeta().Obj()
+	denial.event = &denialEvent{regarding: sts, reason: "Denied", action: "Deny"}
 	for _, tc := range []struct {
 		name     string
 		v        verdict

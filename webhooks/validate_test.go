@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // errorsOf renders errs as "<field>: <detail>" for comparison.
@@ -39,10 +40,10 @@ func sameErrors(t *testing.T, got field.ErrorList, want []string) {
 
 func TestValidateRolloutGroup(t *testing.T) {
 	sets := []appsv1.StatefulSet{
-		makeStatefulSet("zone-a", 3).labels("app", "ingester").obj(),
-		makeStatefulSet("zone-b", 3).labels("app", "ingester").obj(),
-		makeStatefulSet("zone-c", 3).labels("app", "ingester", "tier", "hot").obj(),
-		makeStatefulSet("store-a", 3).labels("app", "store").obj(),
+		*builders.MakeStatefulSet(testNS, "zone-a").Replicas(3).TypeMeta().Label("app", "ingester").Obj(),
+		*builders.MakeStatefulSet(testNS, "zone-b").Replicas(3).TypeMeta().Label("app", "ingester").Obj(),
+		*builders.MakeStatefulSet(testNS, "zone-c").Replicas(3).TypeMeta().Label("app", "ingester").Label("tier", "hot").Obj(),
+		*builders.MakeStatefulSet(testNS, "store-a").Replicas(3).TypeMeta().Label("app", "store").Obj(),
 	}
 	for _, tc := range []struct {
 		name   string
@@ -50,44 +51,44 @@ func TestValidateRolloutGroup(t *testing.T) {
 		others []v1alpha1.RolloutGroup
 		want   []string
 	}{
-		{name: "alone", group: makeGroup("ingester", "zone-a", "zone-b").obj()},
-		{name: "disjoint groups", group: makeGroup("ingester", "zone-a", "zone-b").obj(), others: []v1alpha1.RolloutGroup{makeGroup("store", "store-a").obj()}},
-		{name: "its own stored version does not count", group: makeGroup("ingester", "zone-a").obj(), others: []v1alpha1.RolloutGroup{makeGroup("ingester", "zone-a").obj()}},
+		{name: "alone", group: *builders.MakeRolloutGroup(testNS, "ingester").Members("zone-a", "zone-b").Obj()},
+		{name: "disjoint groups", group: *builders.MakeRolloutGroup(testNS, "ingester").Members("zone-a", "zone-b").Obj(), others: []v1alpha1.RolloutGroup{*builders.MakeRolloutGroup(testNS, "store").Members("store-a").Obj()}},
+		{name: "its own stored version does not count", group: *builders.MakeRolloutGroup(testNS, "ingester").Members("zone-a").Obj(), others: []v1alpha1.RolloutGroup{*builders.MakeRolloutGroup(testNS, "ingester").Members("zone-a").Obj()}},
 		{name: "a member listed by another group",
-			group:  makeGroup("ingester", "zone-a", "zone-b").obj(),
-			others: []v1alpha1.RolloutGroup{makeGroup("other", "zone-b").obj()},
+			group:  *builders.MakeRolloutGroup(testNS, "ingester").Members("zone-a", "zone-b").Obj(),
+			others: []v1alpha1.RolloutGroup{*builders.MakeRolloutGroup(testNS, "other").Members("zone-b").Obj()},
 			want:   []string{"spec.statefulSets[1].name: StatefulSet zone-b is already a member of RolloutGroup other"}},
 		{name: "a listed member that does not exist yet, listed by another group",
-			group:  makeGroup("ingester", "zone-x").obj(),
-			others: []v1alpha1.RolloutGroup{makeGroup("other", "zone-x").obj()},
+			group:  *builders.MakeRolloutGroup(testNS, "ingester").Members("zone-x").Obj(),
+			others: []v1alpha1.RolloutGroup{*builders.MakeRolloutGroup(testNS, "other").Members("zone-x").Obj()},
 			want:   []string{"spec.statefulSets[0].name: StatefulSet zone-x is already a member of RolloutGroup other"}},
 		{name: "a member selected by another group",
-			group:  makeGroup("ingester", "zone-c", "store-a").obj(),
-			others: []v1alpha1.RolloutGroup{makeGroup("hot").selector("tier", "hot").obj()},
+			group:  *builders.MakeRolloutGroup(testNS, "ingester").Members("zone-c", "store-a").Obj(),
+			others: []v1alpha1.RolloutGroup{*builders.MakeRolloutGroup(testNS, "hot").Selector("tier", "hot").Obj()},
 			want:   []string{"spec.statefulSets[0].name: StatefulSet zone-c is already a member of RolloutGroup hot"}},
 		{name: "a selector matching another group's members",
-			group:  makeGroup("ingester").selector("app", "ingester").obj(),
-			others: []v1alpha1.RolloutGroup{makeGroup("b", "zone-b").obj(), makeGroup("a", "zone-a", "zone-b").obj()},
+			group:  *builders.MakeRolloutGroup(testNS, "ingester").Selector("app", "ingester").Obj(),
+			others: []v1alpha1.RolloutGroup{*builders.MakeRolloutGroup(testNS, "b").Members("zone-b").Obj(), *builders.MakeRolloutGroup(testNS, "a").Members("zone-a", "zone-b").Obj()},
 			want: []string{
 				"spec.selector: selects StatefulSet zone-a, which is already a member of RolloutGroup a",
 				"spec.selector: selects StatefulSet zone-b, which is already a member of RolloutGroup a, b",
 			}},
 		{name: "two selectors overlapping",
-			group:  makeGroup("hot").selector("tier", "hot").obj(),
-			others: []v1alpha1.RolloutGroup{makeGroup("ingester").selector("app", "ingester").obj()},
+			group:  *builders.MakeRolloutGroup(testNS, "hot").Selector("tier", "hot").Obj(),
+			others: []v1alpha1.RolloutGroup{*builders.MakeRolloutGroup(testNS, "ingester").Selector("app", "ingester").Obj()},
 			want:   []string{"spec.selector: selects StatefulSet zone-c, which is already a member of RolloutGroup ingester"}},
-		{name: "a selector matching nothing claimed", group: makeGroup("store").selector("app", "store").obj(),
-			others: []v1alpha1.RolloutGroup{makeGroup("ingester").selector("app", "ingester").obj()}},
+		{name: "a selector matching nothing claimed", group: *builders.MakeRolloutGroup(testNS, "store").Selector("app", "store").Obj(),
+			others: []v1alpha1.RolloutGroup{*builders.MakeRolloutGroup(testNS, "ingester").Selector("app", "ingester").Obj()}},
 		{name: "an invalid selector",
 			group: func() v1alpha1.RolloutGroup {
-				g := makeGroup("bad").obj()
+				g := *builders.MakeRolloutGroup(testNS, "bad").Obj()
 				g.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}
 				return g
 			}(),
 			want: []string{`spec.selector: "Near" is not a valid`}},
 		{name: "a query template that is more than the variables",
 			group: func() v1alpha1.RolloutGroup {
-				g := makeGroup("ingester", "zone-a").obj()
+				g := *builders.MakeRolloutGroup(testNS, "ingester").Members("zone-a").Obj()
 				g.Spec.Analysis = &v1alpha1.RolloutAnalysis{Checks: []v1alpha1.AnalysisCheck{
 					{Name: "errors", Query: `up{pod=~"{{ .Member }}-.*"}`},
 					{Name: "nested", Query: `{{ define "a" }}x{{ end }}{{ template "a" }}`},
@@ -104,12 +105,12 @@ func TestValidateRolloutGroup(t *testing.T) {
 
 func TestValidateScalingPolicy(t *testing.T) {
 	groups := []v1alpha1.RolloutGroup{
-		makeGroup("ingester", "zone-a", "zone-b", "zone-c").obj(),
-		makeGroup("store").selector("app", "store").obj(),
+		*builders.MakeRolloutGroup(testNS, "ingester").Members("zone-a", "zone-b", "zone-c").Obj(),
+		*builders.MakeRolloutGroup(testNS, "store").Selector("app", "store").Obj(),
 	}
 	sets := []appsv1.StatefulSet{
-		makeStatefulSet("store-a", 3).labels("app", "store").obj(),
-		makeStatefulSet("store-b", 3).labels("app", "store").obj(),
+		*builders.MakeStatefulSet(testNS, "store-a").Replicas(3).TypeMeta().Label("app", "store").Obj(),
+		*builders.MakeStatefulSet(testNS, "store-b").Replicas(3).TypeMeta().Label("app", "store").Obj(),
 	}
 	for _, tc := range []struct {
 		name   string
@@ -117,29 +118,29 @@ func TestValidateScalingPolicy(t *testing.T) {
 		others []v1alpha1.ScalingPolicy
 		want   []string
 	}{
-		{name: "alone", policy: makePolicy("b", "StatefulSet", "zone-b").leader("zone-a").obj()},
-		{name: "its own stored version does not count", policy: makePolicy("b", "StatefulSet", "zone-b").obj(),
-			others: []v1alpha1.ScalingPolicy{makePolicy("b", "StatefulSet", "zone-b").obj()}},
+		{name: "alone", policy: *builders.MakeScalingPolicy(testNS, "b").Target("StatefulSet", "zone-b").Leader("zone-a").Obj()},
+		{name: "its own stored version does not count", policy: *builders.MakeScalingPolicy(testNS, "b").Target("StatefulSet", "zone-b").Obj(),
+			others: []v1alpha1.ScalingPolicy{*builders.MakeScalingPolicy(testNS, "b").Target("StatefulSet", "zone-b").Obj()}},
 		{name: "a target claimed by another policy",
-			policy: makePolicy("b2", "StatefulSet", "zone-b").obj(),
-			others: []v1alpha1.ScalingPolicy{makePolicy("b1", "", "zone-b").obj(), makePolicy("c", "StatefulSet", "zone-c").obj()},
+			policy: *builders.MakeScalingPolicy(testNS, "b2").Target("StatefulSet", "zone-b").Obj(),
+			others: []v1alpha1.ScalingPolicy{*builders.MakeScalingPolicy(testNS, "b1").Target("", "zone-b").Obj(), *builders.MakeScalingPolicy(testNS, "c").Target("StatefulSet", "zone-c").Obj()},
 			want:   []string{"spec.targetRef.name: StatefulSet zone-b is already the target of ScalingPolicy b1"}},
 		{name: "same name, another kind: no conflict",
-			policy: makePolicy("gw", "Deployment", "zone-b").obj(),
-			others: []v1alpha1.ScalingPolicy{makePolicy("b", "StatefulSet", "zone-b").obj()}},
+			policy: *builders.MakeScalingPolicy(testNS, "gw").Target("Deployment", "zone-b").Obj(),
+			others: []v1alpha1.ScalingPolicy{*builders.MakeScalingPolicy(testNS, "b").Target("StatefulSet", "zone-b").Obj()}},
 		{name: "a Deployment claimed twice",
-			policy: makePolicy("gw2", "Deployment", "gateway").obj(),
-			others: []v1alpha1.ScalingPolicy{makePolicy("gw1", "Deployment", "gateway").obj()},
+			policy: *builders.MakeScalingPolicy(testNS, "gw2").Target("Deployment", "gateway").Obj(),
+			others: []v1alpha1.ScalingPolicy{*builders.MakeScalingPolicy(testNS, "gw1").Target("Deployment", "gateway").Obj()},
 			want:   []string{"spec.targetRef.name: Deployment gateway is already the target of ScalingPolicy gw1"}},
 		{name: "a leader in another group",
-			policy: makePolicy("store-b", "StatefulSet", "store-b").leader("zone-a").obj(),
+			policy: *builders.MakeScalingPolicy(testNS, "store-b").Target("StatefulSet", "store-b").Leader("zone-a").Obj(),
 			want:   []string{"spec.replicasFrom.leader.name: leader StatefulSet zone-a is in RolloutGroup ingester, and the target store-b in RolloutGroup store"}},
-		{name: "a leader in the same group, by selector", policy: makePolicy("store-b", "StatefulSet", "store-b").leader("store-a").obj()},
-		{name: "a leader in no group", policy: makePolicy("b", "StatefulSet", "zone-b").leader("lonely").obj()},
-		{name: "a target in no group", policy: makePolicy("x", "StatefulSet", "lonely").leader("zone-a").obj()},
+		{name: "a leader in the same group, by selector", policy: *builders.MakeScalingPolicy(testNS, "store-b").Target("StatefulSet", "store-b").Leader("store-a").Obj()},
+		{name: "a leader in no group", policy: *builders.MakeScalingPolicy(testNS, "b").Target("StatefulSet", "zone-b").Leader("lonely").Obj()},
+		{name: "a target in no group", policy: *builders.MakeScalingPolicy(testNS, "x").Target("StatefulSet", "lonely").Leader("zone-a").Obj()},
 		{name: "both rules at once",
-			policy: makePolicy("store-b2", "StatefulSet", "store-b").leader("zone-a").obj(),
-			others: []v1alpha1.ScalingPolicy{makePolicy("store-b", "StatefulSet", "store-b").obj()},
+			policy: *builders.MakeScalingPolicy(testNS, "store-b2").Target("StatefulSet", "store-b").Leader("zone-a").Obj(),
+			others: []v1alpha1.ScalingPolicy{*builders.MakeScalingPolicy(testNS, "store-b").Target("StatefulSet", "store-b").Obj()},
 			want: []string{
 				"spec.targetRef.name: StatefulSet store-b is already the target of ScalingPolicy store-b",
 				"spec.replicasFrom.leader.name: leader StatefulSet zone-a",
@@ -177,13 +178,13 @@ func echelonRequest(op admissionv1.Operation, resource string, old, new runtime.
 // errors the old object did not have.
 func TestValidate(t *testing.T) {
 	objs := NamespaceObjects{
-		RolloutGroups:   []v1alpha1.RolloutGroup{makeGroup("other", "zone-b").obj()},
-		ScalingPolicies: []v1alpha1.ScalingPolicy{makePolicy("b1", "StatefulSet", "zone-b").obj()},
+		RolloutGroups:   []v1alpha1.RolloutGroup{*builders.MakeRolloutGroup(testNS, "other").Members("zone-b").Obj()},
+		ScalingPolicies: []v1alpha1.ScalingPolicy{*builders.MakeScalingPolicy(testNS, "b1").Target("StatefulSet", "zone-b").Obj()},
 	}
 	g := func(members ...string) *v1alpha1.RolloutGroup {
-		o := makeGroup("ingester", members...).obj()
+		o := builders.MakeRolloutGroup(testNS, "ingester").Members(members...).Obj()
 		o.UID = "uid-ingester"
-		return &o
+		return o
 	}
 	withLabel := func(rg *v1alpha1.RolloutGroup) *v1alpha1.RolloutGroup {
 		rg.Labels = map[string]string{"team": "x"}
@@ -215,7 +216,7 @@ func TestValidate(t *testing.T) {
 			req:     echelonRequest(admissionv1.Update, "rolloutgroups", g("zone-b"), g("zone-a", "zone-b")),
 			allowed: true, reason: reasonValid, warning: "already so before this change"},
 		{name: "CREATE of a policy for a claimed target",
-			req:    echelonRequest(admissionv1.Create, "scalingpolicies", nil, ptrTo(makePolicy("b2", "StatefulSet", "zone-b").obj())),
+			req:    echelonRequest(admissionv1.Create, "scalingpolicies", nil, builders.MakeScalingPolicy(testNS, "b2").Target("StatefulSet", "zone-b").Obj()),
 			reason: reasonInvalid, code: http.StatusUnprocessableEntity, message: "spec.targetRef.name", causes: []string{"spec.targetRef.name"}},
 		{name: "DELETE is not judged", req: echelonRequest(admissionv1.Delete, "rolloutgroups", nil, g("zone-b")), allowed: true, reason: reasonUnhandled},
 		{name: "DelayedDownscales are not judged", req: func() *reqBuilder {
@@ -261,5 +262,3 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

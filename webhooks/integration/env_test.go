@@ -34,6 +34,7 @@ import (
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/operator"
 	"github.com/echelon-operator/echelon/internal/podcall"
+	"github.com/echelon-operator/echelon/test/builders"
 	"github.com/echelon-operator/echelon/test/controlplane"
 	"github.com/echelon-operator/echelon/webhooks"
 	"github.com/echelon-operator/echelon/webhooks/webhookstest"
@@ -264,12 +265,12 @@ func (e *env) namespace(t *testing.T) string {
 func (e *env) waitForWebhooks(t *testing.T, ns string) {
 	t.Helper()
 	ctx := context.Background()
-	first := policy(ns, "probe-1", v1alpha1.TargetKindStatefulSet, "probe")
+	first := builders.MakeScalingPolicy(ns, "probe-1").Target(v1alpha1.TargetKindStatefulSet, "probe").Obj()
 	if err := e.admin.Create(ctx, first); err != nil {
 		t.Fatal(err)
 	}
 	NewWithT(t).Eventually(func() error {
-		second := policy(ns, "probe-2", v1alpha1.TargetKindStatefulSet, "probe")
+		second := builders.MakeScalingPolicy(ns, "probe-2").Target(v1alpha1.TargetKindStatefulSet, "probe").Obj()
 		err := e.admin.Create(ctx, second)
 		if err == nil {
 			_ = e.admin.Delete(ctx, second)
@@ -298,26 +299,6 @@ func (e *env) waitForCache(t *testing.T, objs ...client.Object) {
 	}
 }
 
-func policy(ns, name, kind, target string) *v1alpha1.ScalingPolicy {
-	return &v1alpha1.ScalingPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       v1alpha1.ScalingPolicySpec{TargetRef: v1alpha1.PolicyTargetReference{Kind: kind, Name: target}},
-	}
-}
-
-func statefulSet(ns, name string, replicas int32) *appsv1.StatefulSet {
-	labels := map[string]string{"app": name}
-	return &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:    ptr.To(replicas),
-			ServiceName: name,
-			Selector:    &metav1.LabelSelector{MatchLabels: labels},
-			Template:    podTemplate(labels),
-		},
-	}
-}
-
 func deployment(ns, name string, replicas int32) *appsv1.Deployment {
 	labels := map[string]string{"app": name}
 	return &appsv1.Deployment{
@@ -337,18 +318,16 @@ func podTemplate(labels map[string]string) corev1.PodTemplateSpec {
 	}
 }
 
-// runningPod creates pod name, Running with ip, as a kubelet would report it.
-func (e *env) runningPod(t *testing.T, ns, name, ip string) {
+// createPod creates pod and then writes its status as built, as a kubelet
+// would report it: the API server drops the status of a create.
+func (e *env) createPod(t *testing.T, pod *corev1.Pod) {
 	t.Helper()
 	ctx := context.Background()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.invalid/app:1"}}},
-	}
+	status := pod.Status
 	if err := e.admin.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}}
+	pod.Status = status
 	if err := e.admin.Status().Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}

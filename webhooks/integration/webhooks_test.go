@@ -8,15 +8,17 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/lookup"
+	"github.com/echelon-operator/echelon/internal/podname"
+	"github.com/echelon-operator/echelon/test/builders"
 	"github.com/echelon-operator/echelon/webhooks"
 	"github.com/echelon-operator/echelon/webhooks/webhookstest"
 )
@@ -36,12 +38,10 @@ func TestNoDownscale(t *testing.T) {
 	e, g, ns := begin(t)
 	ctx := context.Background()
 
-	sts := statefulSet(ns, "ingester-zone-a", 5)
+	sts := builders.MakeStatefulSet(ns, "ingester-zone-a").Replicas(5).Obj()
 	deploy := deployment(ns, "gateway", 4)
-	guard := policy(ns, "ingester-zone-a-scaling", v1alpha1.TargetKindStatefulSet, sts.Name)
-	guard.Spec.Downscale = &v1alpha1.DownscaleRules{Allowed: ptr.To(false)}
-	deployGuard := policy(ns, "gateway-guard", v1alpha1.TargetKindDeployment, deploy.Name)
-	deployGuard.Spec.Downscale = &v1alpha1.DownscaleRules{Allowed: ptr.To(false)}
+	guard := builders.MakeScalingPolicy(ns, "ingester-zone-a-scaling").Target(v1alpha1.TargetKindStatefulSet, sts.Name).DownscaleAllowed(false).Obj()
+	deployGuard := builders.MakeScalingPolicy(ns, "gateway-guard").Target(v1alpha1.TargetKindDeployment, deploy.Name).DownscaleAllowed(false).Obj()
 	for _, obj := range []client.Object{sts, deploy, guard, deployGuard} {
 		g.Expect(e.admin.Create(ctx, obj)).To(Succeed())
 	}
@@ -67,8 +67,8 @@ func TestNoDownscale(t *testing.T) {
 
 	// Only the operator's user with the controller's field manager passes.
 	patch := func(c client.Client, replicas int32, opts ...client.PatchOption) error {
-		cur := statefulSet(ns, sts.Name, 0)
-		if err := c.Get(ctx, client.ObjectKeyFromObject(cur), cur); err != nil {
+		cur := &appsv1.StatefulSet{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(sts), cur); err != nil {
 			return err
 		}
 		next := cur.DeepCopy()
@@ -106,10 +106,8 @@ func TestScalingPolicyOwnDownscale(t *testing.T) {
 	e, g, ns := begin(t)
 	ctx := context.Background()
 
-	sts := statefulSet(ns, "store", 4)
-	own := policy(ns, "store", v1alpha1.TargetKindStatefulSet, sts.Name)
-	own.Spec.Replicas = ptr.To[int32](4)
-	own.Spec.Downscale = &v1alpha1.DownscaleRules{Allowed: ptr.To(false)}
+	sts := builders.MakeStatefulSet(ns, "store").Replicas(4).Obj()
+	own := builders.MakeScalingPolicy(ns, "store").Target(v1alpha1.TargetKindStatefulSet, sts.Name).Replicas(4).DownscaleAllowed(false).Obj()
 	g.Expect(e.admin.Create(ctx, sts)).To(Succeed())
 	g.Expect(e.admin.Create(ctx, own)).To(Succeed())
 	e.waitForCache(t, own)
@@ -131,12 +129,13 @@ func TestPrepareDownscale(t *testing.T) {
 	ctx := context.Background()
 
 	pods := webhookstest.NewPodServer(t, 1, "ingester", 0, 1, 2, 3, 4)
-	sts := statefulSet(ns, "ingester", 5)
-	prep := policy(ns, "ingester-scaling", v1alpha1.TargetKindStatefulSet, sts.Name)
-	prep.Spec.Downscale = &v1alpha1.DownscaleRules{Prepare: &v1alpha1.PrepareDownscaleEndpoint{PrepareEndpoint: v1alpha1.PrepareEndpoint{Path: "/ingester/prepare-shutdown", Port: pods.Port}, Timeout: &metav1.Duration{Duration: 2 * time.Second}}}
+	sts := builders.MakeStatefulSet(ns, "ingester").Replicas(5).Obj()
+	prep := builders.MakeScalingPolicy(ns, "ingester-scaling").Target(v1alpha1.TargetKindStatefulSet, sts.Name).Prepare("/ingester/prepare-shutdown", pods.Port, 2*time.Second).Obj()
 	g.Expect(e.admin.Create(ctx, sts)).To(Succeed())
 	for name, ip := range pods.IPs() {
-		e.runningPod(t, ns, name, ip)
+		ord, ok := podname.Ordinal(sts.Name, name)
+		g.Expect(ok).To(BeTrue(), "pod %s of StatefulSet %s", name, sts.Name)
+		e.createPod(t, builders.MakePod(ns, sts.Name, ord).FromTemplate(sts.Spec.Template).IP(ip).Obj())
 	}
 	g.Expect(e.admin.Create(ctx, prep)).To(Succeed())
 	e.waitForCache(t, prep)
@@ -173,21 +172,19 @@ func TestValidate(t *testing.T) {
 	e, g, ns := begin(t)
 	ctx := context.Background()
 
-	first := &v1alpha1.RolloutGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ingester"},
-		Spec: v1alpha1.RolloutGroupSpec{StatefulSets: []v1alpha1.RolloutMember{{Name: "zone-a"}, {Name: "zone-b"}}}}
+	first := builders.MakeRolloutGroup(ns, "ingester").Members("zone-a", "zone-b").Obj()
 	g.Expect(e.admin.Create(ctx, first)).To(Succeed())
 	e.waitForCache(t, first)
-	second := &v1alpha1.RolloutGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"},
-		Spec: v1alpha1.RolloutGroupSpec{StatefulSets: []v1alpha1.RolloutMember{{Name: "zone-c"}, {Name: "zone-b"}}}}
+	second := builders.MakeRolloutGroup(ns, "other").Members("zone-c", "zone-b").Obj()
 	g.Expect(e.admin.Create(ctx, second)).To(MatchError(And(
 		ContainSubstring(`admission webhook "validate.echelon.dev" denied the request`),
 		ContainSubstring(`spec.statefulSets[1].name: Invalid value: "zone-b": StatefulSet zone-b is already a member of RolloutGroup ingester`))))
 	second.Spec.StatefulSets = second.Spec.StatefulSets[:1]
 	g.Expect(e.admin.Create(ctx, second)).To(Succeed())
 
-	b1 := policy(ns, "b1", v1alpha1.TargetKindStatefulSet, "zone-b")
+	b1 := builders.MakeScalingPolicy(ns, "b1").Target(v1alpha1.TargetKindStatefulSet, "zone-b").Obj()
 	g.Expect(e.admin.Create(ctx, b1)).To(Succeed())
 	e.waitForCache(t, b1)
-	g.Expect(e.admin.Create(ctx, policy(ns, "b2", "", "zone-b"))).To(MatchError(ContainSubstring("spec.targetRef.name: Invalid value: \"zone-b\": StatefulSet zone-b is already the target of ScalingPolicy b1")))
-	g.Expect(e.admin.Create(ctx, policy(ns, "c", "", "zone-c"))).To(Succeed(), "a policy for a free target")
+	g.Expect(e.admin.Create(ctx, builders.MakeScalingPolicy(ns, "b2").Target("", "zone-b").Obj())).To(MatchError(ContainSubstring("spec.targetRef.name: Invalid value: \"zone-b\": StatefulSet zone-b is already the target of ScalingPolicy b1")))
+	g.Expect(e.admin.Create(ctx, builders.MakeScalingPolicy(ns, "c").Target("", "zone-c").Obj())).To(Succeed(), "a policy for a free target")
 }
