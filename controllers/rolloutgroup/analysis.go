@@ -48,7 +48,9 @@ func (r *Reconciler) analyze(ctx context.Context, rg *v1alpha1.RolloutGroup, in 
 			// Keep the pass (the failure, the rollback record, handled
 			// annotations, query results): every member of the rollback is
 			// held as not restored yet, and the error is returned once status
-			// is written, so the pass is retried with backoff.
+			// is written, so the pass is retried with backoff (soon and
+			// without backoff for a StatefulSet changed since it was read:
+			// errStaleView).
 			pending, failed = nil, ""
 			for _, m := range rb.Members {
 				pending = append(pending, m.Name)

@@ -119,7 +119,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if errors.Is(actErr, errStaleView) {
 		// Not a failure of Echelon's: log it and plan again soon, without the
 		// error backoff.
-		ctrl.LoggerFrom(ctx).Info("batch ended on a stale view; planning again", "reason", actErr.Error())
+		ctrl.LoggerFrom(ctx).Info("acted on a stale view (a batch or a template restore); planning again", "reason", actErr.Error())
 		actErr = nil
 		after = rollout.MinPositive(after, staleViewRetryInterval)
 	}
