@@ -74,12 +74,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("get RolloutGroup: %w", err)
 	}
+	takenOver := !r.status.Knows(cached)
 	rg, written := r.status.Base(cached)
 	now := r.now()
 
 	in, err := r.observe(ctx, rg, now)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if takenOver {
+		// What the previous process had not written yet comes from the pods;
+		// it differs from written, so this pass writes it.
+		rg.Status = recoverDeferred(rg.Status, in.Members)
+		if rg.Status.LastBatchTime != nil {
+			in.LastBatchTime = rg.Status.LastBatchTime.Time
+		}
 	}
 	ap, written, restoreErr := r.analyze(ctx, rg, &in, written, now)
 	plan := rollout.Decide(in)
