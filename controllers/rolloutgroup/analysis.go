@@ -26,13 +26,17 @@ import (
 // templates of a rollback. It sets the planner's holds in in and returns the
 // pass, which the controller completes after acting (AfterAct).
 //
-// restoreErr is an API error restoring the templates: the pass keeps it as
-// a hold, and the caller returns the error once status is written.
+// Before the first template write of a rollback, the rollback (with the
+// failure that caused it) is written to status, as a gate is before the
+// deletions that open it; analyze returns the status the API server then
+// holds. restoreErr is an API error recording the rollback or restoring the
+// templates: the pass keeps it as a hold, and the caller returns the error
+// once status is written.
 //
 // Queries run in the reconcile, concurrently, each bounded by the spec's
 // timeout: a slow Prometheus delays this group's pass by one timeout at most,
 // and other groups go on in the other workers.
-func (r *Reconciler) analyze(ctx context.Context, rg *v1alpha1.RolloutGroup, in *rollout.Input, now time.Time) (ap *gate.Pass, restoreErr error) {
+func (r *Reconciler) analyze(ctx context.Context, rg *v1alpha1.RolloutGroup, in *rollout.Input, written v1alpha1.RolloutGroupStatus, now time.Time) (ap *gate.Pass, _ v1alpha1.RolloutGroupStatus, restoreErr error) {
 	ap = gate.New(rg, now)
 	ap.ApplyTo(in)
 	pre := rollout.Decide(*in)
@@ -43,12 +47,22 @@ func (r *Reconciler) analyze(ctx context.Context, rg *v1alpha1.RolloutGroup, in 
 	ap.Decide(pre)
 	if ap.RollingBack() && pre.Blocked == nil {
 		rb := ap.Rollback()
-		pending, failed, err := r.restoreTemplates(ctx, rg, rb, in.Members)
+		var pending []string
+		var failed string
+		var err error
+		if !ap.RollbackRecorded(written) {
+			written, err = r.recordGate(ctx, rg, written, ap.GateRecord(written), now)
+		}
+		if err == nil {
+			pending, failed, err = r.restoreTemplates(ctx, rg, rb, in.Members)
+		}
 		if err != nil {
 			// Keep the pass (the failure, the rollback record, handled
 			// annotations, query results): every member of the rollback is
 			// held as not restored yet, and the error is returned once status
-			// is written, so the pass is retried with backoff.
+			// is written, so the pass is retried with backoff (soon and
+			// without backoff for a StatefulSet changed since it was read:
+			// errStaleView).
 			pending, failed = nil, ""
 			for _, m := range rb.Members {
 				pending = append(pending, m.Name)
@@ -58,7 +72,7 @@ func (r *Reconciler) analyze(ctx context.Context, rg *v1alpha1.RolloutGroup, in 
 		ap.SetRestore(pending, failed)
 	}
 	ap.ApplyTo(in)
-	return ap, restoreErr
+	return ap, written, restoreErr
 }
 
 // runChecks queries the due checks concurrently and returns their outcomes by

@@ -74,6 +74,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("get RolloutGroup: %w", err)
 	}
+	takenOver := !r.status.Knows(cached)
 	rg, written := r.status.Base(cached)
 	now := r.now()
 
@@ -81,7 +82,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	ap, restoreErr := r.analyze(ctx, rg, &in, now)
+	if takenOver {
+		// What the previous process had not written yet comes from the pods;
+		// it differs from written, so this pass writes it.
+		rg.Status = recoverDeferred(rg.Status, in.Members)
+		if rg.Status.LastBatchTime != nil {
+			in.LastBatchTime = rg.Status.LastBatchTime.Time
+		}
+	}
+	ap, written, restoreErr := r.analyze(ctx, rg, &in, written, now)
 	plan := rollout.Decide(in)
 	if len(plan.Delete) > 0 {
 		if plan, err = r.confirmWithLiveRead(ctx, rg, in, plan); err != nil {
@@ -119,7 +128,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if errors.Is(actErr, errStaleView) {
 		// Not a failure of Echelon's: log it and plan again soon, without the
 		// error backoff.
-		ctrl.LoggerFrom(ctx).Info("batch ended on a stale view; planning again", "reason", actErr.Error())
+		ctrl.LoggerFrom(ctx).Info("acted on a stale view (a batch or a template restore); planning again", "reason", actErr.Error())
 		actErr = nil
 		after = rollout.MinPositive(after, staleViewRetryInterval)
 	}
@@ -152,12 +161,13 @@ func (r *Reconciler) saveStatus(ctx context.Context, rg *v1alpha1.RolloutGroup, 
 
 func setGroupStatus(rg *v1alpha1.RolloutGroup, st v1alpha1.RolloutGroupStatus) { rg.Status = st }
 
-// recordGate writes next (the pass's gateRecord: the pending gate, its fresh
-// check records and the controls acted on) before the deletions that open
-// the gate, and returns what the API server now holds.
+// recordGate writes next (the pass's GateRecord: the pending gate or the
+// rollback, its fresh check records and the controls acted on) before the
+// deletions that open the gate or the template writes of the rollback, and
+// returns what the API server now holds.
 func (r *Reconciler) recordGate(ctx context.Context, rg *v1alpha1.RolloutGroup, written, next v1alpha1.RolloutGroupStatus, now time.Time) (v1alpha1.RolloutGroupStatus, error) {
 	if err := patch.Status(ctx, r, rg, written, next, setGroupStatus); err != nil {
-		return written, fmt.Errorf("RolloutGroup: record the gate before deleting: %w", err)
+		return written, fmt.Errorf("RolloutGroup: record the analysis before acting on it: %w", err)
 	}
 	r.status.Wrote(rg, next, now)
 	return next, nil

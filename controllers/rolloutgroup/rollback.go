@@ -31,7 +31,10 @@ import (
 // It returns the members not restored yet (patched and not yet observed by
 // their StatefulSet controller, or patched now) and, when a template cannot be
 // restored (its revision is gone), why; nothing is deleted until every member
-// is restored.
+// is restored. Each patch is conditional on the StatefulSet as checked (its
+// resourceVersion): a template changed since, that the cache does not show
+// yet, is left alone and the error wraps errStaleView, so that the group is
+// planned again soon.
 func (r *Reconciler) restoreTemplates(ctx context.Context, rg *v1alpha1.RolloutGroup, rb *v1alpha1.RollbackStatus, members []rollout.Member) (pending []string, failed string, err error) {
 	for _, m := range rb.Members {
 		var sts *appsv1.StatefulSet
@@ -57,7 +60,17 @@ func (r *Reconciler) restoreTemplates(ctx context.Context, rg *v1alpha1.RolloutG
 		if err != nil || msg != "" {
 			return nil, msg, err
 		}
-		if err := r.Patch(ctx, sts, client.RawPatch(types.StrategicMergePatchType, rev.Data.Raw)); err != nil {
+		restore, err := conditionalOn(sts, rev.Data.Raw)
+		if err != nil {
+			return nil, "", fmt.Errorf("restore the template of StatefulSet %s from ControllerRevision %s: %w", sts.Name, rev.Name, err)
+		}
+		if err := r.Patch(ctx, sts, client.RawPatch(types.StrategicMergePatchType, restore)); err != nil {
+			if apierrors.IsConflict(err) {
+				// The StatefulSet changed since the cache showed it, perhaps a
+				// fix-forward: not ours to overwrite. Plan again on what it is
+				// now; a new template releases the failure.
+				return nil, "", fmt.Errorf("restore the template of StatefulSet %s: %w: it changed since it was read", sts.Name, errStaleView)
+			}
 			return nil, "", fmt.Errorf("restore the template of StatefulSet %s from ControllerRevision %s: %w", sts.Name, rev.Name, err)
 		}
 		r.events.Eventf(rg, sts, corev1.EventTypeNormal, "TemplateRestored", "Rollback",
@@ -65,6 +78,24 @@ func (r *Reconciler) restoreTemplates(ctx context.Context, rg *v1alpha1.RolloutG
 		pending = append(pending, m.Name)
 	}
 	return pending, "", nil
+}
+
+// conditionalOn returns the restore patch with sts's resourceVersion as a
+// precondition: the check that the template is still the one rolled back
+// from was made on the cached StatefulSet, so the API server must refuse the
+// patch (Conflict) if the StatefulSet changed since.
+func conditionalOn(sts *appsv1.StatefulSet, patch []byte) ([]byte, error) {
+	var fields map[string]any
+	if err := json.Unmarshal(patch, &fields); err != nil {
+		return nil, err
+	}
+	meta, _ := fields["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta["resourceVersion"] = sts.ResourceVersion
+	fields["metadata"] = meta
+	return json.Marshal(fields)
 }
 
 // stableRevision reads the ControllerRevision of sts named revision (a

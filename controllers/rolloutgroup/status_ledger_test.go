@@ -4,9 +4,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/rollout"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 func TestStatusLedgerServesItsOwnRecordOverTheCache(t *testing.T) {
@@ -75,6 +78,70 @@ func TestUrgentStatusChange(t *testing.T) {
 			tt.mutate(&next)
 			if got := urgentStatusChange(tt.spec, base, next); got != tt.want {
 				t.Errorf("urgent = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// What a process that takes a group over recovers from the pods: pods the
+// previous one deleted (terminating, off the update revision) and pods
+// replaced since the rollout began; never less than status says.
+func TestRecoverDeferred(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	sts := builders.MakeStatefulSet("ns", "zone-a").Obj()
+	sts.Status.UpdateRevision = "r2"
+	pod := func(ordinal int, rev string, created time.Time, deleted ...time.Time) *corev1.Pod {
+		w := builders.MakePod("ns", "zone-a", ordinal).Revision(rev)
+		if len(deleted) > 0 {
+			w.Terminating(deleted[0])
+		}
+		p := w.Obj()
+		p.CreationTimestamp = metav1.NewTime(created)
+		return p
+	}
+	open := v1alpha1.RolloutGroupStatus{RolloutStartTime: &metav1.Time{Time: start}, PodsRolled: 1,
+		LastBatchTime: &metav1.Time{Time: start}, LastProgressTime: &metav1.Time{Time: start.Add(time.Second)}}
+	for _, tt := range []struct {
+		name          string
+		status        v1alpha1.RolloutGroupStatus
+		pods          []*corev1.Pod
+		wantRolled    int32
+		wantLastBatch time.Time
+	}{{
+		name:   "a deletion not written yet and a pod replaced",
+		status: open,
+		pods: []*corev1.Pod{
+			pod(0, "r2", start.Add(3*time.Second)),
+			pod(1, "r1", start.Add(-time.Hour), start.Add(5*time.Second)),
+			pod(2, "r1", start.Add(-time.Hour)),
+		},
+		wantRolled: 2, wantLastBatch: start.Add(5 * time.Second),
+	}, {
+		name:   "pods on the update revision from before the rollout are not counted",
+		status: open,
+		pods: []*corev1.Pod{
+			pod(0, "r2", start.Add(-time.Hour)),
+			pod(1, "r1", start.Add(-time.Hour)),
+		},
+		wantRolled: 1, wantLastBatch: start,
+	}, {
+		name:       "status counting more (a rollback rolls a pod twice) is kept",
+		status:     func() v1alpha1.RolloutGroupStatus { s := *open.DeepCopy(); s.PodsRolled = 5; return s }(),
+		pods:       []*corev1.Pod{pod(0, "r2", start.Add(3*time.Second))},
+		wantRolled: 5, wantLastBatch: start,
+	}, {
+		name:       "no rollout open: nothing recovered",
+		status:     v1alpha1.RolloutGroupStatus{PodsRolled: 1, LastBatchTime: &metav1.Time{Time: start}},
+		pods:       []*corev1.Pod{pod(0, "r1", start.Add(-time.Hour), start.Add(5*time.Second))},
+		wantRolled: 1, wantLastBatch: start,
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := recoverDeferred(tt.status, []rollout.Member{{Name: "zone-a", StatefulSet: sts, Pods: tt.pods}})
+			if got.PodsRolled != tt.wantRolled || !got.LastBatchTime.Time.Equal(tt.wantLastBatch) {
+				t.Errorf("podsRolled %d lastBatchTime %v, want %d and %v", got.PodsRolled, got.LastBatchTime, tt.wantRolled, tt.wantLastBatch)
+			}
+			if got.LastProgressTime != nil && got.LastProgressTime.Time.Before(got.LastBatchTime.Time) && rolloutWasOpen(tt.status) {
+				t.Errorf("lastProgressTime %v before the last deletion %v", got.LastProgressTime, got.LastBatchTime)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
@@ -73,6 +74,19 @@ func (ap *Pass) rollbackMembers(pre rollout.Plan) []v1alpha1.RollbackMember {
 		}
 	}
 	return append(partly, rest...)
+}
+
+// RollbackRecorded reports whether written, the status the API server
+// holds, already records the rollback under way (its members and their
+// revisions). The controller writes GateRecord before restoring any template
+// when it does not: a process that dies between two template writes must
+// leave the rollback to the next leader, which would otherwise take a
+// restored template for a new rollout and leave the other members on the
+// failed revision. An abort starts its rollback the same way.
+func (ap *Pass) RollbackRecorded(written v1alpha1.RolloutGroupStatus) bool {
+	return !ap.RollingBack() ||
+		(written.Analysis != nil && equality.Semantic.DeepEqual(written.Analysis.Rollback, ap.st.Rollback) &&
+			equality.Semantic.DeepEqual(written.Analysis.Failure, ap.st.Failure))
 }
 
 // SetRestore records how the restoration of the rollback's templates stands:
@@ -153,7 +167,8 @@ func (ap *Pass) releaseOnNewTemplate(pre rollout.Plan) {
 }
 
 // GateRecord is the status to write before the deletions that open an
-// AfterBatch gate: the written status with the whole analysis of the pass
+// AfterBatch gate, and before the first template write of a rollback: the
+// written status with the whole analysis of the pass
 // (the new gate, its fresh check records, the controls acted on) and the
 // members' stable and gate-passed revisions. Recording the gate alone would
 // let a crash after the deletions forget a skip-gate or retry acted on in the

@@ -209,3 +209,55 @@ func TestAnalysisGateRecordCarriesThePass(t *testing.T) {
 		t.Errorf("after a restart the skip-gate value already acted on passed the new gate: gate %+v, events %v", next.st.Gate, eventReasons(next))
 	}
 }
+
+// A rollback, started by a failed gate or an abort, is not recorded until
+// its GateRecord is written: the controller writes it before the first
+// template write, and a pass over that status finds it recorded.
+func TestRollbackRecordedBeforeTheTemplatesAreRestored(t *testing.T) {
+	plan := gatetest.Plan(gatetest.Member("a", 3, 3), gatetest.Member("b", 1, 3))
+	plan.Current = "b"
+	for _, tt := range []struct {
+		name  string
+		start func(rg *v1alpha1.RolloutGroup) *Pass
+	}{
+		{"a failed gate", func(rg *v1alpha1.RolloutGroup) *Pass {
+			ap := New(rg, testNow)
+			ap.AfterAct(plan, 1)
+			ap = passFrom(rg, ap, at(10*time.Second))
+			ap.Begin(plan)
+			ap.Record(map[string]analysis.Outcome{"batch": gatetest.Outcome(false)})
+			ap.Decide(plan)
+			return ap
+		}},
+		{"an abort", func(rg *v1alpha1.RolloutGroup) *Pass {
+			rg.Annotations = map[string]string{v1alpha1.AnnotationAbort: "now"}
+			ap := New(rg, testNow)
+			ap.Begin(plan)
+			ap.Decide(plan)
+			return ap
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rg := gatetest.Group(0, v1alpha1.FailureRollback, nil)
+			ap := tt.start(rg)
+			if !ap.RollingBack() {
+				t.Fatalf("no rollback started: analysis %+v", ap.Status())
+			}
+			if ap.RollbackRecorded(rg.Status) {
+				t.Errorf("the rollback counts as recorded in a status that does not hold it")
+			}
+			record := ap.GateRecord(rg.Status)
+			if !ap.RollbackRecorded(record) {
+				t.Errorf("the rollback is not recorded by its GateRecord %+v", record.Analysis)
+			}
+			if rb := record.Analysis.Rollback; rb == nil || len(rb.Members) != 2 || record.Analysis.Failure == nil {
+				t.Errorf("GateRecord holds rollback %+v failure %+v, want both members and the failure", rb, record.Analysis.Failure)
+			}
+			next := rg.DeepCopy()
+			next.Status = record
+			if again := New(next, at(20*time.Second)); !again.RollbackRecorded(record) {
+				t.Errorf("a later pass over the recorded status does not find the rollback recorded")
+			}
+		})
+	}
+}
