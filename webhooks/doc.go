@@ -27,7 +27,10 @@
 //     allowed, with a warning saying so;
 //   - a request it judges but that lacks what it needs (no object, an object
 //     of another kind): refused with code 400;
-//   - a failed lookup, or a panic (a bug, recovered): refused with code 500;
+//   - a failed lookup, or a panic (a bug, recovered): refused with code 500
+//     by the downscale webhooks (failurePolicy Fail); allowed with a warning
+//     naming the problem by the validation webhook (failurePolicy Ignore),
+//     since a code 500 in an answer is a refusal whatever the policy;
 //   - a namespace the operator does not watch: allowed, with a warning.
 //
 // Every answer is counted in echelon_webhook_requests_total, and every
