@@ -14,10 +14,11 @@
 //     It also refuses a downscale the policy forbids (downscale.allowed:
 //     false), which no-downscale would refuse after it: no pod is prepared
 //     for a downscale that cannot happen.
-//   - /admission/validate (validating; RolloutGroups and ScalingPolicies;
-//     CREATE and UPDATE) applies the rules that need other objects
-//     (ValidateRolloutGroup, ValidateScalingPolicy). Rules on one object are
-//     CEL rules on the CRDs.
+//   - /admission/validate (validating; RolloutGroups, ScalingPolicies and
+//     DelayedDownscales; CREATE and UPDATE) applies the rules that need
+//     other objects (ValidateRolloutGroup, ValidateScalingPolicy,
+//     ValidateDelayedDownscale). Rules on one object are CEL rules on the
+//     CRDs.
 //
 // What each answers to input it does not expect:
 //   - a body that is not an AdmissionReview v1 with a request and a uid:

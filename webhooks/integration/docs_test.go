@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/test/builders"
 	"github.com/echelon-operator/echelon/webhooks/webhookstest"
 )
 
@@ -76,6 +77,7 @@ func TestDocsQuoteRealRefusals(t *testing.T) {
 		{quotes: "downscale of StatefulSet ingester-zone-a from 6 to 5 denied: ScalingPolicy ingester-zone-a-guard", run: scaleGuardedStatefulSet},
 		{quotes: "downscale of StatefulSet ingester-zone-b from 6 to 4 denied: pod ingester-zone-b-5 did not prepare", run: prepareRefusedByOnePod},
 		{quotes: `RolloutGroup.echelon.dev "ingester" is invalid: spec.analysis.checks[1].query`, run: groupWithUnknownVariable},
+		{quotes: `DelayedDownscale.echelon.dev "ingester-zone-a-2" is invalid: spec.targetRef.name`, run: secondDelayedDownscale},
 	}
 	quoted := quotedRefusals(t)
 	if len(quoted) == 0 {
@@ -159,4 +161,15 @@ func groupWithUnknownVariable(_ *testing.T, e *env, _ *WithT, ns string) error {
 				}},
 		}}
 	return e.admin.Create(context.Background(), rg)
+}
+
+// secondDelayedDownscale: docs/delayed-downscale.md: a second
+// DelayedDownscale of ingester-zone-a.
+func secondDelayedDownscale(t *testing.T, e *env, g *WithT, ns string) error {
+	ctx := context.Background()
+	first := builders.MakeDelayedDownscale(ns, "ingester-zone-a").Delay("4h").PrepareEndpoint("/ingester/prepare-partition-downscale", 8080).Obj()
+	g.Expect(e.admin.Create(ctx, first)).To(Succeed())
+	e.waitForCache(t, first)
+	second := builders.MakeDelayedDownscale(ns, "ingester-zone-a-2").Target("ingester-zone-a").Delay("4h").PrepareEndpoint("/ingester/prepare-partition-downscale", 8080).Obj()
+	return e.admin.Create(ctx, second)
 }
