@@ -54,7 +54,7 @@ var (
 		"no-downscale.echelon.dev": {noDownscalePath, admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNoneOnDryRun, "apps", update,
 			[]string{"deployments", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets", "statefulsets/scale"}},
 		"validate.echelon.dev": {validatePath, admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNoneOnDryRun, "echelon.dev", createOrUpdate,
-			[]string{"rolloutgroups", "scalingpolicies"}},
+			[]string{"delayeddownscales", "rolloutgroups", "scalingpolicies"}},
 	}
 	mutating = map[string]wantWebhook{
 		"prepare-downscale.echelon.dev": {prepareDownscalePath, admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNoneOnDryRun, "apps", update,

@@ -115,7 +115,12 @@ func (c *cacheCluster) Objects(ctx context.Context, namespace string) (Namespace
 	if err := c.reader.List(ctx, &sets, client.InNamespace(namespace)); err != nil {
 		return objs, fmt.Errorf("list StatefulSets: %w", err)
 	}
+	var delayed v1alpha1.DelayedDownscaleList
+	if err := c.reader.List(ctx, &delayed, client.InNamespace(namespace)); err != nil {
+		return objs, fmt.Errorf("list DelayedDownscales: %w", err)
+	}
 	objs.RolloutGroups, objs.ScalingPolicies, objs.StatefulSets = groups.Items, policies.Items, sets.Items
+	objs.DelayedDownscales = delayed.Items
 	return objs, nil
 }
 

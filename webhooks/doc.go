@@ -14,10 +14,11 @@
 //     It also refuses a downscale the policy forbids (downscale.allowed:
 //     false), which no-downscale would refuse after it: no pod is prepared
 //     for a downscale that cannot happen.
-//   - /admission/validate (validating; RolloutGroups and ScalingPolicies;
-//     CREATE and UPDATE) applies the rules that need other objects
-//     (ValidateRolloutGroup, ValidateScalingPolicy). Rules on one object are
-//     CEL rules on the CRDs.
+//   - /admission/validate (validating; RolloutGroups, ScalingPolicies and
+//     DelayedDownscales; CREATE and UPDATE) applies the rules that need
+//     other objects (ValidateRolloutGroup, ValidateScalingPolicy,
+//     ValidateDelayedDownscale). Rules on one object are CEL rules on the
+//     CRDs.
 //
 // What each answers to input it does not expect:
 //   - a body that is not an AdmissionReview v1 with a request and a uid:
@@ -27,7 +28,10 @@
 //     allowed, with a warning saying so;
 //   - a request it judges but that lacks what it needs (no object, an object
 //     of another kind): refused with code 400;
-//   - a failed lookup, or a panic (a bug, recovered): refused with code 500;
+//   - a failed lookup, or a panic (a bug, recovered): refused with code 500
+//     by the downscale webhooks (failurePolicy Fail); allowed with a warning
+//     naming the problem by the validation webhook (failurePolicy Ignore),
+//     since a code 500 in an answer is a refusal whatever the policy;
 //   - a namespace the operator does not watch: allowed, with a warning.
 //
 // Every answer is counted in echelon_webhook_requests_total, and every

@@ -30,16 +30,25 @@ const (
 	reasonUndecodable  = "undecodable"   // HTTP 400: not an AdmissionReview v1 with a request
 	reasonMalformed    = "malformed"     // the request lacks what its resource needs (an object, replicas)
 	reasonLookupFailed = "lookup-failed" // the cache or the API server failed us
-	reasonPanic        = "panic"         // a bug: recovered, answered as an internal error
+	reasonPanic        = "panic"         // a bug: recovered, answered as the failurePolicy intends
 	reasonUnhandled    = "unhandled"     // allowed: a resource or operation the webhook does not judge
 )
+
+// failsOpen says whether webhook's failurePolicy is Ignore (markers.go):
+// the validation webhook's rules are also reported by the controllers, so
+// what it cannot judge is allowed. An explicit code 500 in an answer is a
+// refusal whatever the failurePolicy says, so the handler has to answer as
+// the policy intends itself.
+func failsOpen(webhook string) bool { return webhook == metrics.WebhookValidate }
 
 // verdict is a webhook's answer to one request.
 type verdict struct {
 	allowed bool
 	// failed marks an answer the webhook could not reach (metric decision
 	// "error"): the request is refused with code, as failurePolicy Fail
-	// would refuse it had the webhook not answered.
+	// would refuse it had the webhook not answered; a webhook that fails
+	// open (failsOpen) allows a request it failed on with code 500, with a
+	// warning carrying the message.
 	failed bool
 	// reason is the metric label: one short fixed word per outcome.
 	reason   string
@@ -117,8 +126,8 @@ func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				http.Error(w, "internal error", http.StatusInternalServerError)
 				return
 			}
-			writeReview(w, uid, verdict{failed: true, code: http.StatusInternalServerError,
-				message: "internal error in the Echelon " + h.webhook + " webhook; see the operator's log"})
+			writeReview(w, uid, h.asPolicyIntends(verdict{failed: true, reason: reasonPanic, code: http.StatusInternalServerError,
+				message: "internal error in the Echelon " + h.webhook + " webhook; see the operator's log"}))
 		}
 	}()
 
@@ -136,7 +145,7 @@ func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	ctx = logr.NewContext(ctx, h.log.WithValues("webhook", h.webhook, "uid", uid, "kind", req.Kind.Kind,
 		"namespace", req.Namespace, "name", req.Name, "user", req.UserInfo.Username))
-	v := h.decider.decide(ctx, req)
+	v := h.asPolicyIntends(h.decider.decide(ctx, req))
 
 	if !v.allowed && v.event != nil && h.events != nil && !isDryRun(req) {
 		h.events.Eventf(v.event.regarding, nil, corev1.EventTypeWarning, v.event.reason, v.event.action, "%s", v.message)
@@ -156,6 +165,19 @@ func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else if !v.allowed {
 		logr.FromContextOrDiscard(ctx).Info("admission request denied", "reason", v.reason, "message", v.message)
 	}
+}
+
+// asPolicyIntends turns the failure of a webhook that fails open, on its
+// own side (code 500: a failed lookup, a panic), into an allowed answer
+// whose warning names the problem; it is still counted as an error with its
+// reason and logged. A request at fault (code 400) is refused either way.
+func (h *reviewHandler) asPolicyIntends(v verdict) verdict {
+	if !v.failed || v.code != http.StatusInternalServerError || !failsOpen(h.webhook) {
+		return v
+	}
+	v.allowed = true
+	v.warnings = append(v.warnings, fmt.Sprintf("the Echelon %s webhook could not judge this request and allows it (failurePolicy Ignore): %s", h.webhook, v.message))
+	return v
 }
 
 // readReview decodes an AdmissionReview v1 carrying a request, or says with

@@ -26,7 +26,8 @@ const (
 )
 
 // EventReasonInvalidChange is the reason of the Warning Event on a
-// RolloutGroup or ScalingPolicy whose update the validation webhook refused.
+// RolloutGroup, ScalingPolicy or DelayedDownscale whose update the
+// validation webhook refused.
 const EventReasonInvalidChange = "InvalidChange"
 
 // NamespaceObjects are the objects of one namespace that the cross-object
@@ -37,7 +38,8 @@ type NamespaceObjects struct {
 	ScalingPolicies []v1alpha1.ScalingPolicy
 	// StatefulSets are needed for their labels: a group's selector claims
 	// the StatefulSets it matches.
-	StatefulSets []appsv1.StatefulSet
+	StatefulSets      []appsv1.StatefulSet
+	DelayedDownscales []v1alpha1.DelayedDownscale
 }
 
 // ValidateRolloutGroup checks the rules of rg that need other objects: each
@@ -108,6 +110,26 @@ func ValidateScalingPolicy(sp *v1alpha1.ScalingPolicy, objs NamespaceObjects) fi
 	return errs
 }
 
+// ValidateDelayedDownscale checks the rule of dd that needs other objects:
+// no other DelayedDownscale has the same target StatefulSet. (Rules on dd
+// alone are CEL rules; the controller blocks every DelayedDownscale of a
+// target that has two, since admission judges on the cache.)
+func ValidateDelayedDownscale(dd *v1alpha1.DelayedDownscale, objs NamespaceObjects) field.ErrorList {
+	target := dd.Spec.TargetRef.Name
+	var sharing []string
+	for _, other := range objs.DelayedDownscales {
+		if other.Name != dd.Name && other.Spec.TargetRef.Name == target {
+			sharing = append(sharing, other.Name)
+		}
+	}
+	if len(sharing) == 0 {
+		return nil
+	}
+	slices.Sort(sharing)
+	return field.ErrorList{field.Invalid(field.NewPath("spec", "targetRef", "name"), target,
+		fmt.Sprintf("StatefulSet %s is already the target of DelayedDownscale %s: a StatefulSet has one DelayedDownscale at most", target, strings.Join(sharing, ", ")))}
+}
+
 // groupClaimants names groups for messages.
 type groupClaimants []string
 
@@ -139,9 +161,9 @@ func statefulSetNamed(sets []appsv1.StatefulSet, name string) *appsv1.StatefulSe
 	return nil
 }
 
-// Validate is the validating webhook of RolloutGroups and ScalingPolicies for
-// the rules that need other objects (ValidateRolloutGroup,
-// ValidateScalingPolicy). An UPDATE is refused only for errors the old object
+// Validate is the validating webhook of RolloutGroups, ScalingPolicies and
+// DelayedDownscales for the rules that need other objects
+// (ValidateRolloutGroup, ValidateScalingPolicy, ValidateDelayedDownscale). An UPDATE is refused only for errors the old object
 // did not already have, so that an object that predates a rule (or the
 // webhook) can still be labelled, edited or fixed step by step; the errors it
 // keeps come back as warnings. Two objects created at the same moment may
@@ -162,6 +184,8 @@ func (h *Validate) decide(ctx context.Context, req *admissionv1.AdmissionRequest
 		validate = decodeAndValidate("RolloutGroup", ValidateRolloutGroup)
 	case "scalingpolicies":
 		validate = decodeAndValidate("ScalingPolicy", ValidateScalingPolicy)
+	case "delayeddownscales":
+		validate = decodeAndValidate("DelayedDownscale", ValidateDelayedDownscale)
 	default:
 		return unhandled(metrics.WebhookValidate, describe(req))
 	}

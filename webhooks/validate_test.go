@@ -219,11 +219,11 @@ func TestValidate(t *testing.T) {
 			req:    echelonRequest(admissionv1.Create, "scalingpolicies", nil, builders.MakeScalingPolicy(testNS, "b2").Target("StatefulSet", "zone-b").Obj()),
 			reason: reasonInvalid, code: http.StatusUnprocessableEntity, message: "spec.targetRef.name", causes: []string{"spec.targetRef.name"}},
 		{name: "DELETE is not judged", req: echelonRequest(admissionv1.Delete, "rolloutgroups", nil, g("zone-b")), allowed: true, reason: reasonUnhandled},
-		{name: "DelayedDownscales are not judged", req: func() *reqBuilder {
+		{name: "another echelon.dev resource is not judged", req: func() *reqBuilder {
 			b := echelonRequest(admissionv1.Create, "rolloutgroups", nil, g("zone-b"))
-			b.r.Resource.Resource = "delayeddownscales"
+			b.r.Resource.Resource = "widgets"
 			return b
-		}(), allowed: true, reason: reasonUnhandled, warning: "does not handle CREATE of delayeddownscales.echelon.dev"},
+		}(), allowed: true, reason: reasonUnhandled, warning: "does not handle CREATE of widgets.echelon.dev"},
 		{name: "status is not judged", req: func() *reqBuilder {
 			b := echelonRequest(admissionv1.Update, "rolloutgroups", g("zone-a"), g("zone-b"))
 			b.r.SubResource = "status"

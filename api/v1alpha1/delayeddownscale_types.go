@@ -87,7 +87,8 @@ const (
 	// ScalingPolicy may shrink the StatefulSet to status.eligibleReplicas.
 	DelayedPhaseScalingDown DelayedDownscalePhase = "ScalingDown"
 	// DelayedPhaseBlocked: the downscale cannot go on (a pod's answer, a missing
-	// target or ScalingPolicy); no replica is removed past it.
+	// target or ScalingPolicy, another DelayedDownscale of the target); no
+	// replica is removed past it.
 	DelayedPhaseBlocked DelayedDownscalePhase = "Blocked"
 )
 
@@ -110,6 +111,9 @@ const (
 	DelayedReasonTargetNotFound = "TargetNotFound"
 	// DelayedReasonNoScalingPolicy: no ScalingPolicy gives the target's desired replicas.
 	DelayedReasonNoScalingPolicy = "NoScalingPolicy"
+	// DelayedReasonTargetClaimedByOther: another DelayedDownscale targets the
+	// same StatefulSet; every one of them is blocked until one is left.
+	DelayedReasonTargetClaimedByOther = "TargetClaimedByOtherDelayedDownscale"
 )
 
 // PreparedPod is a pod asked to prepare for the downscale, with its answer.

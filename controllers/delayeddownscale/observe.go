@@ -3,6 +3,8 @@ package delayeddownscale
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -53,6 +55,20 @@ func (r *Reconciler) observe(ctx context.Context, dd *v1alpha1.DelayedDownscale)
 		in.EarliestEligible = t.Time
 	}
 
+	// Two DelayedDownscales of one StatefulSet would each prepare pods on
+	// their own clock, and the ScalingPolicy would follow either: all of
+	// them are blocked until one is left. (The validation webhook refuses
+	// the second, but only as far as its cache knows.)
+	others, err := lookup.DelayedFor(ctx, r.Client, dd.Namespace, dd.Spec.TargetRef.Name)
+	if err != nil {
+		return obs, err
+	}
+	if names := otherNames(others, dd.Name); len(names) > 0 {
+		obs.problem, obs.problemReason = fmt.Sprintf("StatefulSet %s is also the target of DelayedDownscale %s: a StatefulSet has one DelayedDownscale at most",
+			dd.Spec.TargetRef.Name, strings.Join(names, ", ")), v1alpha1.DelayedReasonTargetClaimedByOther
+		return obs, nil
+	}
+
 	target := &appsv1.StatefulSet{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: dd.Namespace, Name: dd.Spec.TargetRef.Name}, target); err != nil {
 		if client.IgnoreNotFound(err) == nil {
@@ -97,6 +113,18 @@ func (r *Reconciler) observe(ctx context.Context, dd *v1alpha1.DelayedDownscale)
 		in.Pods[pod.Name] = p
 	}
 	return obs, nil
+}
+
+// otherNames names, sorted, the DelayedDownscales in dds other than self.
+func otherNames(dds []v1alpha1.DelayedDownscale, self string) []string {
+	var names []string
+	for _, dd := range dds {
+		if dd.Name != self {
+			names = append(names, dd.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // targets are the pods to call, with their URLs; pods that cannot be reached

@@ -20,12 +20,17 @@ import (
 	"github.com/echelon-operator/echelon/internal/lookup"
 )
 
-// requestsForTarget maps an event of a StatefulSet, or of a ScalingPolicy, to
-// the DelayedDownscales of the StatefulSet it is about.
+// requestsForTarget maps an event of a StatefulSet, a ScalingPolicy or a
+// DelayedDownscale to the DelayedDownscales of the StatefulSet it is about:
+// a DelayedDownscale created, retargeted or deleted makes or ends a
+// duplicate for the others of its target.
 func (r *Reconciler) requestsForTarget(ctx context.Context, o client.Object) []reconcile.Request {
 	name := o.GetName()
-	if sp, ok := o.(*v1alpha1.ScalingPolicy); ok {
-		name = sp.Spec.TargetRef.Name
+	switch t := o.(type) {
+	case *v1alpha1.ScalingPolicy:
+		name = t.Spec.TargetRef.Name
+	case *v1alpha1.DelayedDownscale:
+		name = t.Spec.TargetRef.Name
 	}
 	items, err := lookup.DelayedFor(ctx, r.Client, o.GetNamespace(), name)
 	if err != nil {
@@ -49,6 +54,18 @@ var policyDesiredChanged = predicate.Funcs{
 	},
 }
 
+// targetChanged passes the DelayedDownscale events that can make or end a
+// duplicate: creations, deletions and changes of spec.targetRef (mapped
+// from both the old and the new object).
+var targetChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*v1alpha1.DelayedDownscale)
+		n, okNew := e.ObjectNew.(*v1alpha1.DelayedDownscale)
+		return !okOld || !okNew || o.Spec.TargetRef != n.Spec.TargetRef
+	},
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
 // replicasChanged passes StatefulSet updates that change spec.replicas.
 var replicasChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
@@ -63,6 +80,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.DelayedDownscale{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.requestsForTarget), builder.WithPredicates(replicasChanged)).
 		Watches(&v1alpha1.ScalingPolicy{}, handler.EnqueueRequestsFromMapFunc(r.requestsForTarget), builder.WithPredicates(policyDesiredChanged)).
+		Watches(&v1alpha1.DelayedDownscale{}, handler.EnqueueRequestsFromMapFunc(r.requestsForTarget), builder.WithPredicates(targetChanged)).
 		Named(controllerName).
 		Complete(r)
 }
