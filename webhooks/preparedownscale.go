@@ -95,7 +95,7 @@ func (h *PrepareDownscale) decide(ctx context.Context, req *admissionv1.Admissio
 	if !judged {
 		return v
 	}
-	own := h.Identity.ownScalingPolicyWrite(req)
+	own := h.Identity.ownScalingPolicyWriteOf(req, policies)
 	// The no-downscale webhook would refuse this downscale after the mutating
 	// webhooks have run: refusing it here keeps its pods from being prepared
 	// for a downscale that cannot happen.

@@ -30,8 +30,8 @@ func scaleTo(ctx context.Context, c client.Client, obj client.Object, replicas i
 // TestNoDownscale: the API server refuses, through the webhook, a decrease of
 // a guarded StatefulSet's or Deployment's replicas, by a spec update or
 // through /scale, naming the policy; growth passes; a denial is a Warning
-// Event on the workload; only the operator's user with the ScalingPolicy
-// controller's field manager passes.
+// Event on the workload; a policy that only guards lets nobody pass, not even
+// the operator's user with the ScalingPolicy controller's field manager.
 func TestNoDownscale(t *testing.T) {
 	e, g, ns := begin(t)
 	ctx := context.Background()
@@ -78,7 +78,11 @@ func TestNoDownscale(t *testing.T) {
 	g.Expect(patch(e.admin, 6, client.FieldOwner(lookup.ScalingPolicyFieldManager))).To(MatchError(ContainSubstring("denied")),
 		"the admin naming the controller's field manager")
 	g.Expect(patch(e.operator, 6)).To(MatchError(ContainSubstring("denied")), "the operator's user under another field manager")
-	g.Expect(patch(e.operator, 6, client.FieldOwner(lookup.ScalingPolicyFieldManager))).To(Succeed(), "the ScalingPolicy controller's own write")
+	// This policy only guards: the ScalingPolicy controller never writes its
+	// target, so not even its user and field manager pass
+	// (TestScalingPolicyOwnDownscale has a policy that scales).
+	g.Expect(patch(e.operator, 6, client.FieldOwner(lookup.ScalingPolicyFieldManager))).To(MatchError(ContainSubstring("denied")),
+		"the operator's user and the controller's field manager, for a guard-only policy")
 
 	// The Events name the workloads by UID too; a Scale carries its parent's.
 	g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(deploy), deploy)).To(Succeed())
