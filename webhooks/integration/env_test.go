@@ -337,6 +337,32 @@ func podTemplate(labels map[string]string) corev1.PodTemplateSpec {
 	}
 }
 
+// preparingStatefulSet creates the StatefulSet ingester of 5 Running pods,
+// served by a PodServer on loopback net net8, and its ScalingPolicy
+// ingester-scaling that prepares its downscales, and waits until the
+// operator's cache holds them.
+func (e *env) preparingStatefulSet(t *testing.T, ns string, net8 int) (*appsv1.StatefulSet, *v1alpha1.ScalingPolicy, *webhookstest.PodServer) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	pods := webhookstest.NewPodServer(t, net8, "ingester", 0, 1, 2, 3, 4)
+	sts := statefulSet(ns, "ingester", 5)
+	prep := policy(ns, "ingester-scaling", v1alpha1.TargetKindStatefulSet, sts.Name)
+	prep.Spec.Downscale = &v1alpha1.DownscaleRules{Prepare: &v1alpha1.PrepareDownscaleEndpoint{PrepareEndpoint: v1alpha1.PrepareEndpoint{Path: "/ingester/prepare-shutdown", Port: pods.Port}, Timeout: &metav1.Duration{Duration: 2 * time.Second}}}
+	g.Expect(e.admin.Create(ctx, sts)).To(Succeed())
+	for name, ip := range pods.IPs() {
+		e.runningPod(t, ns, name, ip)
+	}
+	g.Expect(e.admin.Create(ctx, prep)).To(Succeed())
+	e.waitForCache(t, prep, sts)
+	g.Eventually(func() (int, error) {
+		var list corev1.PodList
+		err := e.cache.List(ctx, &list, client.InNamespace(ns))
+		return len(list.Items), err
+	}, 10*time.Second, 50*time.Millisecond).Should(Equal(5))
+	return sts, prep, pods
+}
+
 // runningPod creates pod name, Running with ip, as a kubelet would report it.
 func (e *env) runningPod(t *testing.T, ns, name, ip string) {
 	t.Helper()

@@ -9,7 +9,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -134,21 +133,7 @@ func TestPrepareDownscale(t *testing.T) {
 	e, g, ns := begin(t)
 	ctx := context.Background()
 
-	pods := webhookstest.NewPodServer(t, 1, "ingester", 0, 1, 2, 3, 4)
-	sts := statefulSet(ns, "ingester", 5)
-	prep := policy(ns, "ingester-scaling", v1alpha1.TargetKindStatefulSet, sts.Name)
-	prep.Spec.Downscale = &v1alpha1.DownscaleRules{Prepare: &v1alpha1.PrepareDownscaleEndpoint{PrepareEndpoint: v1alpha1.PrepareEndpoint{Path: "/ingester/prepare-shutdown", Port: pods.Port}, Timeout: &metav1.Duration{Duration: 2 * time.Second}}}
-	g.Expect(e.admin.Create(ctx, sts)).To(Succeed())
-	for name, ip := range pods.IPs() {
-		e.runningPod(t, ns, name, ip)
-	}
-	g.Expect(e.admin.Create(ctx, prep)).To(Succeed())
-	e.waitForCache(t, prep)
-	g.Eventually(func() int {
-		var list corev1.PodList
-		g.Expect(e.cache.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
-		return len(list.Items)
-	}, 10*time.Second, 50*time.Millisecond).Should(Equal(5))
+	sts, prep, pods := e.preparingStatefulSet(t, ns, 1)
 	g.Expect(scaleTo(ctx, e.admin, sts, 2, client.DryRunAll)).To(Succeed())
 	g.Expect(pods.Calls()).To(BeEmpty(), "a dry run calls no pod")
 
