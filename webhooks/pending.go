@@ -22,6 +22,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/lookup"
+	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 )
 
@@ -138,12 +139,17 @@ func (r *pendingDownscales) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	case settleWait:
 		return ctrl.Result{RequeueAfter: p.Deadline.Sub(now)}, nil
 	case settleConfirm:
-		return ctrl.Result{}, r.clear(ctx, sp, false)
+		if err := r.clear(ctx, sp, false); err != nil {
+			return ctrl.Result{}, err
+		}
+		metrics.WebhookPendingDownscales.WithLabelValues(metrics.PendingDownscaleConfirmed).Inc()
+		return ctrl.Result{}, nil
 	}
 	note := r.cancel(ctx, sp, p)
 	if err := r.clear(ctx, sp, true); err != nil {
 		return ctrl.Result{}, err
 	}
+	metrics.WebhookPendingDownscales.WithLabelValues(metrics.PendingDownscaleCancelled).Inc()
 	if sts != nil {
 		r.events.Eventf(sts, sp, corev1.EventTypeWarning, EventReasonPreparedDownscaleCancelled, "Cancel",
 			"downscale of StatefulSet %s to %d admitted at %s was not stored by %s%s; status.lastDownscaleTime of ScalingPolicy %s restored",
