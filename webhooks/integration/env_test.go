@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -88,6 +89,9 @@ func setup(t *testing.T) *env {
 }
 
 func start() (*env, error) {
+	// The manager's logs are not shown; without a logger, controller-runtime
+	// prints a warning with a stack once a controller's queue logs.
+	ctrl.SetLogger(logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	cp, err := controlplane.Start(ctx, controlplane.Options{APIServerOnly: true, CRDDirs: []string{controlplane.CRDBasesDir}, Scheme: operator.NewScheme()})
 	if err != nil {
