@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -42,8 +40,9 @@ type Cluster interface {
 	DownscaleGroup(ctx context.Context, sts *appsv1.StatefulSet) (*scaling.Group, error)
 	// Objects lists what the cross-object rules read in a namespace.
 	Objects(ctx context.Context, namespace string) (NamespaceObjects, error)
-	// RecordDownscale sets the policy's status.lastDownscaleTime.
-	RecordDownscale(ctx context.Context, policy *v1alpha1.ScalingPolicy, at time.Time) error
+	// RecordDownscale sets the policy's status.lastDownscaleTime to
+	// pending.admittedAt, and status.pendingDownscale to pending.
+	RecordDownscale(ctx context.Context, policy *v1alpha1.ScalingPolicy, pending v1alpha1.PendingDownscale) error
 }
 
 // cacheCluster is the operator's Cluster: reads from the manager's cache
@@ -124,11 +123,12 @@ func (c *cacheCluster) Objects(ctx context.Context, namespace string) (Namespace
 	return objs, nil
 }
 
-func (c *cacheCluster) RecordDownscale(ctx context.Context, policy *v1alpha1.ScalingPolicy, at time.Time) error {
+func (c *cacheCluster) RecordDownscale(ctx context.Context, policy *v1alpha1.ScalingPolicy, pending v1alpha1.PendingDownscale) error {
 	patched := policy.DeepCopy()
-	patched.Status.LastDownscaleTime = &metav1.MicroTime{Time: at}
+	patched.Status.LastDownscaleTime = pending.AdmittedAt.DeepCopy()
+	patched.Status.PendingDownscale = &pending
 	if err := c.writer.Status().Patch(ctx, patched, client.MergeFrom(policy), client.FieldOwner(statusFieldManager)); err != nil {
-		return fmt.Errorf("record the downscale in ScalingPolicy %s status.lastDownscaleTime: %w", policy.Name, err)
+		return fmt.Errorf("record the downscale in ScalingPolicy %s status.lastDownscaleTime and status.pendingDownscale: %w", policy.Name, err)
 	}
 	return nil
 }

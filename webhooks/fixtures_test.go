@@ -101,7 +101,8 @@ func (c *fakeCluster) Objects(context.Context, string) (NamespaceObjects, error)
 	return c.objs, c.lookupErr
 }
 
-func (c *fakeCluster) RecordDownscale(ctx context.Context, p *v1alpha1.ScalingPolicy, at time.Time) error {
+func (c *fakeCluster) RecordDownscale(ctx context.Context, p *v1alpha1.ScalingPolicy, pending v1alpha1.PendingDownscale) error {
+	at := pending.AdmittedAt.Time
 	if c.recordHangs {
 		<-ctx.Done()
 		return ctx.Err()

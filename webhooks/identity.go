@@ -10,6 +10,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/lookup"
 )
 
@@ -53,6 +54,15 @@ func (id Identity) ownScalingPolicyWrite(req *admissionv1.AdmissionRequest) bool
 		return false
 	}
 	return fieldManager(req) == lookup.ScalingPolicyFieldManager
+}
+
+// ownScalingPolicyWriteOf says whether req is the ScalingPolicy controller's
+// own write of the target whose policies these are. The controller writes a
+// target only when its one policy scales it (has a source): a policy that only
+// guards, or two policies of one target (then neither scales it), leave it no
+// write of the target, so none passes as its own.
+func (id Identity) ownScalingPolicyWriteOf(req *admissionv1.AdmissionRequest, policies []v1alpha1.ScalingPolicy) bool {
+	return len(policies) == 1 && policies[0].Spec.HasSource() && id.ownScalingPolicyWrite(req)
 }
 
 // fieldManager is request.options.fieldManager: the UpdateOptions of an

@@ -49,7 +49,7 @@ func (h *NoDownscale) decide(ctx context.Context, req *admissionv1.AdmissionRequ
 	if forbidding == nil {
 		return allow(reasonDownscaleAllowed)
 	}
-	if h.Identity.ownScalingPolicyWrite(req) {
+	if h.Identity.ownScalingPolicyWriteOf(req, policies) {
 		return allow(reasonOperatorOwn)
 	}
 	return denyDownscaleNotAllowed(change, forbidding)

@@ -80,7 +80,7 @@ func TestNoDownscale(t *testing.T) {
 		{name: "downscale allowed by the policy", cluster: &fakeCluster{policies: []v1alpha1.ScalingPolicy{permit}},
 			req: stsUpdate("ingester-zone-a", 5, 3), want: want{allowed: true, reason: reasonDownscaleAllowed}},
 		{name: "no policy", req: stsUpdate("ingester-zone-a", 5, 3), want: want{allowed: true, reason: reasonNoPolicy}},
-		{name: "the ScalingPolicy controller's own downscale", cluster: &fakeCluster{policies: []v1alpha1.ScalingPolicy{forbid}},
+		{name: "the ScalingPolicy controller's own downscale", cluster: &fakeCluster{policies: []v1alpha1.ScalingPolicy{*builders.MakeScalingPolicy(testNS, "ingester-zone-a-scaling").Target("StatefulSet", "ingester-zone-a").DownscaleAllowed(false).Leader("ingester-zone-z").Obj()}},
 			req: stsUpdate("ingester-zone-a", 5, 3).operatorOwn(), want: want{allowed: true, reason: reasonOperatorOwn}},
 		{name: "someone using the controller's field manager", cluster: &fakeCluster{policies: []v1alpha1.ScalingPolicy{forbid}},
 			req:      stsUpdate("ingester-zone-a", 5, 3).user("alice", "echelon-scalingpolicy"),
@@ -170,5 +170,33 @@ func checkEvent(t *testing.T, events []recordedEvent, reason, about, note string
 	kind, name, _ := strings.Cut(about, "/")
 	if e.reason != reason || e.kind != kind || e.name != name || string(e.uid) != "uid-"+name || e.note != note {
 		t.Errorf("Event %+v, want %s about %s (uid uid-%s) with the denial's message %q", e, reason, about, name, note)
+	}
+}
+
+// TestOperatorExemptionOnlyForScalingPolicies: the operator's user with the
+// ScalingPolicy controller's field manager passes only when the target's one
+// policy scales it (replicas, replicasFrom or forceReplicas), as
+// docs/webhooks.md says: a policy that only guards has no controller that
+// downscales its target, so no write is its own.
+func TestOperatorExemptionOnlyForScalingPolicies(t *testing.T) {
+	guardOnly := *builders.MakeScalingPolicy(testNS, "ingester-zone-a-guard").Target("StatefulSet", "ingester-zone-a").DownscaleAllowed(false).Obj()
+	scaling := *builders.MakeScalingPolicy(testNS, "ingester-zone-a-scaling").Target("StatefulSet", "ingester-zone-a").DownscaleAllowed(false).Leader("ingester-zone-z").Obj()
+	for _, tc := range []struct {
+		name     string
+		policies []v1alpha1.ScalingPolicy
+		allowed  bool
+		reason   string
+	}{
+		{name: "guard-only policy: refused", policies: []v1alpha1.ScalingPolicy{guardOnly}, reason: reasonDownscaleNotAllowed},
+		{name: "two policies, one scaling: neither scales it, refused",
+			policies: []v1alpha1.ScalingPolicy{guardOnly, scaling}, reason: reasonDownscaleNotAllowed},
+		{name: "the one policy scales its target: its own write passes",
+			policies: []v1alpha1.ScalingPolicy{scaling}, allowed: true, reason: reasonOperatorOwn},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := handler("test-no-downscale-exemption", &NoDownscale{Cluster: &fakeCluster{policies: tc.policies}, Identity: Identity{Username: operatorUser}}, &eventRecorder{})
+			a := serve(t, h, stsUpdate("ingester-zone-a", 5, 3).operatorOwn().review(), "timeout=10s")
+			checkAnswer(t, a, tc.allowed, http.StatusForbidden, "sets spec.downscale.allowed: false", "")
+		})
 	}
 }

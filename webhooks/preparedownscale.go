@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -95,7 +96,7 @@ func (h *PrepareDownscale) decide(ctx context.Context, req *admissionv1.Admissio
 	if !judged {
 		return v
 	}
-	own := h.Identity.ownScalingPolicyWrite(req)
+	own := h.Identity.ownScalingPolicyWriteOf(req, policies)
 	// The no-downscale webhook would refuse this downscale after the mutating
 	// webhooks have run: refusing it here keeps its pods from being prepared
 	// for a downscale that cannot happen.
@@ -146,13 +147,54 @@ func (h *PrepareDownscale) decide(ctx context.Context, req *admissionv1.Admissio
 	// within the zone delay, so a failure undoes the preparation. It too must
 	// end before the margin: admitted after the API server gave up, the
 	// downscale would not happen and its pods would stay prepared.
-	if err := h.Cluster.RecordDownscale(callCtx, policy, h.Now()); err != nil {
+	//
+	// The record is provisional (status.pendingDownscale) until the
+	// StatefulSet shows the new size: the API server may still refuse the
+	// downscale after this answer (a conflict, a later webhook), and then
+	// pendingDownscales tells the pods to cancel and restores the record.
+	if err := h.Cluster.RecordDownscale(callCtx, policy, pendingRecord(callCtx, policy, *change.New, h.Now(), targets, results)); err != nil {
 		note := h.rollBack(callCtx, targets, results, timeout)
 		v := failed(reasonRecordFailed, http.StatusInternalServerError, fmt.Errorf("downscale of %s from %d to %d denied: %w%s", change, *change.Old, *change.New, err, note))
 		v.event = &denialEvent{regarding: workloadRef(change), reason: EventReasonPrepareFailed, action: "Prepare"}
 		return v
 	}
 	return allow(reasonPrepared, warnings...)
+}
+
+// laterAdmissionWindow is how long after the webhook's own deadline a
+// downscale it admitted may take to be stored: the time one later webhook
+// (the configurations' timeoutSeconds, 10 s by default) and the write take.
+// A downscale not stored by then is taken as refused.
+const laterAdmissionWindow = 10 * time.Second
+
+// pendingRecord is the provisional record of a downscale to replicas admitted
+// at now, which prepared the pods of targets that answered 2xx. A record
+// still pending (an earlier request whose fate is not known yet) is merged
+// into it: its pods stay to be cancelled, and the time to restore stays the
+// one before either.
+func pendingRecord(ctx context.Context, policy *v1alpha1.ScalingPolicy, replicas int32, now time.Time, targets []podcall.Target, results map[string]podcall.Result) v1alpha1.PendingDownscale {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = now.Add(laterAdmissionWindow)
+	}
+	rec := v1alpha1.PendingDownscale{
+		Replicas:              replicas,
+		AdmittedAt:            metav1.NewMicroTime(now),
+		Deadline:              metav1.NewMicroTime(deadline.Add(laterAdmissionWindow)),
+		PreviousDownscaleTime: policy.Status.LastDownscaleTime,
+	}
+	if old := policy.Status.PendingDownscale; old != nil {
+		rec.PreviousDownscaleTime = old.PreviousDownscaleTime
+		rec.Pods = append(rec.Pods, old.Pods...)
+	}
+	for _, t := range targets {
+		if results[t.Pod].Err != nil {
+			continue
+		}
+		rec.Pods = slices.DeleteFunc(rec.Pods, func(p v1alpha1.PendingPod) bool { return p.Name == t.Pod })
+		rec.Pods = append(rec.Pods, v1alpha1.PendingPod{Name: t.Pod, URL: t.URL})
+	}
+	return rec
 }
 
 // preparingPolicy is the first policy, by name, with spec.downscale.prepare.

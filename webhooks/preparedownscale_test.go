@@ -101,7 +101,7 @@ func TestPrepareDownscale(t *testing.T) {
 			message: []string{"ScalingPolicy a-scaling sets spec.downscale.allowed: false"}, event: EventReasonDownscaleDenied},
 		{name: "the controller's own downscale under allowed: false is prepared",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
-				withPolicy(c, p, func(b *builders.ScalingPolicyWrapper) { b.DownscaleAllowed(false) })
+				withPolicy(c, p, func(b *builders.ScalingPolicyWrapper) { b.DownscaleAllowed(false).Leader("z") })
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 4).operatorOwn() }, allowed: true, reason: reasonPrepared,
 			calls: []string{"POST a-4"}, recorded: true},
@@ -129,7 +129,7 @@ func TestPrepareDownscale(t *testing.T) {
 			req: func() *reqBuilder { return stsUpdate("a", 5, 4) }, allowed: true, reason: reasonPrepared, calls: []string{"POST a-4"}, recorded: true},
 		{name: "the controller's own downscale skips the gate",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
-				withPolicy(c, p, func(b *builders.ScalingPolicyWrapper) { b.ZoneDelay(time.Hour) })
+				withPolicy(c, p, func(b *builders.ScalingPolicyWrapper) { b.ZoneDelay(time.Hour).Leader("z") })
 				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: false, LastDownscale: testNow}}}
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 4).operatorOwn() }, allowed: true, reason: reasonPrepared, calls: []string{"POST a-4"}, recorded: true},
@@ -492,5 +492,30 @@ func TestPrepareRecordWithinTheDeadline(t *testing.T) {
 	want := []string{"DELETE a-3", "DELETE a-4", "POST a-3", "POST a-4"}
 	if got := pods.Calls(); !slices.Equal(got, want) {
 		t.Errorf("pod calls %q, want %q", got, want)
+	}
+}
+
+// TestPrepareOperatorExemptionOnlyForScalingPolicies: the operator's user
+// with the ScalingPolicy controller's field manager skips the gate and
+// allowed: false only when the policy scales its target; a policy that only
+// guards or prepares has no controller downscaling its target.
+func TestPrepareOperatorExemptionOnlyForScalingPolicies(t *testing.T) {
+	const path = "/ingester/prepare-shutdown"
+	for _, tc := range []prepareCase{
+		{name: "guard-only policy with allowed: false: refused before any call",
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
+				c.policies = append(c.policies, *builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Prepare(path, p.Port, 2*time.Second).DownscaleAllowed(false).Obj())
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 5, 4).operatorOwn() }, reason: reasonDownscaleNotAllowed, code: http.StatusForbidden,
+			message: []string{"ScalingPolicy a-scaling sets spec.downscale.allowed: false"}, event: EventReasonDownscaleDenied},
+		{name: "prepare-only policy: the gate applies",
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
+				c.policies = append(c.policies, *builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Prepare(path, p.Port, 2*time.Second).ZoneDelay(time.Hour).Obj())
+				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: true, LastDownscale: testNow.Add(-10 * time.Minute)}}}
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 5, 4).operatorOwn() }, reason: reasonZoneDelay, code: http.StatusForbidden,
+			message: []string{"after StatefulSet b was downscaled"}, event: EventReasonDownscaleTooEarly},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runPrepareCase(t, tc) })
 	}
 }

@@ -80,6 +80,10 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 	if err := mgr.Add(srv); err != nil {
 		return nil, fmt.Errorf("add the webhook server: %w", err)
 	}
+	pending := &pendingDownscales{client: mgr.GetClient(), live: mgr.GetAPIReader(), pods: prepare.Pods, events: events, now: time.Now}
+	if err := setupPendingDownscales(mgr, pending); err != nil {
+		return nil, fmt.Errorf("add the prepared-downscale controller: %w", err)
+	}
 	if err := mgr.Add(&cancelDrain{prepare: prepare}); err != nil {
 		return nil, fmt.Errorf("add the webhook's cancel drain: %w", err)
 	}

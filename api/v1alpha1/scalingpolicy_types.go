@@ -322,6 +322,14 @@ type ScalingPolicyStatus struct {
 	// come short by a truncated second. Being in status, it survives restarts.
 	// +optional
 	LastDownscaleTime *metav1.MicroTime `json:"lastDownscaleTime,omitempty"`
+	// pendingDownscale is a downscale the prepare-downscale webhook admitted,
+	// and recorded in lastDownscaleTime, that the StatefulSet does not show
+	// yet: the API server may still refuse it after the webhook (a conflict, a
+	// later webhook). Once the StatefulSet shows it, the record is dropped;
+	// when it does not by the deadline, its pods are told to cancel and
+	// lastDownscaleTime goes back to what it was.
+	// +optional
+	PendingDownscale *PendingDownscale `json:"pendingDownscale,omitempty"`
 	// waitingUntil is when a downscale held by the zone delay may go ahead.
 	// +optional
 	WaitingUntil *metav1.MicroTime `json:"waitingUntil,omitempty"`
@@ -333,6 +341,50 @@ type ScalingPolicyStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// PendingDownscale is a downscale the prepare-downscale webhook admitted
+// that the StatefulSet does not show yet.
+type PendingDownscale struct {
+	// replicas is the StatefulSet's spec.replicas the downscale admitted.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Replicas int32 `json:"replicas"`
+	// admittedAt is when the webhook admitted the downscale; lastDownscaleTime
+	// holds the same time meanwhile.
+	// +required
+	AdmittedAt metav1.MicroTime `json:"admittedAt"`
+	// deadline is when the StatefulSet must show replicas at the latest: the
+	// end of the admission request, plus the time a later webhook and the
+	// write may take (the webhook's own timeout).
+	// +required
+	Deadline metav1.MicroTime `json:"deadline"`
+	// previousDownscaleTime is lastDownscaleTime before the downscale was
+	// admitted, restored if it is cancelled.
+	// +optional
+	PreviousDownscaleTime *metav1.MicroTime `json:"previousDownscaleTime,omitempty"`
+	// pods are the pods the webhook prepared, each with the URL it called: a
+	// cancel sends DELETE there.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1000
+	Pods []PendingPod `json:"pods,omitempty"`
+}
+
+// PendingPod is a pod the prepare-downscale webhook prepared: its prepare
+// endpoint answered 2xx.
+type PendingPod struct {
+	// name is the pod's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// url is the prepare endpoint called, as spec.downscale.prepare built it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url"`
 }
 
 // ScalingPolicy scales one StatefulSet to follow a leader StatefulSet, a

@@ -32,6 +32,7 @@ func computeStatus(sp *v1alpha1.ScalingPolicy, in scaling.Input, plan scaling.Pl
 		Source:             sourceDisplay(sp, in),
 		Selector:           selector,
 		LastDownscaleTime:  old.LastDownscaleTime,
+		PendingDownscale:   old.PendingDownscale, // the prepare-downscale webhook's, settled by it
 		WaitingSince:       old.WaitingSince,
 		Conditions:         append([]metav1.Condition(nil), old.Conditions...),
 	}

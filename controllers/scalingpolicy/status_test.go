@@ -92,3 +92,20 @@ func TestComputeStatus(t *testing.T) {
 		t.Errorf("source with forceReplicas = %q, want forced", src)
 	}
 }
+
+// TestComputeStatusKeepsPendingDownscale: status.pendingDownscale is the
+// prepare-downscale webhook's provisional record, settled by the webhook's
+// controller; the ScalingPolicy controller's status carries it over, or its
+// next patch would drop it and leave prepared pods never cancelled.
+func TestComputeStatusKeepsPendingDownscale(t *testing.T) {
+	now := time.Date(2026, time.August, 1, 9, 0, 0, 0, time.UTC)
+	pending := &v1alpha1.PendingDownscale{Replicas: 3, AdmittedAt: metav1.NewMicroTime(now), Deadline: metav1.NewMicroTime(now.Add(20 * time.Second)),
+		Pods: []v1alpha1.PendingPod{{Name: "zone-b-3", URL: "http://10.0.0.3:8080/prepare"}}}
+	sp := &v1alpha1.ScalingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "zone-b", Generation: 2},
+		Status: v1alpha1.ScalingPolicyStatus{PendingDownscale: pending}}
+	plan := scaling.Plan{Phase: v1alpha1.ScalingPhaseBlocked, Reason: v1alpha1.ScalingReasonGuardOnly, Current: 5}
+	st := computeStatus(sp, scaling.Input{}, plan, false, "", now, now)
+	if st.PendingDownscale == nil || st.PendingDownscale.Replicas != 3 || len(st.PendingDownscale.Pods) != 1 {
+		t.Errorf("pendingDownscale %+v, want the webhook's record %+v kept", st.PendingDownscale, pending)
+	}
+}

@@ -24,6 +24,11 @@ const (
 	// Pod calls of the prepare-downscale webhook.
 	PodCallPrepare = "prepare"
 	PodCallCancel  = "cancel"
+
+	// Outcomes of a downscale the prepare-downscale webhook admitted:
+	// stored, or not stored by its deadline and its pods told to cancel.
+	PendingDownscaleConfirmed = "confirmed"
+	PendingDownscaleCancelled = "cancelled"
 )
 
 var (
@@ -60,6 +65,13 @@ var (
 		Help: "Failed calls of the prepare-downscale webhook to pods: prepare (POST) and cancel (DELETE).",
 	}, []string{"call"})
 
+	// WebhookPendingDownscales counts the downscales the prepare-downscale
+	// webhook admitted, once settled, by outcome.
+	WebhookPendingDownscales = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "echelon_webhook_pending_downscales_total",
+		Help: "Downscales the prepare-downscale webhook admitted, once settled: confirmed (stored) or cancelled (not stored by the deadline; the prepared pods told to cancel).",
+	}, []string{"outcome"})
+
 	// WebhookCertificateExpiry is the NotAfter of the serving certificate the
 	// webhook server presents, as a Unix time.
 	WebhookCertificateExpiry = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -77,7 +89,7 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(WebhookRequests, WebhookDuration, WebhookPodCallDuration, WebhookPodCallFailures,
-		WebhookCertificateExpiry, WebhookCertificateRotations)
+		WebhookPendingDownscales, WebhookCertificateExpiry, WebhookCertificateRotations)
 }
 
 // ObserveWebhook records one answered admission request.

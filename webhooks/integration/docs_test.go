@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/podname"
 	"github.com/echelon-operator/echelon/test/builders"
 	"github.com/echelon-operator/echelon/webhooks/webhookstest"
 )
@@ -111,8 +112,8 @@ func TestDocsQuoteRealRefusals(t *testing.T) {
 // scale of a StatefulSet whose policy sets downscale.allowed: false.
 func scaleGuardedStatefulSet(t *testing.T, e *env, g *WithT, ns string) error {
 	ctx := context.Background()
-	sts := statefulSet(ns, "ingester-zone-a", 6)
-	guard := policy(ns, "ingester-zone-a-guard", "", sts.Name)
+	sts := builders.MakeStatefulSet(ns, "ingester-zone-a").Label("app", "ingester-zone-a").Replicas(6).Obj()
+	guard := builders.MakeScalingPolicy(ns, "ingester-zone-a-guard").Target("", sts.Name).Obj()
 	guard.Spec.Downscale = &v1alpha1.DownscaleRules{Allowed: ptr.To(false)}
 	g.Expect(e.admin.Create(ctx, sts)).To(Succeed())
 	g.Expect(e.admin.Create(ctx, guard)).To(Succeed())
@@ -127,14 +128,16 @@ func prepareRefusedByOnePod(t *testing.T, e *env, g *WithT, ns string) error {
 	ctx := context.Background()
 	pods := webhookstest.NewPodServer(t, 2, "ingester-zone-b", 0, 1, 2, 3, 4, 5)
 	pods.Answer(http.MethodPost, "ingester-zone-b-5", webhookstest.Status(http.StatusServiceUnavailable, "flushing"))
-	sts := statefulSet(ns, "ingester-zone-b", 6)
-	prep := policy(ns, "ingester-zone-b", "", sts.Name)
+	sts := builders.MakeStatefulSet(ns, "ingester-zone-b").Label("app", "ingester-zone-b").Replicas(6).Obj()
+	prep := builders.MakeScalingPolicy(ns, "ingester-zone-b").Target("", sts.Name).Obj()
 	prep.Spec.Downscale = &v1alpha1.DownscaleRules{Prepare: &v1alpha1.PrepareDownscaleEndpoint{
 		PrepareEndpoint: v1alpha1.PrepareEndpoint{Path: "/ingester/prepare-shutdown", Port: pods.Port},
 		Timeout:         &metav1.Duration{Duration: 5 * time.Second}}}
 	g.Expect(e.admin.Create(ctx, sts)).To(Succeed())
 	for name, ip := range pods.IPs() {
-		e.runningPod(t, ns, name, ip)
+		ord, ok := podname.Ordinal(sts.Name, name)
+		g.Expect(ok).To(BeTrue(), "pod %s of StatefulSet %s", name, sts.Name)
+		e.createPod(t, builders.MakePod(ns, sts.Name, ord).FromTemplate(sts.Spec.Template).IP(ip).Obj())
 	}
 	g.Expect(e.admin.Create(ctx, prep)).To(Succeed())
 	e.waitForCache(t, sts, prep)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -34,6 +35,7 @@ import (
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/operator"
 	"github.com/echelon-operator/echelon/internal/podcall"
+	"github.com/echelon-operator/echelon/internal/podname"
 	"github.com/echelon-operator/echelon/test/builders"
 	"github.com/echelon-operator/echelon/test/controlplane"
 	"github.com/echelon-operator/echelon/webhooks"
@@ -89,6 +91,9 @@ func setup(t *testing.T) *env {
 }
 
 func start() (*env, error) {
+	// The manager's logs are not shown; without a logger, controller-runtime
+	// prints a warning with a stack once a controller's queue logs.
+	ctrl.SetLogger(logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	cp, err := controlplane.Start(ctx, controlplane.Options{APIServerOnly: true, CRDDirs: []string{controlplane.CRDBasesDir}, Scheme: operator.NewScheme()})
 	if err != nil {
@@ -316,6 +321,33 @@ func podTemplate(labels map[string]string) corev1.PodTemplateSpec {
 		ObjectMeta: metav1.ObjectMeta{Labels: labels},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.invalid/app:1"}}},
 	}
+}
+
+// preparingStatefulSet creates the StatefulSet ingester of 5 Running pods,
+// served by a PodServer on loopback net net8, and its ScalingPolicy
+// ingester-scaling that prepares its downscales, and waits until the
+// operator's cache holds them.
+func (e *env) preparingStatefulSet(t *testing.T, ns string, net8 int) (*appsv1.StatefulSet, *v1alpha1.ScalingPolicy, *webhookstest.PodServer) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	pods := webhookstest.NewPodServer(t, net8, "ingester", 0, 1, 2, 3, 4)
+	sts := builders.MakeStatefulSet(ns, "ingester").Label("app", "ingester").Replicas(5).Obj()
+	prep := builders.MakeScalingPolicy(ns, "ingester-scaling").Target(v1alpha1.TargetKindStatefulSet, sts.Name).Prepare("/ingester/prepare-shutdown", pods.Port, 2*time.Second).Obj()
+	g.Expect(e.admin.Create(ctx, sts)).To(Succeed())
+	for name, ip := range pods.IPs() {
+		ord, ok := podname.Ordinal(sts.Name, name)
+		g.Expect(ok).To(BeTrue(), "pod %s of StatefulSet %s", name, sts.Name)
+		e.createPod(t, builders.MakePod(ns, sts.Name, ord).FromTemplate(sts.Spec.Template).IP(ip).Obj())
+	}
+	g.Expect(e.admin.Create(ctx, prep)).To(Succeed())
+	e.waitForCache(t, prep, sts)
+	g.Eventually(func() (int, error) {
+		var list corev1.PodList
+		err := e.cache.List(ctx, &list, client.InNamespace(ns))
+		return len(list.Items), err
+	}, 10*time.Second, 50*time.Millisecond).Should(Equal(5))
+	return sts, prep, pods
 }
 
 // createPod creates pod and then writes its status as built, as a kubelet

@@ -10,14 +10,12 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/lookup"
-	"github.com/echelon-operator/echelon/internal/podname"
 	"github.com/echelon-operator/echelon/test/builders"
 	"github.com/echelon-operator/echelon/webhooks"
 	"github.com/echelon-operator/echelon/webhooks/webhookstest"
@@ -32,8 +30,8 @@ func scaleTo(ctx context.Context, c client.Client, obj client.Object, replicas i
 // TestNoDownscale: the API server refuses, through the webhook, a decrease of
 // a guarded StatefulSet's or Deployment's replicas, by a spec update or
 // through /scale, naming the policy; growth passes; a denial is a Warning
-// Event on the workload; only the operator's user with the ScalingPolicy
-// controller's field manager passes.
+// Event on the workload; a policy that only guards lets nobody pass, not even
+// the operator's user with the ScalingPolicy controller's field manager.
 func TestNoDownscale(t *testing.T) {
 	e, g, ns := begin(t)
 	ctx := context.Background()
@@ -78,7 +76,11 @@ func TestNoDownscale(t *testing.T) {
 	g.Expect(patch(e.admin, 6, client.FieldOwner(lookup.ScalingPolicyFieldManager))).To(MatchError(ContainSubstring("denied")),
 		"the admin naming the controller's field manager")
 	g.Expect(patch(e.operator, 6)).To(MatchError(ContainSubstring("denied")), "the operator's user under another field manager")
-	g.Expect(patch(e.operator, 6, client.FieldOwner(lookup.ScalingPolicyFieldManager))).To(Succeed(), "the ScalingPolicy controller's own write")
+	// This policy only guards: the ScalingPolicy controller never writes its
+	// target, so not even its user and field manager pass
+	// (TestScalingPolicyOwnDownscale has a policy that scales).
+	g.Expect(patch(e.operator, 6, client.FieldOwner(lookup.ScalingPolicyFieldManager))).To(MatchError(ContainSubstring("denied")),
+		"the operator's user and the controller's field manager, for a guard-only policy")
 
 	// The Events name the workloads by UID too; a Scale carries its parent's.
 	g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(deploy), deploy)).To(Succeed())
@@ -128,22 +130,7 @@ func TestPrepareDownscale(t *testing.T) {
 	e, g, ns := begin(t)
 	ctx := context.Background()
 
-	pods := webhookstest.NewPodServer(t, 1, "ingester", 0, 1, 2, 3, 4)
-	sts := builders.MakeStatefulSet(ns, "ingester").Replicas(5).Obj()
-	prep := builders.MakeScalingPolicy(ns, "ingester-scaling").Target(v1alpha1.TargetKindStatefulSet, sts.Name).Prepare("/ingester/prepare-shutdown", pods.Port, 2*time.Second).Obj()
-	g.Expect(e.admin.Create(ctx, sts)).To(Succeed())
-	for name, ip := range pods.IPs() {
-		ord, ok := podname.Ordinal(sts.Name, name)
-		g.Expect(ok).To(BeTrue(), "pod %s of StatefulSet %s", name, sts.Name)
-		e.createPod(t, builders.MakePod(ns, sts.Name, ord).FromTemplate(sts.Spec.Template).IP(ip).Obj())
-	}
-	g.Expect(e.admin.Create(ctx, prep)).To(Succeed())
-	e.waitForCache(t, prep)
-	g.Eventually(func() int {
-		var list corev1.PodList
-		g.Expect(e.cache.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
-		return len(list.Items)
-	}, 10*time.Second, 50*time.Millisecond).Should(Equal(5))
+	sts, prep, pods := e.preparingStatefulSet(t, ns, 1)
 	g.Expect(scaleTo(ctx, e.admin, sts, 2, client.DryRunAll)).To(Succeed())
 	g.Expect(pods.Calls()).To(BeEmpty(), "a dry run calls no pod")
 

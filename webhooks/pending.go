@@ -1,0 +1,222 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	ctrlhandler "sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/lookup"
+	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/podcall"
+)
+
+// EventReasonPreparedDownscaleCancelled is the reason of the Warning Event on
+// a StatefulSet whose downscale the prepare-downscale webhook admitted but
+// the API server did not store: its prepared pods were told to cancel.
+const EventReasonPreparedDownscaleCancelled = "PreparedDownscaleCancelled"
+
+// settlement is what becomes of a pending downscale.
+type settlement int
+
+const (
+	// settleWait: the StatefulSet does not show it yet, and the deadline has
+	// not passed.
+	settleWait settlement = iota
+	// settleConfirm: the StatefulSet shows it (or less): the record stays
+	// in lastDownscaleTime, the pending record goes.
+	settleConfirm
+	// settleCancel: the deadline passed without it: the pods are told to
+	// cancel, lastDownscaleTime goes back.
+	settleCancel
+)
+
+// settle decides a pending downscale from the StatefulSet's spec.replicas
+// (nil when it is gone or unset).
+func settle(now time.Time, p *v1alpha1.PendingDownscale, replicas *int32) settlement {
+	switch {
+	case replicas != nil && *replicas <= p.Replicas:
+		return settleConfirm
+	case now.Before(p.Deadline.Time):
+		return settleWait
+	default:
+		return settleCancel
+	}
+}
+
+// pendingDownscales settles the prepare-downscale webhook's provisional
+// records (status.pendingDownscale): it confirms one once the StatefulSet
+// shows the new size, and after the deadline without it tells the prepared
+// pods to cancel and restores lastDownscaleTime, so that a downscale the API
+// server refused after the webhook admitted it (a conflict, a later webhook)
+// leaves neither prepared pods nor a zone delay behind. The record is in
+// status, so a restarted operator, or a new leader, settles what the last
+// one left.
+type pendingDownscales struct {
+	client client.Client
+	// live reads the StatefulSet before a cancel: the cache may lag behind a
+	// downscale that was stored.
+	live   client.Reader
+	pods   *podcall.Client
+	events events.EventRecorder
+	now    func() time.Time
+}
+
+// setupPendingDownscales adds the controller (leader only: one replica
+// settles each record).
+func setupPendingDownscales(mgr ctrl.Manager, r *pendingDownscales) error {
+	hasPending := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		sp, ok := o.(*v1alpha1.ScalingPolicy)
+		return ok && sp.Status.PendingDownscale != nil
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("prepared-downscale").
+		For(&v1alpha1.ScalingPolicy{}, builder.WithPredicates(hasPending)).
+		Watches(&appsv1.StatefulSet{}, ctrlhandler.EnqueueRequestsFromMapFunc(r.policiesWithPending),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc:  func(event.CreateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
+		Complete(r)
+}
+
+// policiesWithPending maps a StatefulSet to its policies that wait for it.
+func (r *pendingDownscales) policiesWithPending(ctx context.Context, o client.Object) []reconcile.Request {
+	policies, err := lookup.PoliciesForTarget(ctx, r.client, o.GetNamespace(), v1alpha1.TargetKindStatefulSet, o.GetName())
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "list the policies of a StatefulSet", "statefulSet", o.GetName())
+		return nil
+	}
+	var out []reconcile.Request
+	for _, p := range policies {
+		if p.Status.PendingDownscale != nil {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+		}
+	}
+	return out
+}
+
+func (r *pendingDownscales) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	sp := &v1alpha1.ScalingPolicy{}
+	if err := r.client.Get(ctx, req.NamespacedName, sp); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	p := sp.Status.PendingDownscale
+	if p == nil {
+		return ctrl.Result{}, nil
+	}
+	key := types.NamespacedName{Namespace: sp.Namespace, Name: sp.Spec.TargetRef.Name}
+	sts, err := r.statefulSet(ctx, r.client, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	now := r.now()
+	decision := settle(now, p, replicasOf(sts))
+	if decision == settleCancel {
+		// Confirm on the API server's word before cancelling: prepared pods
+		// told to cancel and then removed are what the webhook prevents.
+		if sts, err = r.statefulSet(ctx, r.live, key); err != nil {
+			return ctrl.Result{}, err
+		}
+		decision = settle(now, p, replicasOf(sts))
+	}
+	switch decision {
+	case settleWait:
+		return ctrl.Result{RequeueAfter: p.Deadline.Sub(now)}, nil
+	case settleConfirm:
+		if err := r.clear(ctx, sp, false); err != nil {
+			return ctrl.Result{}, err
+		}
+		metrics.WebhookPendingDownscales.WithLabelValues(metrics.PendingDownscaleConfirmed).Inc()
+		return ctrl.Result{}, nil
+	}
+	note := r.cancel(ctx, sp, p)
+	if err := r.clear(ctx, sp, true); err != nil {
+		return ctrl.Result{}, err
+	}
+	metrics.WebhookPendingDownscales.WithLabelValues(metrics.PendingDownscaleCancelled).Inc()
+	if sts != nil {
+		r.events.Eventf(sts, sp, corev1.EventTypeWarning, EventReasonPreparedDownscaleCancelled, "Cancel",
+			"downscale of StatefulSet %s to %d admitted at %s was not stored by %s%s; status.lastDownscaleTime of ScalingPolicy %s restored",
+			sts.Name, p.Replicas, p.AdmittedAt.UTC().Format(time.RFC3339), p.Deadline.UTC().Format(time.RFC3339), note, sp.Name)
+	}
+	return ctrl.Result{}, nil
+}
+
+// cancel sends DELETE to every prepared pod, and says so for the Event. A
+// failed cancel is reported, not retried: the pod may be gone, and retrying
+// would hold the zone delay on it.
+func (r *pendingDownscales) cancel(ctx context.Context, sp *v1alpha1.ScalingPolicy, p *v1alpha1.PendingDownscale) string {
+	if len(p.Pods) == 0 {
+		return ""
+	}
+	timeout := defaultPrepareTimeout
+	if d := sp.Spec.Downscale; d != nil && d.Prepare != nil && d.Prepare.Timeout != nil && d.Prepare.Timeout.Duration > 0 {
+		timeout = d.Prepare.Timeout.Duration
+	}
+	targets := make([]podcall.Target, 0, len(p.Pods))
+	for _, pod := range p.Pods {
+		targets = append(targets, podcall.Target{Pod: pod.Name, URL: pod.URL})
+	}
+	var note strings.Builder
+	fmt.Fprintf(&note, "; told the prepared pods %s to cancel", podList(targets))
+	results := r.pods.Cancel(ctx, targets, timeout)
+	for _, t := range targets {
+		if err := results[t.Pod].Err; err != nil {
+			fmt.Fprintf(&note, "; cancelling pod %s failed: %v", t.Pod, err)
+			logr.FromContextOrDiscard(ctx).Error(err, "cancel of a prepared pod failed; it stays prepared until it is told otherwise", "pod", t.Pod)
+		}
+	}
+	return note.String()
+}
+
+// clear drops the pending record; cancelled, it also puts lastDownscaleTime
+// back, unless another downscale was recorded since. The patch carries the
+// policy's resourceVersion: a record written meanwhile by another request is
+// settled on the next pass, not overwritten.
+func (r *pendingDownscales) clear(ctx context.Context, sp *v1alpha1.ScalingPolicy, cancelled bool) error {
+	patched := sp.DeepCopy()
+	p := patched.Status.PendingDownscale
+	patched.Status.PendingDownscale = nil
+	if last := patched.Status.LastDownscaleTime; cancelled && last != nil && last.Equal(&p.AdmittedAt) {
+		patched.Status.LastDownscaleTime = p.PreviousDownscaleTime
+	}
+	err := r.client.Status().Patch(ctx, patched, client.MergeFromWithOptions(sp, client.MergeFromWithOptimisticLock{}), client.FieldOwner(statusFieldManager))
+	if err != nil {
+		return fmt.Errorf("clear ScalingPolicy %s status.pendingDownscale: %w", sp.Name, err)
+	}
+	return nil
+}
+
+func (r *pendingDownscales) statefulSet(ctx context.Context, c client.Reader, key types.NamespacedName) (*appsv1.StatefulSet, error) {
+	sts := &appsv1.StatefulSet{}
+	if err := c.Get(ctx, key, sts); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get StatefulSet %s: %w", key, err)
+	}
+	return sts, nil
+}
+
+func replicasOf(sts *appsv1.StatefulSet) *int32 {
+	if sts == nil {
+		return nil
+	}
+	return sts.Spec.Replicas
+}

@@ -1,0 +1,190 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/echelon-operator/echelon/test/builders"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/podcall"
+)
+
+// TestSettle: a pending downscale is confirmed once the StatefulSet shows
+// its replicas (or fewer), waits until its deadline, and is cancelled after.
+func TestSettle(t *testing.T) {
+	p := &v1alpha1.PendingDownscale{Replicas: 3, Deadline: metav1.NewMicroTime(testNow)}
+	for _, tc := range []struct {
+		name     string
+		now      time.Time
+		replicas *int32
+		want     settlement
+	}{
+		{name: "stored", now: testNow.Add(-time.Second), replicas: ptr.To[int32](3), want: settleConfirm},
+		{name: "stored and scaled further down", now: testNow.Add(time.Hour), replicas: ptr.To[int32](1), want: settleConfirm},
+		{name: "not yet, deadline ahead", now: testNow.Add(-time.Millisecond), replicas: ptr.To[int32](5), want: settleWait},
+		{name: "deadline passed", now: testNow, replicas: ptr.To[int32](5), want: settleCancel},
+		{name: "StatefulSet gone after the deadline", now: testNow.Add(time.Second), want: settleCancel},
+		{name: "StatefulSet gone before the deadline", now: testNow.Add(-time.Second), want: settleWait},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := settle(tc.now, p, tc.replicas); got != tc.want {
+				t.Errorf("settle = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPendingRecord: the record names the pods that prepared, with their
+// URLs, a deadline a window past the request's, and the time to restore;
+// a record still pending is merged in.
+func TestPendingRecord(t *testing.T) {
+	ctx, cancel := context.WithDeadline(context.Background(), testNow.Add(10*time.Second))
+	defer cancel()
+	earlier := metav1.NewMicroTime(testNow.Add(-time.Hour))
+	provisional := metav1.NewMicroTime(testNow.Add(-time.Minute))
+	targets := []podcall.Target{{Pod: "a-3", URL: "http://10.0.0.3/p"}, {Pod: "a-4", URL: "http://10.0.0.4/p"}}
+	results := map[string]podcall.Result{"a-3": {}, "a-4": {}}
+
+	policy := *builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Obj()
+	policy.Status.LastDownscaleTime = &earlier
+	rec := pendingRecord(ctx, &policy, 3, testNow, targets, results)
+	if rec.Replicas != 3 || !rec.AdmittedAt.Time.Equal(testNow) || !rec.Deadline.Time.Equal(testNow.Add(10*time.Second+laterAdmissionWindow)) {
+		t.Errorf("record %+v, want replicas 3 admitted at %v, deadline %v", rec, testNow, testNow.Add(10*time.Second+laterAdmissionWindow))
+	}
+	if rec.PreviousDownscaleTime == nil || !rec.PreviousDownscaleTime.Equal(&earlier) {
+		t.Errorf("previousDownscaleTime %v, want %v", rec.PreviousDownscaleTime, earlier)
+	}
+	if want := []v1alpha1.PendingPod{{Name: "a-3", URL: "http://10.0.0.3/p"}, {Name: "a-4", URL: "http://10.0.0.4/p"}}; !slices.Equal(rec.Pods, want) {
+		t.Errorf("pods %+v, want %+v", rec.Pods, want)
+	}
+
+	// An earlier request's record, still pending: its pods stay listed, and
+	// the time to restore is the one before it.
+	policy.Status.LastDownscaleTime = &provisional
+	policy.Status.PendingDownscale = &v1alpha1.PendingDownscale{Replicas: 4, AdmittedAt: provisional, PreviousDownscaleTime: &earlier,
+		Pods: []v1alpha1.PendingPod{{Name: "a-4", URL: "http://old/p"}, {Name: "a-5", URL: "http://10.0.0.5/p"}}}
+	rec = pendingRecord(ctx, &policy, 3, testNow, targets, results)
+	if rec.PreviousDownscaleTime == nil || !rec.PreviousDownscaleTime.Equal(&earlier) {
+		t.Errorf("merged previousDownscaleTime %v, want %v", rec.PreviousDownscaleTime, earlier)
+	}
+	if want := []v1alpha1.PendingPod{{Name: "a-5", URL: "http://10.0.0.5/p"}, {Name: "a-3", URL: "http://10.0.0.3/p"}, {Name: "a-4", URL: "http://10.0.0.4/p"}}; !slices.Equal(rec.Pods, want) {
+		t.Errorf("merged pods %+v, want %+v", rec.Pods, want)
+	}
+}
+
+// TestPendingDownscalesReconcile: the leader's pass over a policy with a
+// pending downscale, against a fake API server and pods on loopback.
+func TestPendingDownscalesReconcile(t *testing.T) {
+	const path = "/ingester/prepare-shutdown"
+	earlier := metav1.NewMicroTime(testNow.Add(-time.Hour))
+	admitted := metav1.NewMicroTime(testNow.Add(-15 * time.Second))
+	for _, tc := range []struct {
+		name string
+		now  time.Time
+		// cached and live are the StatefulSet's replicas in the cache and on
+		// the API server.
+		cached, live int32
+		// last is status.lastDownscaleTime when the pass runs.
+		last *metav1.MicroTime
+
+		wantPending bool
+		wantLast    *metav1.MicroTime
+		wantCalls   []string
+		wantEvent   string
+		wantRequeue bool
+		wantOutcome string
+	}{
+		{name: "stored: confirmed, lastDownscaleTime kept, no call", now: testNow, cached: 3, live: 3, last: &admitted,
+			wantLast: &admitted, wantOutcome: metrics.PendingDownscaleConfirmed},
+		{name: "not stored, deadline ahead: waits", now: testNow.Add(-time.Second), cached: 5, live: 5, last: &admitted,
+			wantPending: true, wantLast: &admitted, wantRequeue: true},
+		{name: "not stored by the deadline: pods cancelled, lastDownscaleTime restored", now: testNow, cached: 5, live: 5, last: &admitted,
+			wantLast: &earlier, wantCalls: []string{"DELETE a-3", "DELETE a-4"}, wantEvent: EventReasonPreparedDownscaleCancelled,
+			wantOutcome: metrics.PendingDownscaleCancelled},
+		{name: "the cache lags, the API server has it: confirmed, no call", now: testNow, cached: 5, live: 3, last: &admitted,
+			wantLast: &admitted, wantOutcome: metrics.PendingDownscaleConfirmed},
+		{name: "cancelled after another downscale was recorded: that one stays", now: testNow, cached: 5, live: 5, last: ptr.To(metav1.NewMicroTime(testNow)),
+			wantLast: ptr.To(metav1.NewMicroTime(testNow)), wantCalls: []string{"DELETE a-3", "DELETE a-4"}, wantEvent: EventReasonPreparedDownscaleCancelled,
+			wantOutcome: metrics.PendingDownscaleCancelled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pods := newPodServer(t, "a", 3, 4)
+			var pending []v1alpha1.PendingPod
+			for _, pod := range []string{"a-3", "a-4"} {
+				pending = append(pending, v1alpha1.PendingPod{Name: pod, URL: fmt.Sprintf("http://%s:%d%s", pods.IPs()[pod], pods.Port, path)})
+			}
+			sp := *builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Prepare(path, pods.Port, 2*time.Second).Obj()
+			sp.Status.LastDownscaleTime = tc.last
+			sp.Status.PendingDownscale = &v1alpha1.PendingDownscale{Replicas: 3, AdmittedAt: admitted, Deadline: metav1.NewMicroTime(testNow),
+				PreviousDownscaleTime: &earlier, Pods: pending}
+			cached := *builders.MakeStatefulSet(testNS, "a").Replicas(tc.cached).TypeMeta().Obj()
+			live := *builders.MakeStatefulSet(testNS, "a").Replicas(tc.live).TypeMeta().Obj()
+			scheme := runtime.NewScheme()
+			for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+				if err := add(scheme); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1alpha1.ScalingPolicy{}).WithObjects(&sp, &cached).Build()
+			liveReader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&live).Build()
+			events := &eventRecorder{}
+			r := &pendingDownscales{client: c, live: liveReader, pods: NewPodClient(), events: events, now: func() time.Time { return tc.now }}
+			before := map[string]float64{}
+			for _, o := range []string{metrics.PendingDownscaleConfirmed, metrics.PendingDownscaleCancelled} {
+				before[o] = testutil.ToFloat64(metrics.WebhookPendingDownscales.WithLabelValues(o))
+			}
+
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&sp)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (res.RequeueAfter > 0) != tc.wantRequeue {
+				t.Errorf("requeue after %v, want a requeue %v", res.RequeueAfter, tc.wantRequeue)
+			}
+			got := &v1alpha1.ScalingPolicy{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(&sp), got); err != nil {
+				t.Fatal(err)
+			}
+			if (got.Status.PendingDownscale != nil) != tc.wantPending {
+				t.Errorf("status.pendingDownscale %+v, want it kept %v", got.Status.PendingDownscale, tc.wantPending)
+			}
+			if !got.Status.LastDownscaleTime.Equal(tc.wantLast) {
+				t.Errorf("status.lastDownscaleTime %v, want %v", got.Status.LastDownscaleTime, tc.wantLast)
+			}
+			if calls := pods.Calls(); !slices.Equal(calls, tc.wantCalls) {
+				t.Errorf("pod calls %q, want %q", calls, tc.wantCalls)
+			}
+			evs := events.list()
+			switch {
+			case tc.wantEvent == "" && len(evs) > 0:
+				t.Errorf("Events %+v, want none", evs)
+			case tc.wantEvent != "" && (len(evs) != 1 || evs[0].reason != tc.wantEvent || evs[0].kind != "StatefulSet" || !strings.Contains(evs[0].note, "told the prepared pods a-3, a-4 to cancel")):
+				t.Errorf("Events %+v, want one %s on the StatefulSet naming the pods", evs, tc.wantEvent)
+			}
+			for o, b := range before {
+				want := 0.0
+				if o == tc.wantOutcome {
+					want = 1
+				}
+				if d := testutil.ToFloat64(metrics.WebhookPendingDownscales.WithLabelValues(o)) - b; d != want {
+					t.Errorf("outcome %s counted %v times, want %v", o, d, want)
+				}
+			}
+		})
+	}
+}
