@@ -116,6 +116,11 @@ const (
 type PreparedPod struct {
 	// name of the pod.
 	Name string `json:"name"`
+	// uid of the pod that was asked. A pod recreated under the same name has
+	// another uid: it is not prepared, and is asked again.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	UID string `json:"uid,omitempty"`
 	// preparedAt is since when the pod says it has been prepared.
 	// +optional
 	PreparedAt *metav1.Time `json:"preparedAt,omitempty"`

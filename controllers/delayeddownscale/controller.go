@@ -39,6 +39,7 @@ type Reconciler struct {
 
 // +kubebuilder:rbac:groups=echelon.dev,resources=delayeddownscales,verbs=list;watch
 // +kubebuilder:rbac:groups=echelon.dev,resources=delayeddownscales/status,verbs=patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 
 // Reconcile observes the target and its ScalingPolicy, calls the pods the plan
 // names (only when something changed or a pod became eligible), and writes
@@ -85,7 +86,7 @@ func (r *Reconciler) callAndDecide(ctx context.Context, dd *v1alpha1.DelayedDown
 			results[pod] = res
 		}
 		for pod, res := range results {
-			rec := delayed.Record{Name: pod, PreparedAt: res.PreparedAt}
+			rec := delayed.Record{Name: pod, UID: obs.in.Pods[pod].UID, PreparedAt: res.PreparedAt}
 			if res.Err != nil {
 				rec.Err = res.Err.Error()
 			}

@@ -77,6 +77,22 @@ func (p *preparePods) callsOf(method string) []string {
 	return out
 }
 
+// restart forgets that the pod at ip was prepared, as a pod restarted
+// (recreated) would.
+func (p *preparePods) restart(ip string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.since, ip)
+}
+
+// isPrepared reports whether the pod at ip is prepared.
+func (p *preparePods) isPrepared(ip string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.since[ip]
+	return ok
+}
+
 func podIP(ordinal int) string { return fmt.Sprintf("127.0.0.%d", 10+ordinal) }
 
 // A ScalingPolicy downscale handed to a DelayedDownscale shrinks the

@@ -30,6 +30,7 @@ const RetryAfterError = 10 * time.Second
 // Pod is one pod of the target, by ordinal.
 type Pod struct {
 	Name    string
+	UID     string
 	Ordinal int
 	// AddressError says why the pod cannot be called (no IP yet, no service).
 	AddressError string
@@ -38,11 +39,17 @@ type Pod struct {
 // Record is what is known of a pod asked to prepare: from its last answer, or
 // from status when it was not called this pass.
 type Record struct {
-	Name       string
+	Name string
+	// UID is the pod's UID when it was asked. A record of another UID speaks
+	// of a pod since recreated under the same name, which is not prepared.
+	UID        string
 	PreparedAt time.Time
 	// Err is the pod's failed answer; PreparedAt is then meaningless.
 	Err string
 }
+
+// current reports whether the record speaks of the pod as it is now.
+func (r Record) current(pod Pod) bool { return r.UID == pod.UID }
 
 // Input is what the planner looks at.
 type Input struct {
@@ -100,9 +107,10 @@ type CallPlan struct {
 
 // Calls decides which pods to call. Pods are called only when something
 // changed: the set of pods to remove (all of them are asked, and the pods that
-// stay get DELETE), a pod that answered with an error (that pod again), or a
-// pod reaching its eligibility (all of them, to confirm before the StatefulSet
-// may shrink past them). Otherwise no pod is called.
+// stay get DELETE), a pod that answered with an error or that was recreated
+// since its record (another UID): those pods again; or a pod reaching its
+// eligibility (all of them, to confirm before the StatefulSet may shrink past
+// them). Otherwise no pod is called.
 //
 // Cancelling goes only to pods that stay: below the current replicas when no
 // downscale is pending, below the desired replicas while one is. A pod being
@@ -133,20 +141,20 @@ func Calls(in Input) CallPlan {
 		}
 	}
 	changed := len(in.Previous) != len(removed)
-	var inError []string
+	var again []string
 	for _, name := range removed {
 		r, ok := previous[name]
 		changed = changed || !ok
-		if ok && r.Err != "" {
-			inError = append(inError, name)
+		if pod, exists := in.Pods[name]; ok && (r.Err != "" || (exists && !r.current(pod))) {
+			again = append(again, name)
 		}
 	}
 	becameEligible := !in.EarliestEligible.IsZero() && !in.Now.Before(in.EarliestEligible)
 	switch {
 	case changed || becameEligible:
 		p.Prepare = removed
-	case len(inError) > 0:
-		p.Prepare = inError
+	case len(again) > 0:
+		p.Prepare = again
 	}
 	return p
 }
@@ -232,6 +240,8 @@ func validate(in Input, name string, r Record) string {
 		return "the pod does not exist, so it cannot be prepared"
 	case pod.AddressError != "":
 		return pod.AddressError
+	case !r.current(pod):
+		return "the pod was recreated since it was prepared (its UID changed): it is asked again"
 	case r.PreparedAt.IsZero():
 		return "not prepared yet"
 	case r.PreparedAt.Unix() == 0:

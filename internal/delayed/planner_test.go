@@ -36,6 +36,19 @@ func prepared(at map[int]time.Time) []Record {
 	return out
 }
 
+// withUIDs gives every pod of in the UID "uid-<name>", and records of those
+// pods in in.Previous the same one.
+func withUIDs(in Input) Input {
+	for name, pod := range in.Pods {
+		pod.UID = "uid-" + name
+		in.Pods[name] = pod
+	}
+	for i := range in.Previous {
+		in.Previous[i].UID = "uid-" + in.Previous[i].Name
+	}
+	return in
+}
+
 func answersOf(records []Record) map[string]Record {
 	m := map[string]Record{}
 	for _, r := range records {
@@ -116,6 +129,17 @@ func TestCalls(t *testing.T) {
 			return in
 		}(),
 		wantCancel: []string{"ing-0", "ing-1", "ing-2", "ing-3", "ing-4"},
+	}, {
+		name: "a pod recreated since it was prepared (another UID) is asked again, alone",
+		in: func() Input {
+			in := sts(2, 4)
+			in.Previous = prepared(map[int]time.Time{3: now.Add(-time.Hour), 2: now.Add(-time.Hour)})
+			in = withUIDs(in)
+			in.Previous[0].UID = "uid-of-the-pod-before"
+			in.EarliestEligible = now.Add(3 * time.Hour)
+			return in
+		}(),
+		wantPrepare: []string{"ing-3"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -210,6 +234,17 @@ func TestDecide(t *testing.T) {
 	}, {
 		name: "no downscale pending: nothing eligible to report",
 		in:   sts(5, 5),
+	}, {
+		name: "a record of a pod since recreated (another UID) is not eligible",
+		in: func() Input {
+			in := sts(2, 4)
+			in.Previous = prepared(map[int]time.Time{3: now.Add(-5 * time.Hour), 2: now.Add(-5 * time.Hour)})
+			in = withUIDs(in)
+			in.Previous[1].UID = "uid-of-the-pod-before"
+			return in
+		}(),
+		// ing-3 may go; the new ing-2 has not been prepared.
+		wantEligible: ptr.To[int32](3), wantError: "ing-2: the pod was recreated", wantRequeue: RetryAfterError,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
