@@ -121,7 +121,8 @@ type PreparedPod struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	UID string `json:"uid,omitempty"`
-	// preparedAt is since when the pod says it has been prepared.
+	// preparedAt is since when the pod says it has been prepared. It is unset
+	// while the pod has been asked and has not answered yet.
 	// +optional
 	PreparedAt *metav1.Time `json:"preparedAt,omitempty"`
 	// eligibleAt is when the StatefulSet may shrink past this pod.
@@ -154,7 +155,9 @@ type DelayedDownscaleStatus struct {
 	// ScalingPolicy shrinks the target no further.
 	// +optional
 	EligibleReplicas *int32 `json:"eligibleReplicas,omitempty"`
-	// preparedPods are the pods asked to prepare, highest ordinal first.
+	// preparedPods are the pods asked to prepare, highest ordinal first. A pod
+	// is listed before it is called, so that a restart cancels its
+	// preparation if the downscale is cancelled meanwhile.
 	// +optional
 	// +listType=atomic
 	PreparedPods []PreparedPod `json:"preparedPods,omitempty"`

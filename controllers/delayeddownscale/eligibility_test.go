@@ -1,16 +1,22 @@
 package delayeddownscale
 
 import (
+	"context"
+	"slices"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
+	"github.com/echelon-operator/echelon/controllers/scalingpolicy"
+	"github.com/echelon-operator/echelon/internal/podcall"
 )
 
 // createDelayed creates the DelayedDownscale "ing" of StatefulSet "ing", its
@@ -84,5 +90,97 @@ func TestDelayedDownscaleRecreatedPodIsPreparedAgain(t *testing.T) {
 	// before it was asked.
 	if took := time.Since(recreated); took < delay-time.Second {
 		t.Errorf("shrunk past the new pod 2 %s after it was created, before it was prepared for %s", took, delay)
+	}
+}
+
+// The pods about to be asked are in status before the POSTs: an operator
+// killed during the calls, whose downscale is cancelled before it restarts,
+// still sends DELETE to every pod it asked.
+func TestDelayedDownscaleRestartDuringThePreparesCancelsThem(t *testing.T) {
+	e := controllertest.New(t, controllertest.Options{})
+	if err := scalingpolicy.New(e.Manager).SetupWithManager(e.Manager); err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	pods := startPreparePods(t)
+	pods.hold = make(chan struct{})
+	sts := e.StatefulSet("ing", 4, "r1")
+	for i := range 4 {
+		e.Pod(sts, i, "r1", controllertest.PodSpec{IP: podIP(i)})
+	}
+	e.MarkReady("ing")
+	createDelayed(e, pods, "1h")
+	e.Policy("ing", "ing", func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = ptr.To[int32](2) })
+	cached := e.Manager.GetClient()
+	policyWants := func(n int32) func() (bool, error) {
+		return func() (bool, error) {
+			sp := &v1alpha1.ScalingPolicy{}
+			err := cached.Get(e.Ctx, types.NamespacedName{Namespace: e.NS, Name: "ing"}, sp)
+			return err == nil && sp.Status.DesiredReplicas != nil && *sp.Status.DesiredReplicas == n && sp.Status.ObservedGeneration == sp.Generation, client.IgnoreNotFound(err)
+		}
+	}
+	e.Eventually(10*time.Second, "the policy wants 2", policyWants(2))
+
+	// The DelayedDownscale reconciler is run by hand, so that it can be
+	// killed in the middle of its calls.
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: e.NS, Name: "ing"}}
+	ctx, kill := context.WithCancel(e.Ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = New(e.Manager, podcall.Addressing{PodAddressIP: true}).Reconcile(ctx, req)
+	}()
+	e.Eventually(10*time.Second, "pods 3 and 2 asked", func() (bool, error) {
+		return len(pods.callsOf("POST")) >= 2, nil
+	})
+	written, err := getDelayed(e, e.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var named []string
+	for _, p := range written.Status.PreparedPods {
+		live := &corev1.Pod{}
+		if err := e.Admin.Get(e.Ctx, types.NamespacedName{Namespace: e.NS, Name: p.Name}, live); err != nil {
+			t.Fatal(err)
+		}
+		if p.UID != string(live.UID) {
+			t.Errorf("status names %s with uid %q, want the pod's %q", p.Name, p.UID, live.UID)
+		}
+		named = append(named, p.Name)
+	}
+	if !slices.Equal(named, []string{"ing-3", "ing-2"}) {
+		t.Errorf("while the POSTs wait, status.preparedPods names %v, want [ing-3 ing-2]", named)
+	}
+	kill()
+	<-done
+	e.Eventually(5*time.Second, "pods 3 and 2 prepared all the same", func() (bool, error) {
+		return pods.isPrepared(podIP(3)) && pods.isPrepared(podIP(2)), nil
+	})
+
+	// While the operator is down, the downscale is cancelled.
+	sp := e.GetPolicy("ing")
+	sp.Spec.Replicas = ptr.To[int32](4)
+	if err := e.Admin.Update(e.Ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually(10*time.Second, "the policy wants 4", policyWants(4))
+	e.Eventually(5*time.Second, "the cache shows the DelayedDownscale as written", func() (bool, error) {
+		latest, err := getDelayed(e, e.Admin)
+		if err != nil {
+			return false, err
+		}
+		seen, err := getDelayed(e, cached)
+		return err == nil && seen.ResourceVersion == latest.ResourceVersion, err
+	})
+
+	// A new process starts.
+	if _, err := New(e.Manager, podcall.Addressing{PodAddressIP: true}).Reconcile(e.Ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	deletes := pods.callsOf("DELETE")
+	for _, ord := range []int{3, 2} {
+		if !slices.Contains(deletes, podIP(ord)) || pods.isPrepared(podIP(ord)) {
+			t.Errorf("pod %d asked before the restart got no DELETE after it (DELETEs to %v); it stays prepared", ord, deletes)
+		}
 	}
 }

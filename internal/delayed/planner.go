@@ -48,6 +48,10 @@ type Record struct {
 	Err string
 }
 
+// asked reports whether the record only says the pod is being asked: written
+// before the call, it has no answer yet.
+func (r Record) asked() bool { return r.PreparedAt.IsZero() && r.Err == "" }
+
 // current reports whether the record speaks of the pod as it is now.
 func (r Record) current(pod Pod) bool { return r.UID == pod.UID }
 
@@ -107,10 +111,11 @@ type CallPlan struct {
 
 // Calls decides which pods to call. Pods are called only when something
 // changed: the set of pods to remove (all of them are asked, and the pods that
-// stay get DELETE), a pod that answered with an error or that was recreated
-// since its record (another UID): those pods again; or a pod reaching its
-// eligibility (all of them, to confirm before the StatefulSet may shrink past
-// them). Otherwise no pod is called.
+// stay get DELETE), a pod that answered with an error, that was recreated since
+// its record (another UID) or whose call never answered (a restart during the
+// calls): those pods again; or a pod reaching its eligibility (all of them, to
+// confirm before the StatefulSet may shrink past them). Otherwise no pod is
+// called.
 //
 // Cancelling goes only to pods that stay: below the current replicas when no
 // downscale is pending, below the desired replicas while one is. A pod being
@@ -145,7 +150,7 @@ func Calls(in Input) CallPlan {
 	for _, name := range removed {
 		r, ok := previous[name]
 		changed = changed || !ok
-		if pod, exists := in.Pods[name]; ok && (r.Err != "" || (exists && !r.current(pod))) {
+		if pod, exists := in.Pods[name]; ok && (r.Err != "" || r.asked() || (exists && !r.current(pod))) {
 			again = append(again, name)
 		}
 	}
@@ -157,6 +162,31 @@ func Calls(in Input) CallPlan {
 		p.Prepare = again
 	}
 	return p
+}
+
+// Intent is what status must say before the calls of plan are made: the
+// records of the pods asked to prepare that status does not hold yet for
+// their current UID, as asked and not answered. Written first, it lets a
+// restart that lost the answers still cancel every pod that may have
+// prepared (Calls cancels every pod that stays once status has records).
+// Nil when status already names every pod asked.
+func Intent(in Input, plan CallPlan) map[string]Record {
+	previous := map[string]Record{}
+	for _, r := range in.Previous {
+		previous[r.Name] = r
+	}
+	var intent map[string]Record
+	for _, name := range plan.Prepare {
+		pod, exists := in.Pods[name]
+		if r, ok := previous[name]; !exists || (ok && r.current(pod)) {
+			continue
+		}
+		if intent == nil {
+			intent = map[string]Record{}
+		}
+		intent[name] = Record{Name: name, UID: pod.UID}
+	}
+	return intent
 }
 
 // Plan is the outcome of a pass.
@@ -200,6 +230,12 @@ func Decide(in Input, answers map[string]Record) Plan {
 		if !answered {
 			r = previous[name]
 			r.Name = name
+		}
+		if pod, exists := in.Pods[name]; exists && r.Err == "" && r.asked() && r.current(pod) {
+			// Asked, no answer yet: neither eligible nor an error.
+			p.Records = append(p.Records, r)
+			open = false
+			continue
 		}
 		if r.Err == "" {
 			r.Err = validate(in, name, r)
