@@ -120,7 +120,13 @@ const (
 type PreparedPod struct {
 	// name of the pod.
 	Name string `json:"name"`
-	// preparedAt is since when the pod says it has been prepared.
+	// uid of the pod that was asked. A pod recreated under the same name has
+	// another uid: it is not prepared, and is asked again.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	UID string `json:"uid,omitempty"`
+	// preparedAt is since when the pod says it has been prepared. It is unset
+	// while the pod has been asked and has not answered yet.
 	// +optional
 	PreparedAt *metav1.Time `json:"preparedAt,omitempty"`
 	// eligibleAt is when the StatefulSet may shrink past this pod.
@@ -153,7 +159,9 @@ type DelayedDownscaleStatus struct {
 	// ScalingPolicy shrinks the target no further.
 	// +optional
 	EligibleReplicas *int32 `json:"eligibleReplicas,omitempty"`
-	// preparedPods are the pods asked to prepare, highest ordinal first.
+	// preparedPods are the pods asked to prepare, highest ordinal first. A pod
+	// is listed before it is called, so that a restart cancels its
+	// preparation if the downscale is cancelled meanwhile.
 	// +optional
 	// +listType=atomic
 	PreparedPods []PreparedPod `json:"preparedPods,omitempty"`

@@ -39,6 +39,7 @@ type Reconciler struct {
 
 // +kubebuilder:rbac:groups=echelon.dev,resources=delayeddownscales,verbs=list;watch
 // +kubebuilder:rbac:groups=echelon.dev,resources=delayeddownscales/status,verbs=patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 
 // Reconcile observes the target and its ScalingPolicy, calls the pods the plan
 // names (only when something changed or a pod became eligible), and writes
@@ -58,7 +59,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	var plan delayed.Plan
 	if obs.problem == "" {
-		plan = r.callAndDecide(ctx, dd, obs)
+		if plan, err = r.callAndDecide(ctx, dd, obs); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	st := computeStatus(dd, obs, plan)
 	r.recordTransition(dd, st, plan)
@@ -71,12 +74,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{RequeueAfter: plan.RequeueAfter}, nil
 }
 
-// callAndDecide makes the calls the planner asks for and decides from the answers.
-func (r *Reconciler) callAndDecide(ctx context.Context, dd *v1alpha1.DelayedDownscale, obs observation) delayed.Plan {
+// callAndDecide makes the calls the planner asks for and decides from the
+// answers. Before any POST, status names the pods about to be asked: a pod may
+// prepare and the process die before its answer is written, and only what
+// status names is cancelled after a restart.
+func (r *Reconciler) callAndDecide(ctx context.Context, dd *v1alpha1.DelayedDownscale, obs observation) (delayed.Plan, error) {
 	calls := delayed.Calls(obs.in)
 	timeout := defaultPodCallTimeout
 	if dd.Spec.Timeout != nil && dd.Spec.Timeout.Duration > 0 {
 		timeout = dd.Spec.Timeout.Duration
+	}
+	if intent := delayed.Intent(obs.in, calls); intent != nil {
+		st := computeStatus(dd, obs, delayed.Decide(obs.in, intent))
+		if err := patch.Status(ctx, r, dd, dd.Status, st, func(o *v1alpha1.DelayedDownscale, s v1alpha1.DelayedDownscaleStatus) { o.Status = s }); err != nil {
+			return delayed.Plan{}, fmt.Errorf("DelayedDownscale: record the pods about to be asked: %w", err)
+		}
+		dd.Status = st
 	}
 	answers := map[string]delayed.Record{}
 	if len(calls.Prepare) > 0 {
@@ -85,7 +98,7 @@ func (r *Reconciler) callAndDecide(ctx context.Context, dd *v1alpha1.DelayedDown
 			results[pod] = res
 		}
 		for pod, res := range results {
-			rec := delayed.Record{Name: pod, PreparedAt: res.PreparedAt}
+			rec := delayed.Record{Name: pod, UID: obs.in.Pods[pod].UID, PreparedAt: res.PreparedAt}
 			if res.Err != nil {
 				rec.Err = res.Err.Error()
 			}
@@ -110,7 +123,7 @@ func (r *Reconciler) callAndDecide(ctx context.Context, dd *v1alpha1.DelayedDown
 				"cancelling the preparation failed on %d pods (they may stay prepared): %v", len(failed), errors.Join(failed...))
 		}
 	}
-	return delayed.Decide(obs.in, answers)
+	return delayed.Decide(obs.in, answers), nil
 }
 
 // recordTransition emits an Event when the phase changes, and a Warning

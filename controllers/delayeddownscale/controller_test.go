@@ -31,6 +31,9 @@ type preparePods struct {
 	since    map[string]time.Time // by IP
 	prepared map[string]time.Time // the answer to give, by IP, when set ahead
 	calls    []string             // "POST 127.0.0.12"
+	// hold, when set, keeps every POST waiting until it is closed (or the
+	// caller gives up), before it prepares anything.
+	hold chan struct{}
 }
 
 func startPreparePods(t *testing.T) *preparePods {
@@ -49,8 +52,18 @@ func startPreparePods(t *testing.T) *preparePods {
 func (p *preparePods) serve(w http.ResponseWriter, r *http.Request) {
 	ip, _, _ := net.SplitHostPort(r.Host)
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	hold := p.hold
 	p.calls = append(p.calls, r.Method+" "+ip)
+	p.mu.Unlock()
+	if hold != nil && r.Method == http.MethodPost {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			// The pod prepares all the same: the caller died after asking.
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	switch r.Method {
 	case http.MethodPost:
 		if _, ok := p.since[ip]; !ok {
@@ -75,6 +88,22 @@ func (p *preparePods) callsOf(method string) []string {
 		}
 	}
 	return out
+}
+
+// restart forgets that the pod at ip was prepared, as a pod restarted
+// (recreated) would.
+func (p *preparePods) restart(ip string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.since, ip)
+}
+
+// isPrepared reports whether the pod at ip is prepared.
+func (p *preparePods) isPrepared(ip string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.since[ip]
+	return ok
 }
 
 func podIP(ordinal int) string { return fmt.Sprintf("127.0.0.%d", 10+ordinal) }

@@ -45,7 +45,7 @@ func (r *Reconciler) observe(ctx context.Context, dd *v1alpha1.DelayedDownscale)
 	}
 	in.Delay = time.Duration(delay)
 	for _, p := range dd.Status.PreparedPods {
-		rec := delayed.Record{Name: p.Name, Err: p.Error}
+		rec := delayed.Record{Name: p.Name, UID: p.UID, Err: p.Error}
 		if p.PreparedAt != nil {
 			rec.PreparedAt = p.PreparedAt.Time
 		}
@@ -106,7 +106,7 @@ func (r *Reconciler) observe(ctx context.Context, dd *v1alpha1.DelayedDownscale)
 			continue // not named as a pod of the StatefulSet
 		}
 		host, addrErr := r.config.Host(pod, target.Spec.ServiceName)
-		p := delayed.Pod{Name: pod.Name, Ordinal: ordinal, AddressError: addrErr}
+		p := delayed.Pod{Name: pod.Name, UID: string(pod.UID), Ordinal: ordinal, AddressError: addrErr}
 		if addrErr == "" {
 			obs.urls[pod.Name] = dd.Spec.PrepareEndpoint.URL(host)
 		}

@@ -23,7 +23,7 @@ func computeStatus(dd *v1alpha1.DelayedDownscale, obs observation, plan delayed.
 		Conditions:         append([]metav1.Condition(nil), dd.Status.Conditions...),
 	}
 	for _, r := range plan.Records {
-		p := v1alpha1.PreparedPod{Name: r.Name, Error: r.Err}
+		p := v1alpha1.PreparedPod{Name: r.Name, UID: r.UID, Error: r.Err}
 		if r.Err == "" && !r.PreparedAt.IsZero() {
 			at, eligible := metav1.NewTime(r.PreparedAt), metav1.NewTime(r.PreparedAt.Add(in.Delay))
 			p.PreparedAt, p.EligibleAt = &at, &eligible

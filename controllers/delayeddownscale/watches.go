@@ -6,6 +6,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -32,7 +33,12 @@ func (r *Reconciler) requestsForTarget(ctx context.Context, o client.Object) []r
 	case *v1alpha1.DelayedDownscale:
 		name = t.Spec.TargetRef.Name
 	}
-	items, err := lookup.DelayedFor(ctx, r.Client, o.GetNamespace(), name)
+	return r.requestsForStatefulSet(ctx, o.GetNamespace(), name)
+}
+
+// requestsForStatefulSet names the DelayedDownscales of a StatefulSet.
+func (r *Reconciler) requestsForStatefulSet(ctx context.Context, namespace, name string) []reconcile.Request {
+	items, err := lookup.DelayedFor(ctx, r.Client, namespace, name)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "map to DelayedDownscales", "statefulset", name)
 		return nil
@@ -42,6 +48,30 @@ func (r *Reconciler) requestsForTarget(ctx context.Context, o client.Object) []r
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: dd.Namespace, Name: dd.Name}})
 	}
 	return reqs
+}
+
+// requestsForPod maps an event of a pod to the DelayedDownscales of the
+// StatefulSet that controls it.
+func (r *Reconciler) requestsForPod(ctx context.Context, o client.Object) []reconcile.Request {
+	owner := lookup.OwnerStatefulSet(o)
+	if owner == "" {
+		return nil
+	}
+	return r.requestsForStatefulSet(ctx, o.GetNamespace(), owner)
+}
+
+// podReplaced passes the pod events that change what a downscale knows of its
+// pods: a pod created (perhaps again, under a name whose record is of the pod
+// before), deleted or terminating, or given another address. A recreated pod is
+// not prepared, whatever its record says.
+var podReplaced = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*corev1.Pod)
+		n, okNew := e.ObjectNew.(*corev1.Pod)
+		return !okOld || !okNew || o.UID != n.UID || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
+			o.Status.PodIP != n.Status.PodIP
+	},
+	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
 // policyDesiredChanged passes ScalingPolicy updates that change the desired replicas.
@@ -81,6 +111,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.requestsForTarget), builder.WithPredicates(replicasChanged)).
 		Watches(&v1alpha1.ScalingPolicy{}, handler.EnqueueRequestsFromMapFunc(r.requestsForTarget), builder.WithPredicates(policyDesiredChanged)).
 		Watches(&v1alpha1.DelayedDownscale{}, handler.EnqueueRequestsFromMapFunc(r.requestsForTarget), builder.WithPredicates(targetChanged)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.requestsForPod), builder.WithPredicates(podReplaced)).
 		Named(controllerName).
 		Complete(r)
 }

@@ -59,6 +59,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	plan := scaling.Decide(obs.in)
+	if isDownscale(plan) && obs.in.FloorSource != "" {
+		in, held, err := r.confirmDelayed(ctx, obs, plan)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if held != "" {
+			obs.in = in
+			plan = scaling.Decide(obs.in)
+			plan.Message += "; " + held
+			r.events.Eventf(sp, obs.target, corev1.EventTypeNormal, "DelayedDownscaleUnconfirmed", "Hold",
+				"not shrinking StatefulSet %s past a pod DelayedDownscale %s has not prepared: %s", obs.target.Name, obs.in.FloorSource, held)
+		}
+	}
 	if isDownscale(plan) && obs.in.Group != nil {
 		if plan, err = r.confirmDownscale(ctx, obs); err != nil {
 			return ctrl.Result{}, err

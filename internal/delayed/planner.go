@@ -30,6 +30,7 @@ const RetryAfterError = 10 * time.Second
 // Pod is one pod of the target, by ordinal.
 type Pod struct {
 	Name    string
+	UID     string
 	Ordinal int
 	// AddressError says why the pod cannot be called (no IP yet, no service).
 	AddressError string
@@ -38,11 +39,21 @@ type Pod struct {
 // Record is what is known of a pod asked to prepare: from its last answer, or
 // from status when it was not called this pass.
 type Record struct {
-	Name       string
+	Name string
+	// UID is the pod's UID when it was asked. A record of another UID speaks
+	// of a pod since recreated under the same name, which is not prepared.
+	UID        string
 	PreparedAt time.Time
 	// Err is the pod's failed answer; PreparedAt is then meaningless.
 	Err string
 }
+
+// asked reports whether the record only says the pod is being asked: written
+// before the call, it has no answer yet.
+func (r Record) asked() bool { return r.PreparedAt.IsZero() && r.Err == "" }
+
+// current reports whether the record speaks of the pod as it is now.
+func (r Record) current(pod Pod) bool { return r.UID == pod.UID }
 
 // Input is what the planner looks at.
 type Input struct {
@@ -100,9 +111,11 @@ type CallPlan struct {
 
 // Calls decides which pods to call. Pods are called only when something
 // changed: the set of pods to remove (all of them are asked, and the pods that
-// stay get DELETE), a pod that answered with an error (that pod again), or a
-// pod reaching its eligibility (all of them, to confirm before the StatefulSet
-// may shrink past them). Otherwise no pod is called.
+// stay get DELETE), a pod that answered with an error, that was recreated since
+// its record (another UID) or whose call never answered (a restart during the
+// calls): those pods again; or a pod reaching its eligibility (all of them, to
+// confirm before the StatefulSet may shrink past them). Otherwise no pod is
+// called.
 //
 // Cancelling goes only to pods that stay: below the current replicas when no
 // downscale is pending, below the desired replicas while one is. A pod being
@@ -133,22 +146,47 @@ func Calls(in Input) CallPlan {
 		}
 	}
 	changed := len(in.Previous) != len(removed)
-	var inError []string
+	var again []string
 	for _, name := range removed {
 		r, ok := previous[name]
 		changed = changed || !ok
-		if ok && r.Err != "" {
-			inError = append(inError, name)
+		if pod, exists := in.Pods[name]; ok && (r.Err != "" || r.asked() || (exists && !r.current(pod))) {
+			again = append(again, name)
 		}
 	}
 	becameEligible := !in.EarliestEligible.IsZero() && !in.Now.Before(in.EarliestEligible)
 	switch {
 	case changed || becameEligible:
 		p.Prepare = removed
-	case len(inError) > 0:
-		p.Prepare = inError
+	case len(again) > 0:
+		p.Prepare = again
 	}
 	return p
+}
+
+// Intent is what status must say before the calls of plan are made: the
+// records of the pods asked to prepare that status does not hold yet for
+// their current UID, as asked and not answered. Written first, it lets a
+// restart that lost the answers still cancel every pod that may have
+// prepared (Calls cancels every pod that stays once status has records).
+// Nil when status already names every pod asked.
+func Intent(in Input, plan CallPlan) map[string]Record {
+	previous := map[string]Record{}
+	for _, r := range in.Previous {
+		previous[r.Name] = r
+	}
+	var intent map[string]Record
+	for _, name := range plan.Prepare {
+		pod, exists := in.Pods[name]
+		if r, ok := previous[name]; !exists || (ok && r.current(pod)) {
+			continue
+		}
+		if intent == nil {
+			intent = map[string]Record{}
+		}
+		intent[name] = Record{Name: name, UID: pod.UID}
+	}
+	return intent
 }
 
 // Plan is the outcome of a pass.
@@ -193,6 +231,12 @@ func Decide(in Input, answers map[string]Record) Plan {
 			r = previous[name]
 			r.Name = name
 		}
+		if pod, exists := in.Pods[name]; exists && r.Err == "" && r.asked() && r.current(pod) {
+			// Asked, no answer yet: neither eligible nor an error.
+			p.Records = append(p.Records, r)
+			open = false
+			continue
+		}
 		if r.Err == "" {
 			r.Err = validate(in, name, r)
 		}
@@ -232,6 +276,8 @@ func validate(in Input, name string, r Record) string {
 		return "the pod does not exist, so it cannot be prepared"
 	case pod.AddressError != "":
 		return pod.AddressError
+	case !r.current(pod):
+		return "the pod was recreated since it was prepared (its UID changed): it is asked again"
 	case r.PreparedAt.IsZero():
 		return "not prepared yet"
 	case r.PreparedAt.Unix() == 0:

@@ -36,6 +36,19 @@ func prepared(at map[int]time.Time) []Record {
 	return out
 }
 
+// withUIDs gives every pod of in the UID "uid-<name>", and records of those
+// pods in in.Previous the same one.
+func withUIDs(in Input) Input {
+	for name, pod := range in.Pods {
+		pod.UID = "uid-" + name
+		in.Pods[name] = pod
+	}
+	for i := range in.Previous {
+		in.Previous[i].UID = "uid-" + in.Previous[i].Name
+	}
+	return in
+}
+
 func answersOf(records []Record) map[string]Record {
 	m := map[string]Record{}
 	for _, r := range records {
@@ -116,6 +129,35 @@ func TestCalls(t *testing.T) {
 			return in
 		}(),
 		wantCancel: []string{"ing-0", "ing-1", "ing-2", "ing-3", "ing-4"},
+	}, {
+		name: "a pod recreated since it was prepared (another UID) is asked again, alone",
+		in: func() Input {
+			in := sts(2, 4)
+			in.Previous = prepared(map[int]time.Time{3: now.Add(-time.Hour), 2: now.Add(-time.Hour)})
+			in = withUIDs(in)
+			in.Previous[0].UID = "uid-of-the-pod-before"
+			in.EarliestEligible = now.Add(3 * time.Hour)
+			return in
+		}(),
+		wantPrepare: []string{"ing-3"},
+	}, {
+		name: "a pod asked and never answered (a restart during the calls) is asked again",
+		in: func() Input {
+			in := sts(2, 4)
+			in.Previous = []Record{{Name: "ing-3"}, {Name: "ing-2", PreparedAt: now.Add(-time.Hour)}}
+			in = withUIDs(in)
+			in.EarliestEligible = now.Add(3 * time.Hour)
+			return in
+		}(),
+		wantPrepare: []string{"ing-3"},
+	}, {
+		name: "cancelled after a restart during the calls: every pod, the ones asked among them, gets DELETE",
+		in: func() Input {
+			in := sts(4, 4)
+			in.Previous = []Record{{Name: "ing-3"}, {Name: "ing-2"}}
+			return withUIDs(in)
+		}(),
+		wantCancel: []string{"ing-0", "ing-1", "ing-2", "ing-3"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -210,6 +252,22 @@ func TestDecide(t *testing.T) {
 	}, {
 		name: "no downscale pending: nothing eligible to report",
 		in:   sts(5, 5),
+	}, {
+		name: "a record of a pod since recreated (another UID) is not eligible",
+		in: func() Input {
+			in := sts(2, 4)
+			in.Previous = prepared(map[int]time.Time{3: now.Add(-5 * time.Hour), 2: now.Add(-5 * time.Hour)})
+			in = withUIDs(in)
+			in.Previous[1].UID = "uid-of-the-pod-before"
+			return in
+		}(),
+		// ing-3 may go; the new ing-2 has not been prepared.
+		wantEligible: ptr.To[int32](3), wantError: "ing-2: the pod was recreated", wantRequeue: RetryAfterError,
+	}, {
+		name:         "asked and not answered yet (status written before the calls): neither eligible nor an error",
+		in:           withUIDs(sts(2, 4)),
+		answers:      []Record{{Name: "ing-3", UID: "uid-ing-3", PreparedAt: now.Add(-5 * time.Hour)}, {Name: "ing-2", UID: "uid-ing-2"}},
+		wantEligible: ptr.To[int32](3),
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -225,6 +283,51 @@ func TestDecide(t *testing.T) {
 			}
 			if p.RequeueAfter != tt.wantRequeue {
 				t.Errorf("RequeueAfter = %s, want %s", p.RequeueAfter, tt.wantRequeue)
+			}
+		})
+	}
+}
+
+// Before any pod is called, status must name every pod asked that it does
+// not hold yet for its current UID: a restart then still cancels them.
+func TestIntent(t *testing.T) {
+	tests := []struct {
+		name string
+		in   Input
+		want []Record
+	}{{
+		name: "a new downscale: every pod asked, with its UID, and no answer",
+		in:   withUIDs(sts(2, 4)),
+		want: []Record{{Name: "ing-3", UID: "uid-ing-3"}, {Name: "ing-2", UID: "uid-ing-2"}},
+	}, {
+		name: "confirming pods status holds already: nothing to write first",
+		in: func() Input {
+			in := sts(2, 4)
+			in.Previous = prepared(map[int]time.Time{3: now.Add(-delay), 2: now.Add(-time.Hour)})
+			in.EarliestEligible = now
+			return withUIDs(in)
+		}(),
+	}, {
+		name: "a pod recreated since its record: it alone, under its new UID",
+		in: func() Input {
+			in := sts(2, 4)
+			in.Previous = prepared(map[int]time.Time{3: now.Add(-time.Hour), 2: now.Add(-time.Hour)})
+			in = withUIDs(in)
+			in.Previous[1].UID = "uid-of-the-pod-before"
+			return in
+		}(),
+		want: []Record{{Name: "ing-2", UID: "uid-ing-2"}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Intent(tt.in, Calls(tt.in))
+			if len(got) != len(tt.want) {
+				t.Fatalf("Intent = %v, want %v", got, tt.want)
+			}
+			for _, w := range tt.want {
+				if got[w.Name] != w {
+					t.Errorf("Intent[%s] = %+v, want %+v", w.Name, got[w.Name], w)
+				}
 			}
 		})
 	}

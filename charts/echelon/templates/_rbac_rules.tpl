@@ -70,9 +70,8 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - delayeddownscales
-  - rolloutgroups
-  - scalingpolicies
   verbs:
+  - get
   - list
   - watch
 - apiGroups:
@@ -83,6 +82,14 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - scalingpolicies/status
   verbs:
   - patch
+- apiGroups:
+  - echelon.dev
+  resources:
+  - rolloutgroups
+  - scalingpolicies
+  verbs:
+  - list
+  - watch
 - apiGroups:
   - events.k8s.io
   resources:
@@ -143,9 +150,8 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - delayeddownscales
-  - rolloutgroups
-  - scalingpolicies
   verbs:
+  - get
   - list
   - watch
 - apiGroups:
@@ -156,6 +162,14 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - scalingpolicies/status
   verbs:
   - patch
+- apiGroups:
+  - echelon.dev
+  resources:
+  - rolloutgroups
+  - scalingpolicies
+  verbs:
+  - list
+  - watch
 - apiGroups:
   - events.k8s.io
   resources:

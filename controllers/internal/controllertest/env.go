@@ -284,6 +284,25 @@ func (e *Env) Pod(sts *appsv1.StatefulSet, ordinal int, rev string, spec PodSpec
 	return pod
 }
 
+// RecreatePod deletes the StatefulSet's pod at ordinal, waits until it is
+// gone, and creates it again as Pod does: same name, another UID (an
+// eviction, a node drain).
+func (e *Env) RecreatePod(sts *appsv1.StatefulSet, ordinal int, rev string, spec PodSpec) *corev1.Pod {
+	e.T.Helper()
+	old := &corev1.Pod{}
+	if err := e.Admin.Get(e.Ctx, types.NamespacedName{Namespace: e.NS, Name: fmt.Sprintf("%s-%d", sts.Name, ordinal)}, old); err != nil {
+		e.T.Fatal(err)
+	}
+	if err := e.Admin.Delete(e.Ctx, old, client.GracePeriodSeconds(0)); err != nil {
+		e.T.Fatal(err)
+	}
+	e.Eventually(10*time.Second, old.Name+" gone", func() (bool, error) {
+		err := e.Admin.Get(e.Ctx, client.ObjectKeyFromObject(old), &corev1.Pod{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	return e.Pod(sts, ordinal, rev, spec)
+}
+
 // Pods creates the StatefulSet's pods [0, n) on rev.
 func (e *Env) Pods(sts *appsv1.StatefulSet, n int, rev string, spec PodSpec) {
 	e.T.Helper()
