@@ -14,6 +14,7 @@ import (
 	"github.com/echelon-operator/echelon/controllers/scalingpolicy"
 	"github.com/echelon-operator/echelon/internal/podcall"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -108,17 +109,25 @@ func (p *preparePods) isPrepared(ip string) bool {
 
 func podIP(ordinal int) string { return fmt.Sprintf("127.0.0.%d", 10+ordinal) }
 
+// servedStatefulSet creates the StatefulSet ing of n Ready pods on revision
+// r1, pod i on podIP(i), where startPreparePods answers.
+func servedStatefulSet(e *controllertest.Env, n int32) *appsv1.StatefulSet {
+	e.T.Helper()
+	sts := e.StatefulSet("ing", n, "r1")
+	for i := range int(n) {
+		e.Pod(sts, i, "r1", controllertest.PodSpec{IP: podIP(i)})
+	}
+	e.MarkReady("ing")
+	return sts
+}
+
 // A ScalingPolicy downscale handed to a DelayedDownscale shrinks the
 // StatefulSet only past pods prepared for the delay, in steps; an upscale
 // cancels on every pod.
 func TestDelayedDownscaleShrinksOnlyPastPreparedPods(t *testing.T) {
 	e := newScalingEnv(t)
 	pods := startPreparePods(t)
-	sts := e.StatefulSet("ing", 5, "r1")
-	for i := range 5 {
-		e.Pod(sts, i, "r1", controllertest.PodSpec{IP: podIP(i)})
-	}
-	e.MarkReady("ing")
+	servedStatefulSet(e, 5)
 	// Pod 4 has been prepared for long (an earlier downscale it kept), so the
 	// StatefulSet may lose it at once; pods 3 and 2 are prepared now.
 	pods.prepared[podIP(4)] = time.Now().Add(-time.Hour)
@@ -141,7 +150,9 @@ func TestDelayedDownscaleShrinksOnlyPastPreparedPods(t *testing.T) {
 
 	// A partial downscale first: past pod 4 only, before pods 3 and 2 are
 	// eligible.
-	e.WaitReplicas("ing", 4, 10*time.Second)
+	// 20 s: the step takes a few passes of both controllers (the pods named
+	// in status, their answers, the live confirm), slow on a loaded machine.
+	e.WaitReplicas("ing", 4, 20*time.Second)
 	if first := time.Since(start); first >= delay {
 		t.Logf("the first step came %s after the start, no sooner than the others could (a slow machine): the partial step is not shown", first)
 	}
@@ -160,11 +171,7 @@ func TestDelayedDownscaleShrinksOnlyPastPreparedPods(t *testing.T) {
 func TestDelayedDownscaleCancelledByAnUpscale(t *testing.T) {
 	e := newScalingEnv(t)
 	pods := startPreparePods(t)
-	sts := e.StatefulSet("ing", 4, "r1")
-	for i := range 4 {
-		e.Pod(sts, i, "r1", controllertest.PodSpec{IP: podIP(i)})
-	}
-	e.MarkReady("ing")
+	servedStatefulSet(e, 4)
 	dd := &v1alpha1.DelayedDownscale{
 		ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: "ing"},
 		Spec: v1alpha1.DelayedDownscaleSpec{

@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
 	"github.com/echelon-operator/echelon/test/builders"
 )
 
@@ -20,11 +19,7 @@ import (
 func TestDelayedDownscalesOfOneTargetBlockEachOther(t *testing.T) {
 	e := newScalingEnv(t)
 	pods := startPreparePods(t)
-	sts := e.StatefulSet("ing", 4, "r1")
-	for i := range 4 {
-		e.Pod(sts, i, "r1", controllertest.PodSpec{IP: podIP(i)})
-	}
-	e.MarkReady("ing")
+	servedStatefulSet(e, 4)
 	var dds []*v1alpha1.DelayedDownscale
 	for _, name := range []string{"ing-a", "ing-b"} {
 		dd := builders.MakeDelayedDownscale(e.NS, name).Target("ing").Delay("1h").PrepareEndpoint("/prepare", int32(pods.port)).Obj()

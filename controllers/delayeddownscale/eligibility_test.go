@@ -48,11 +48,7 @@ func getDelayed(e *controllertest.Env, c client.Reader) (*v1alpha1.DelayedDownsc
 func TestDelayedDownscaleRecreatedPodIsPreparedAgain(t *testing.T) {
 	e := newScalingEnv(t)
 	pods := startPreparePods(t)
-	sts := e.StatefulSet("ing", 4, "r1")
-	for i := range 4 {
-		e.Pod(sts, i, "r1", controllertest.PodSpec{IP: podIP(i)})
-	}
-	e.MarkReady("ing")
+	sts := servedStatefulSet(e, 4)
 	delay := 4 * time.Second
 	createDelayed(e, pods, "4s")
 	// The policy wants 2 but waits (paused here; a zone delay or a rollout
@@ -104,11 +100,7 @@ func TestDelayedDownscaleRestartDuringThePreparesCancelsThem(t *testing.T) {
 	e.Start()
 	pods := startPreparePods(t)
 	pods.hold = make(chan struct{})
-	sts := e.StatefulSet("ing", 4, "r1")
-	for i := range 4 {
-		e.Pod(sts, i, "r1", controllertest.PodSpec{IP: podIP(i)})
-	}
-	e.MarkReady("ing")
+	servedStatefulSet(e, 4)
 	createDelayed(e, pods, "1h")
 	e.Policy("ing", "ing", func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = ptr.To[int32](2) })
 	cached := e.Manager.GetClient()

@@ -3,6 +3,8 @@ package delayeddownscale
 import (
 	"context"
 
+	"github.com/echelon-operator/echelon/controllers/internal/predicates"
+
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -11,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -64,46 +65,28 @@ func (r *Reconciler) requestsForPod(ctx context.Context, o client.Object) []reco
 // pods: a pod created (perhaps again, under a name whose record is of the pod
 // before), deleted or terminating, or given another address. A recreated pod is
 // not prepared, whatever its record says.
-var podReplaced = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okOld := e.ObjectOld.(*corev1.Pod)
-		n, okNew := e.ObjectNew.(*corev1.Pod)
-		return !okOld || !okNew || o.UID != n.UID || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
-			o.Status.PodIP != n.Status.PodIP
-	},
-	GenericFunc: func(event.GenericEvent) bool { return false },
-}
+var podReplaced = predicates.NoGeneric(predicates.UpdatedWhen(func(o, n *corev1.Pod) bool {
+	return o.UID != n.UID || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
+		o.Status.PodIP != n.Status.PodIP
+}))
 
 // policyDesiredChanged passes ScalingPolicy updates that change the desired replicas.
-var policyDesiredChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okOld := e.ObjectOld.(*v1alpha1.ScalingPolicy)
-		n, okNew := e.ObjectNew.(*v1alpha1.ScalingPolicy)
-		return !okOld || !okNew || !equality.Semantic.DeepEqual(o.Status.DesiredReplicas, n.Status.DesiredReplicas) ||
-			o.Spec.TargetRef != n.Spec.TargetRef
-	},
-}
+var policyDesiredChanged = predicates.UpdatedWhen(func(o, n *v1alpha1.ScalingPolicy) bool {
+	return !equality.Semantic.DeepEqual(o.Status.DesiredReplicas, n.Status.DesiredReplicas) ||
+		o.Spec.TargetRef != n.Spec.TargetRef
+})
 
 // targetChanged passes the DelayedDownscale events that can make or end a
 // duplicate: creations, deletions and changes of spec.targetRef (mapped
 // from both the old and the new object).
-var targetChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okOld := e.ObjectOld.(*v1alpha1.DelayedDownscale)
-		n, okNew := e.ObjectNew.(*v1alpha1.DelayedDownscale)
-		return !okOld || !okNew || o.Spec.TargetRef != n.Spec.TargetRef
-	},
-	GenericFunc: func(event.GenericEvent) bool { return false },
-}
+var targetChanged = predicates.NoGeneric(predicates.UpdatedWhen(func(o, n *v1alpha1.DelayedDownscale) bool {
+	return o.Spec.TargetRef != n.Spec.TargetRef
+}))
 
 // replicasChanged passes StatefulSet updates that change spec.replicas.
-var replicasChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okOld := e.ObjectOld.(*appsv1.StatefulSet)
-		n, okNew := e.ObjectNew.(*appsv1.StatefulSet)
-		return !okOld || !okNew || kube.Replicas(o) != kube.Replicas(n)
-	},
-}
+var replicasChanged = predicates.UpdatedWhen(func(o, n *appsv1.StatefulSet) bool {
+	return kube.Replicas(o) != kube.Replicas(n)
+})
 
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).

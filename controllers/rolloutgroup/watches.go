@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 
+	"github.com/echelon-operator/echelon/controllers/internal/predicates"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -117,39 +119,25 @@ var groupChanged = predicate.Or[client.Object](predicate.GenerationChangedPredic
 // spec (generation), strategy, labels, deletion, the revisions the controller
 // reports, and its replica and Ready counts, by which the planner sees a
 // scale-down whose pods are still terminating.
-var statefulSetChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okOld := e.ObjectOld.(*appsv1.StatefulSet)
-		n, okNew := e.ObjectNew.(*appsv1.StatefulSet)
-		if !okOld || !okNew {
-			return true
-		}
-		return o.Generation != n.Generation ||
-			o.Status.ObservedGeneration != n.Status.ObservedGeneration ||
-			o.Status.UpdateRevision != n.Status.UpdateRevision ||
-			o.Status.CurrentRevision != n.Status.CurrentRevision ||
-			o.Status.Replicas != n.Status.Replicas ||
-			o.Status.ReadyReplicas != n.Status.ReadyReplicas ||
-			!equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
-			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
-	},
-}
+var statefulSetChanged = predicates.UpdatedWhen(func(o, n *appsv1.StatefulSet) bool {
+	return o.Generation != n.Generation ||
+		o.Status.ObservedGeneration != n.Status.ObservedGeneration ||
+		o.Status.UpdateRevision != n.Status.UpdateRevision ||
+		o.Status.CurrentRevision != n.Status.CurrentRevision ||
+		o.Status.Replicas != n.Status.Replicas ||
+		o.Status.ReadyReplicas != n.Status.ReadyReplicas ||
+		!equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
+		(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+})
 
 // podChanged passes only pod updates that change what the planner sees: its
 // revision, readiness, phase or deletion.
-var podChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okOld := e.ObjectOld.(*corev1.Pod)
-		n, okNew := e.ObjectNew.(*corev1.Pod)
-		if !okOld || !okNew {
-			return true
-		}
-		return o.Labels[appsv1.ControllerRevisionHashLabelKey] != n.Labels[appsv1.ControllerRevisionHashLabelKey] ||
-			o.Status.Phase != n.Status.Phase ||
-			kube.PodReadyCondition(o) != kube.PodReadyCondition(n) ||
-			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
-	},
-}
+var podChanged = predicates.UpdatedWhen(func(o, n *corev1.Pod) bool {
+	return o.Labels[appsv1.ControllerRevisionHashLabelKey] != n.Labels[appsv1.ControllerRevisionHashLabelKey] ||
+		o.Status.Phase != n.Status.Phase ||
+		kube.PodReadyCondition(o) != kube.PodReadyCondition(n) ||
+		(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+})
 
 // SetupWithManager registers the controller: its watches, their mappings to
 // groups and the predicates that drop events the planner does not read.

@@ -4,13 +4,14 @@ import (
 	"context"
 	"slices"
 
+	"github.com/echelon-operator/echelon/controllers/internal/predicates"
+
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -147,54 +148,29 @@ func dedupe(reqs []reconcile.Request) []reconcile.Request {
 
 // groupRolloutChanged passes RolloutGroup updates that change which member is
 // rolled, or whether a rollout runs: what the interlock reads.
-var groupRolloutChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okOld := e.ObjectOld.(*v1alpha1.RolloutGroup)
-		n, okNew := e.ObjectNew.(*v1alpha1.RolloutGroup)
-		if !okOld || !okNew {
-			return true
-		}
-		return o.Generation != n.Generation || o.Status.Phase != n.Status.Phase || o.Status.CurrentStatefulSet != n.Status.CurrentStatefulSet
-	},
-}
+var groupRolloutChanged = predicates.UpdatedWhen(func(o, n *v1alpha1.RolloutGroup) bool {
+	return o.Generation != n.Generation || o.Status.Phase != n.Status.Phase || o.Status.CurrentStatefulSet != n.Status.CurrentStatefulSet
+})
 
 // policyChanged passes ScalingPolicy updates that other policies read: a new
 // target (claimed twice) and a recorded downscale (zone delay).
-var policyChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okOld := e.ObjectOld.(*v1alpha1.ScalingPolicy)
-		n, okNew := e.ObjectNew.(*v1alpha1.ScalingPolicy)
-		if !okOld || !okNew {
-			return true
-		}
-		return o.Spec.TargetRef != n.Spec.TargetRef || !equality.Semantic.DeepEqual(o.Status.LastDownscaleTime, n.Status.LastDownscaleTime)
-	},
-}
+var policyChanged = predicates.UpdatedWhen(func(o, n *v1alpha1.ScalingPolicy) bool {
+	return o.Spec.TargetRef != n.Spec.TargetRef || !equality.Semantic.DeepEqual(o.Status.LastDownscaleTime, n.Status.LastDownscaleTime)
+})
 
 // delayedEligibleChanged passes DelayedDownscale updates that move the floor.
-var delayedEligibleChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okOld := e.ObjectOld.(*v1alpha1.DelayedDownscale)
-		n, okNew := e.ObjectNew.(*v1alpha1.DelayedDownscale)
-		return !okOld || !okNew || !equality.Semantic.DeepEqual(o.Status.EligibleReplicas, n.Status.EligibleReplicas) ||
-			o.Status.Replicas != n.Status.Replicas || !equality.Semantic.DeepEqual(o.Status.DesiredReplicas, n.Status.DesiredReplicas)
-	},
-}
+var delayedEligibleChanged = predicates.UpdatedWhen(func(o, n *v1alpha1.DelayedDownscale) bool {
+	return !equality.Semantic.DeepEqual(o.Status.EligibleReplicas, n.Status.EligibleReplicas) ||
+		o.Status.Replicas != n.Status.Replicas || !equality.Semantic.DeepEqual(o.Status.DesiredReplicas, n.Status.DesiredReplicas)
+})
 
 // statefulSetChanged passes the StatefulSet updates a policy reads: its
 // replicas (spec and status, Ready count) and generation.
-var statefulSetChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okOld := e.ObjectOld.(*appsv1.StatefulSet)
-		n, okNew := e.ObjectNew.(*appsv1.StatefulSet)
-		if !okOld || !okNew {
-			return true
-		}
-		return o.Generation != n.Generation || o.Status.ObservedGeneration != n.Status.ObservedGeneration ||
-			o.Status.Replicas != n.Status.Replicas || o.Status.ReadyReplicas != n.Status.ReadyReplicas ||
-			!equality.Semantic.DeepEqual(o.Labels, n.Labels)
-	},
-}
+var statefulSetChanged = predicates.UpdatedWhen(func(o, n *appsv1.StatefulSet) bool {
+	return o.Generation != n.Generation || o.Status.ObservedGeneration != n.Status.ObservedGeneration ||
+		o.Status.Replicas != n.Status.Replicas || o.Status.ReadyReplicas != n.Status.ReadyReplicas ||
+		!equality.Semantic.DeepEqual(o.Labels, n.Labels)
+})
 
 // SetupWithManager registers the controller and its watches; source resources
 // are watched as policies name them (sourceWatches).
