@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/internal/podname"
 	"github.com/echelon-operator/echelon/test/builders"
 	"github.com/echelon-operator/echelon/webhooks/webhookstest"
 )
@@ -134,11 +133,7 @@ func prepareRefusedByOnePod(t *testing.T, e *env, g *WithT, ns string) error {
 		PrepareEndpoint: v1alpha1.PrepareEndpoint{Path: "/ingester/prepare-shutdown", Port: pods.Port},
 		Timeout:         &metav1.Duration{Duration: 5 * time.Second}}}
 	g.Expect(e.admin.Create(ctx, sts)).To(Succeed())
-	for name, ip := range pods.IPs() {
-		ord, ok := podname.Ordinal(sts.Name, name)
-		g.Expect(ok).To(BeTrue(), "pod %s of StatefulSet %s", name, sts.Name)
-		e.createPod(t, builders.MakePod(ns, sts.Name, ord).FromTemplate(sts.Spec.Template).IP(ip).Obj())
-	}
+	e.createServedPods(t, sts, pods)
 	g.Expect(e.admin.Create(ctx, prep)).To(Succeed())
 	e.waitForCache(t, sts, prep)
 	g.Eventually(func() int {

@@ -335,11 +335,7 @@ func (e *env) preparingStatefulSet(t *testing.T, ns string, net8 int) (*appsv1.S
 	sts := builders.MakeStatefulSet(ns, "ingester").Label("app", "ingester").Replicas(5).Obj()
 	prep := builders.MakeScalingPolicy(ns, "ingester-scaling").Target(v1alpha1.TargetKindStatefulSet, sts.Name).Prepare("/ingester/prepare-shutdown", pods.Port, 2*time.Second).Obj()
 	g.Expect(e.admin.Create(ctx, sts)).To(Succeed())
-	for name, ip := range pods.IPs() {
-		ord, ok := podname.Ordinal(sts.Name, name)
-		g.Expect(ok).To(BeTrue(), "pod %s of StatefulSet %s", name, sts.Name)
-		e.createPod(t, builders.MakePod(ns, sts.Name, ord).FromTemplate(sts.Spec.Template).IP(ip).Obj())
-	}
+	e.createServedPods(t, sts, pods)
 	g.Expect(e.admin.Create(ctx, prep)).To(Succeed())
 	e.waitForCache(t, prep, sts)
 	g.Eventually(func() (int, error) {
@@ -348,6 +344,19 @@ func (e *env) preparingStatefulSet(t *testing.T, ns string, net8 int) (*appsv1.S
 		return len(list.Items), err
 	}, 10*time.Second, 50*time.Millisecond).Should(Equal(5))
 	return sts, prep, pods
+}
+
+// createServedPods creates the pods of sts that pods serves, each Running
+// on the IP it answers on.
+func (e *env) createServedPods(t *testing.T, sts *appsv1.StatefulSet, pods *webhookstest.PodServer) {
+	t.Helper()
+	for name, ip := range pods.IPs() {
+		ord, ok := podname.Ordinal(sts.Name, name)
+		if !ok {
+			t.Fatalf("pod %s is not of StatefulSet %s", name, sts.Name)
+		}
+		e.createPod(t, builders.MakePod(sts.Namespace, sts.Name, ord).FromTemplate(sts.Spec.Template).IP(ip).Obj())
+	}
 }
 
 // createPod creates pod and then writes its status as built, as a kubelet
