@@ -106,8 +106,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	actErr = errors.Join(actErr, r.advanceRevisions(ctx, rg, plan, in.Members), restoreErr)
 	ap.AfterAct(plan, acted.deleted)
 
+	failure := withoutStaleViews(actErr)
 	up := computeStatus(rg, plan, acted, ap, now)
-	if actErr != nil && !errors.Is(actErr, errStaleView) {
+	if failure != nil {
 		// observedGeneration says a pass over that generation succeeded (as in
 		// Cluster API); a stale view is not a failure of the pass.
 		up.status.ObservedGeneration = written.ObservedGeneration
@@ -125,17 +126,36 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if acted.refused != "" {
 		after = rollout.MinPositive(after, evictionRetryInterval)
 	}
-	if errors.Is(actErr, errStaleView) {
-		// Not a failure of Echelon's: log it and plan again soon, without the
-		// error backoff.
-		ctrl.LoggerFrom(ctx).Info("acted on a stale view (a batch or a template restore); planning again", "reason", actErr.Error())
-		actErr = nil
-		after = rollout.MinPositive(after, staleViewRetryInterval)
-	}
-	if actErr != nil {
+	if failure != nil {
 		return ctrl.Result{}, actErr
 	}
+	if actErr != nil {
+		// Only stale views: not a failure of Echelon's. Log it and plan again
+		// soon, without the error backoff.
+		ctrl.LoggerFrom(ctx).Info("acted on a stale view (a batch or a template restore); planning again", "reason", actErr.Error())
+		after = rollout.MinPositive(after, staleViewRetryInterval)
+	}
 	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// withoutStaleViews is err without the errors that wrap errStaleView, nil
+// when there is nothing else. A pass's actions join their errors: a stale
+// view in one of them (errors.Is finds it in any) must not hide a failure of
+// another.
+func withoutStaleViews(err error) error {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var rest []error
+		for _, e := range joined.Unwrap() {
+			if e = withoutStaleViews(e); e != nil {
+				rest = append(rest, e)
+			}
+		}
+		return errors.Join(rest...)
+	}
+	if errors.Is(err, errStaleView) {
+		return nil
+	}
+	return err
 }
 
 // saveStatus writes the new status when it differs from what the API server

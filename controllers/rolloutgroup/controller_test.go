@@ -9,6 +9,7 @@ import (
 
 	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -345,6 +346,69 @@ func TestControllerFailedPassKeepsObservedGeneration(t *testing.T) {
 	e.reconcile("ingester")
 	if got := e.GetGroup("ingester").Status.ObservedGeneration; got != 2 {
 		t.Errorf("observedGeneration = %d after a pass over generation 2 succeeded, want 2", got)
+	}
+}
+
+// failingStatefulSetStatus fails every write of a StatefulSet's status with a
+// server error; other writes pass through.
+type failingStatefulSetStatus struct {
+	client.Client
+}
+
+func (f *failingStatefulSetStatus) Status() client.SubResourceWriter {
+	return &failingStatusWriter{SubResourceWriter: f.Client.Status()}
+}
+
+type failingStatusWriter struct {
+	client.SubResourceWriter
+}
+
+func (w *failingStatusWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	if _, ok := obj.(*appsv1.StatefulSet); ok {
+		return apierrors.NewInternalError(errors.New("injected by the test"))
+	}
+	return w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+// A pass where one action meets a stale view (a pod already gone) and
+// another fails (the write of a complete member's currentRevision) has
+// failed: the failure is returned, not swallowed with the stale view, and
+// observedGeneration is not bumped.
+func TestControllerStaleViewDoesNotHideAFailure(t *testing.T) {
+	var e *env
+	interfered := false
+	e = newEnv(t, envOptions{wrapClient: func(c client.Client) client.Client {
+		return &deleteHook{Client: &failingStatefulSetStatus{Client: c}, before: func(_ context.Context, pod client.Object) {
+			if !interfered {
+				interfered = true
+				if err := e.Admin.Delete(e.Ctx, pod.DeepCopyObject().(client.Object), client.GracePeriodSeconds(0)); err != nil {
+					e.T.Fatal(err)
+				}
+			}
+		}}
+	}})
+	a := e.StatefulSet("zone-a", 2, "r1")
+	e.Pods(a, 2, "r2", controllertest.PodSpec{Bound: true})
+	e.SetRevisions("zone-a", "r1", "r2") // every pod on r2: currentRevision to advance
+	b := e.StatefulSet("zone-b", 2, "r1")
+	e.Pods(b, 2, "r1", controllertest.PodSpec{Bound: true})
+	e.SetRevisions("zone-b", "r1", "r2")
+	e.Group("ingester", 1, "zone-a", "zone-b")
+	e.Eventually(10*time.Second, "the cache to see the group and both revisions", func() (bool, error) {
+		return e.r.Get(e.Ctx, client.ObjectKey{Namespace: e.NS, Name: "ingester"}, &v1alpha1.RolloutGroup{}) == nil &&
+			e.r.Get(e.Ctx, client.ObjectKeyFromObject(a), a) == nil && a.Status.UpdateRevision == "r2" &&
+			e.r.Get(e.Ctx, client.ObjectKeyFromObject(b), b) == nil && b.Status.UpdateRevision == "r2", nil
+	})
+
+	_, err := e.r.Reconcile(e.Ctx, reconcileRequest(e, "ingester"))
+	if !interfered {
+		t.Fatal("no pod deletion attempted: the pass met no stale view")
+	}
+	if err == nil || !strings.Contains(err.Error(), "injected by the test") {
+		t.Errorf("Reconcile returned %v; want the failed currentRevision write", err)
+	}
+	if got := e.GetGroup("ingester").Status.ObservedGeneration; got != 0 {
+		t.Errorf("observedGeneration = %d after a pass whose currentRevision write failed, want 0", got)
 	}
 }
 

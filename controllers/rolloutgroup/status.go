@@ -160,9 +160,21 @@ func madeProgress(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionResu
 	old := rg.Status
 	return acted.deleted > 0 ||
 		st.UpdatedReplicas != old.UpdatedReplicas || st.AvailableReplicas != old.AvailableReplicas ||
-		old.ObservedGeneration != rg.Generation ||
+		computedGeneration(old) != rg.Generation ||
 		old.Phase == v1alpha1.PhasePaused || old.Phase == v1alpha1.PhaseBlocked || old.Phase == v1alpha1.PhaseFailed ||
 		plan.Reason == v1alpha1.ReasonWaitingForBatchInterval
+}
+
+// computedGeneration is the generation st was computed from. After a failed
+// pass status.observedGeneration stays at the last successful one, while the
+// conditions carry the generation the pass computed them from: a spec change
+// is progress once, not again at every pass that fails on it.
+func computedGeneration(st v1alpha1.RolloutGroupStatus) int64 {
+	gen := st.ObservedGeneration
+	for _, c := range st.Conditions {
+		gen = max(gen, c.ObservedGeneration)
+	}
+	return gen
 }
 
 // progressDeadline is spec.progressDeadline; 0 disables it.

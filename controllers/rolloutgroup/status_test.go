@@ -295,6 +295,30 @@ func TestComputeStatusProgressAndStall(t *testing.T) {
 	}
 }
 
+// A spec change restarts the progress clock once. A pass that then fails
+// keeps status.observedGeneration at the last successful pass (Reconcile);
+// the passes after it, failing the same way, are not progress, and the group
+// stalls at the deadline.
+func TestComputeStatusFailingPassesAfterASpecChangeStall(t *testing.T) {
+	plan := rollout.Plan{Current: "a", Settled: true, ToRoll: 1, Reason: v1alpha1.ReasonDeletingPods,
+		Members: []rollout.MemberState{member("a", 5, 4, 5, v1alpha1.MemberRolling)}}
+	rg := group(openRollout(20 * time.Minute))
+	rg.Status.ObservedGeneration = rg.Generation - 1 // the spec just changed
+	up := computeStatus(rg, plan, actionResult{}, nil, statusNow)
+	if !up.status.LastProgressTime.Time.Equal(statusNow) {
+		t.Fatalf("lastProgress %v after a spec change, want the clock restarted now", up.status.LastProgressTime)
+	}
+	for i := 1; i <= 4; i++ {
+		up.status.ObservedGeneration = rg.Status.ObservedGeneration // the pass failed: Reconcile keeps it
+		rg.Status = up.status
+		up = computeStatus(rg, plan, actionResult{}, nil, statusNow.Add(time.Duration(i)*5*time.Minute))
+	}
+	if up.status.Phase != v1alpha1.PhaseStalled {
+		t.Errorf("phase %s, lastProgress %v after 20 min of failing passes over the same spec: want Stalled (progressDeadline 15m)",
+			up.status.Phase, up.status.LastProgressTime)
+	}
+}
+
 func TestComputeStatusRefusedEvictionIsInTheMessage(t *testing.T) {
 	plan := rollout.Plan{Current: "a", Message: "a: 0/3 updated, deleting 1 pods", Settled: true, ToRoll: 3, Members: []rollout.MemberState{member("a", 3, 0, 3, v1alpha1.MemberRolling)}}
 	up := computeStatus(group(openRollout(time.Minute)), plan, actionResult{refused: "eviction of pod a-2 refused"}, nil, statusNow)
