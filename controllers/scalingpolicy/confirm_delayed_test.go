@@ -117,18 +117,23 @@ func TestConfirmedFloor(t *testing.T) {
 		name       string
 		generation int64
 		observed   int64
+		eligible   *int32
 		want       int32
 		held       string
 	}{
-		{name: "status of the current spec: both pods confirmed", generation: 1, observed: 1, want: 2},
-		{name: "spec changed since the status was written (a longer delay): nothing confirmed", generation: 2, observed: 1, want: 4,
+		{name: "status of the current spec: both pods confirmed", generation: 1, observed: 1, eligible: ptr.To[int32](2), want: 2},
+		{name: "spec changed since the status was written (a longer delay): nothing confirmed", generation: 2, observed: 1, eligible: ptr.To[int32](2), want: 4,
 			held: "has not caught up with its spec"},
+		{name: "Blocked since (another DelayedDownscale of the StatefulSet): its status allows nothing", generation: 1, observed: 1, want: 4,
+			held: "allows no downscale"},
+		{name: "its status allows less than its records would", generation: 1, observed: 1, eligible: ptr.To[int32](3), want: 3,
+			held: "allows no further than 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dd := builders.MakeDelayedDownscale("ns", "ing").Delay("1h").Obj()
 			dd.Generation = tc.generation
 			dd.Status = v1alpha1.DelayedDownscaleStatus{ObservedGeneration: tc.observed, Replicas: 4,
-				DesiredReplicas: ptr.To[int32](2), EligibleReplicas: ptr.To[int32](2),
+				DesiredReplicas: ptr.To[int32](2), EligibleReplicas: tc.eligible,
 				PreparedPods: []v1alpha1.PreparedPod{record(pods[3]), record(pods[2])}}
 			got, held := confirmedFloor(dd, sts, pods, plan, now)
 			if got != tc.want {
