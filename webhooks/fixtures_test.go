@@ -52,6 +52,8 @@ type fakeCluster struct {
 	// slow API server would.
 	recordHangs bool
 	recorded    map[string]time.Time
+	// pending is the status.pendingDownscale each policy was given.
+	pending map[string]v1alpha1.PendingDownscale
 }
 
 func (c *fakeCluster) Watches(ns string) bool { return !slices.Contains(c.unwatched, ns) }
@@ -114,8 +116,10 @@ func (c *fakeCluster) RecordDownscale(ctx context.Context, p *v1alpha1.ScalingPo
 	defer c.mu.Unlock()
 	if c.recorded == nil {
 		c.recorded = map[string]time.Time{}
+		c.pending = map[string]v1alpha1.PendingDownscale{}
 	}
 	c.recorded[p.Name] = at
+	c.pending[p.Name] = pending
 	return nil
 }
 

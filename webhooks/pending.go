@@ -69,8 +69,8 @@ func settle(now time.Time, p *v1alpha1.PendingDownscale, replicas *int32) settle
 // one left.
 type pendingDownscales struct {
 	client client.Client
-	// live reads the StatefulSet before a cancel: the cache may lag behind a
-	// downscale that was stored.
+	// live reads the StatefulSet before a confirm or a cancel: the cache
+	// may lag behind the downscale, or behind an upscale before it.
 	live   client.Reader
 	pods   *podcall.Client
 	events events.EventRecorder
@@ -127,9 +127,12 @@ func (r *pendingDownscales) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	now := r.now()
 	decision := settle(now, p, replicasOf(sts))
-	if decision == settleCancel {
-		// Confirm on the API server's word before cancelling: prepared pods
-		// told to cancel and then removed are what the webhook prevents.
+	if decision != settleWait {
+		// Settle on the API server's word: the cache may lag behind the
+		// downscale (prepared pods told to cancel and then removed are what
+		// the webhook prevents), or behind an upscale before it, and show
+		// the new size when the downscale was not stored (its pods would
+		// stay prepared, its zone delay in place).
 		if sts, err = r.statefulSet(ctx, r.live, key); err != nil {
 			return ctrl.Result{}, err
 		}

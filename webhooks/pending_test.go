@@ -11,6 +11,7 @@ import (
 	"github.com/echelon-operator/echelon/test/builders"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -62,7 +63,7 @@ func TestPendingRecord(t *testing.T) {
 
 	policy := *builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Obj()
 	policy.Status.LastDownscaleTime = &earlier
-	rec := pendingRecord(ctx, &policy, 3, testNow, targets, results)
+	rec := pendingRecord(ctx, &policy, 5, 3, testNow, targets, results)
 	if rec.Replicas != 3 || !rec.AdmittedAt.Time.Equal(testNow) || !rec.Deadline.Time.Equal(testNow.Add(10*time.Second+laterAdmissionWindow)) {
 		t.Errorf("record %+v, want replicas 3 admitted at %v, deadline %v", rec, testNow, testNow.Add(10*time.Second+laterAdmissionWindow))
 	}
@@ -78,7 +79,7 @@ func TestPendingRecord(t *testing.T) {
 	policy.Status.LastDownscaleTime = &provisional
 	policy.Status.PendingDownscale = &v1alpha1.PendingDownscale{Replicas: 4, AdmittedAt: provisional, PreviousDownscaleTime: &earlier,
 		Pods: []v1alpha1.PendingPod{{Name: "a-4", URL: "http://old/p"}, {Name: "a-5", URL: "http://10.0.0.5/p"}}}
-	rec = pendingRecord(ctx, &policy, 3, testNow, targets, results)
+	rec = pendingRecord(ctx, &policy, 5, 3, testNow, targets, results)
 	if rec.PreviousDownscaleTime == nil || !rec.PreviousDownscaleTime.Equal(&earlier) {
 		t.Errorf("merged previousDownscaleTime %v, want %v", rec.PreviousDownscaleTime, earlier)
 	}
@@ -118,6 +119,11 @@ func TestPendingDownscalesReconcile(t *testing.T) {
 			wantOutcome: metrics.PendingDownscaleCancelled},
 		{name: "the cache lags, the API server has it: confirmed, no call", now: testNow, cached: 5, live: 3, last: &admitted,
 			wantLast: &admitted, wantOutcome: metrics.PendingDownscaleConfirmed},
+		{name: "the cache lags behind an upscale and shows the size, the API server does not, deadline ahead: waits", now: testNow.Add(-time.Second),
+			cached: 3, live: 5, last: &admitted, wantPending: true, wantLast: &admitted, wantRequeue: true},
+		{name: "the cache lags behind an upscale and shows the size, the API server does not, by the deadline: pods cancelled", now: testNow,
+			cached: 3, live: 5, last: &admitted, wantLast: &earlier, wantCalls: []string{"DELETE a-3", "DELETE a-4"}, wantEvent: EventReasonPreparedDownscaleCancelled,
+			wantOutcome: metrics.PendingDownscaleCancelled},
 		{name: "cancelled after another downscale was recorded: that one stays", now: testNow, cached: 5, live: 5, last: ptr.To(metav1.NewMicroTime(testNow)),
 			wantLast: ptr.To(metav1.NewMicroTime(testNow)), wantCalls: []string{"DELETE a-3", "DELETE a-4"}, wantEvent: EventReasonPreparedDownscaleCancelled,
 			wantOutcome: metrics.PendingDownscaleCancelled},
@@ -187,4 +193,47 @@ func TestPendingDownscalesReconcile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPendingRecordAfterAStoredDownscale: a record still pending whose
+// downscale the StatefulSet already shows (the request starts from its
+// replicas) was stored: it is not merged into the next one, whose refusal
+// would otherwise tell that downscale's pods to cancel and put
+// lastDownscaleTime back before it, opening the zone delay it started.
+func TestPendingRecordAfterAStoredDownscale(t *testing.T) {
+	const path = "/ingester/prepare-shutdown"
+	earlier := metav1.NewMicroTime(testNow.Add(-time.Hour))
+	stored := metav1.NewMicroTime(testNow.Add(-time.Second))
+	pods := newPodServer(t, "a", 0, 1, 2, 3)
+	policy := *builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Prepare(path, pods.Port, 2*time.Second).Obj()
+	policy.Status.LastDownscaleTime = &stored
+	policy.Status.PendingDownscale = &v1alpha1.PendingDownscale{Replicas: 4, AdmittedAt: stored, Deadline: metav1.NewMicroTime(testNow.Add(time.Minute)),
+		PreviousDownscaleTime: &earlier, Pods: []v1alpha1.PendingPod{{Name: "a-4", URL: "http://10.0.0.4/p"}}}
+	cluster := &fakeCluster{
+		policies: []v1alpha1.ScalingPolicy{policy},
+		sets:     []appsv1.StatefulSet{*builders.MakeStatefulSet(testNS, "a").Replicas(4).TypeMeta().Obj()},
+		pods:     runningPods("a", pods),
+	}
+	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: podcall.Addressing{PodAddressIP: true}, Now: func() time.Time { return testNow }}
+	a := serve(t, handler("test-prepare", prep, nil), stsUpdate("a", 4, 3).review(), "timeout=10s")
+	prep.cancels.Wait()
+	checkAnswer(t, a, true, 0, "", "")
+	rec, ok := cluster.pending["a-scaling"]
+	if !ok {
+		t.Fatal("no pending record written")
+	}
+	if rec.PreviousDownscaleTime == nil || !rec.PreviousDownscaleTime.Equal(&stored) {
+		t.Errorf("previousDownscaleTime %v, want %v: the downscale to 4 was stored", rec.PreviousDownscaleTime, stored)
+	}
+	if want := []string{"a-3"}; !slices.Equal(pendingPodNames(rec.Pods), want) {
+		t.Errorf("pods %q, want %q: pod a-4 left with the stored downscale", pendingPodNames(rec.Pods), want)
+	}
+}
+
+func pendingPodNames(pods []v1alpha1.PendingPod) []string {
+	var names []string
+	for _, p := range pods {
+		names = append(names, p.Name)
+	}
+	return names
 }

@@ -152,7 +152,7 @@ func (h *PrepareDownscale) decide(ctx context.Context, req *admissionv1.Admissio
 	// StatefulSet shows the new size: the API server may still refuse the
 	// downscale after this answer (a conflict, a later webhook), and then
 	// pendingDownscales tells the pods to cancel and restores the record.
-	if err := h.Cluster.RecordDownscale(callCtx, policy, pendingRecord(callCtx, policy, *change.New, h.Now(), targets, results)); err != nil {
+	if err := h.Cluster.RecordDownscale(callCtx, policy, pendingRecord(callCtx, policy, *change.Old, *change.New, h.Now(), targets, results)); err != nil {
 		note := h.rollBack(callCtx, targets, results, timeout)
 		v := failed(reasonRecordFailed, http.StatusInternalServerError, fmt.Errorf("downscale of %s from %d to %d denied: %w%s", change, *change.Old, *change.New, err, note))
 		v.event = &denialEvent{regarding: workloadRef(change), reason: EventReasonPrepareFailed, action: "Prepare"}
@@ -167,23 +167,26 @@ func (h *PrepareDownscale) decide(ctx context.Context, req *admissionv1.Admissio
 // A downscale not stored by then is taken as refused.
 const laterAdmissionWindow = 10 * time.Second
 
-// pendingRecord is the provisional record of a downscale to replicas admitted
-// at now, which prepared the pods of targets that answered 2xx. A record
-// still pending (an earlier request whose fate is not known yet) is merged
-// into it: its pods stay to be cancelled, and the time to restore stays the
-// one before either.
-func pendingRecord(ctx context.Context, policy *v1alpha1.ScalingPolicy, replicas int32, now time.Time, targets []podcall.Target, results map[string]podcall.Result) v1alpha1.PendingDownscale {
+// pendingRecord is the provisional record of a downscale from replicas from
+// to replicas to admitted at now, which prepared the pods of targets that
+// answered 2xx. A record still pending (an earlier request whose fate is not
+// known yet) is merged into it: its pods stay to be cancelled, and the time
+// to restore stays the one before either. A pending record the StatefulSet
+// already shows (from, the stored replicas, at or below it) was stored, only
+// not settled yet: it is not merged, and its lastDownscaleTime is the one to
+// restore.
+func pendingRecord(ctx context.Context, policy *v1alpha1.ScalingPolicy, from, to int32, now time.Time, targets []podcall.Target, results map[string]podcall.Result) v1alpha1.PendingDownscale {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = now.Add(laterAdmissionWindow)
 	}
 	rec := v1alpha1.PendingDownscale{
-		Replicas:              replicas,
+		Replicas:              to,
 		AdmittedAt:            metav1.NewMicroTime(now),
 		Deadline:              metav1.NewMicroTime(deadline.Add(laterAdmissionWindow)),
 		PreviousDownscaleTime: policy.Status.LastDownscaleTime,
 	}
-	if old := policy.Status.PendingDownscale; old != nil {
+	if old := policy.Status.PendingDownscale; old != nil && from > old.Replicas {
 		rec.PreviousDownscaleTime = old.PreviousDownscaleTime
 		rec.Pods = append(rec.Pods, old.Pods...)
 	}

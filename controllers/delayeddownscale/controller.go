@@ -77,7 +77,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // callAndDecide makes the calls the planner asks for and decides from the
 // answers. Before any POST, status names the pods about to be asked: a pod may
 // prepare and the process die before its answer is written, and only what
-// status names is cancelled after a restart.
+// status names is cancelled after a restart. The pods about to be told to
+// cancel stay named in it until they are.
 func (r *Reconciler) callAndDecide(ctx context.Context, dd *v1alpha1.DelayedDownscale, obs observation) (delayed.Plan, error) {
 	calls := delayed.Calls(obs.in)
 	timeout := defaultPodCallTimeout
@@ -85,7 +86,9 @@ func (r *Reconciler) callAndDecide(ctx context.Context, dd *v1alpha1.DelayedDown
 		timeout = dd.Spec.Timeout.Duration
 	}
 	if intent := delayed.Intent(obs.in, calls); intent != nil {
-		st := computeStatus(dd, obs, delayed.Decide(obs.in, intent))
+		before := delayed.Decide(obs.in, intent)
+		before.Records = append(before.Records, delayed.Cancelling(obs.in, calls)...)
+		st := computeStatus(dd, obs, before)
 		if err := patch.Status(ctx, r, dd, dd.Status, st, func(o *v1alpha1.DelayedDownscale, s v1alpha1.DelayedDownscaleStatus) { o.Status = s }); err != nil {
 			return delayed.Plan{}, fmt.Errorf("DelayedDownscale: record the pods about to be asked: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -204,6 +205,72 @@ func TestDelayedDownscaleCancelledByAnUpscale(t *testing.T) {
 	if n := *e.GetSTS("ing").Spec.Replicas; n != 4 {
 		t.Errorf("StatefulSet has %d replicas, want its 4", n)
 	}
+}
+
+// A ScalingPolicy whose status is not yet of its current spec (its
+// controller failed a pass, or has not run since the edit) gives no new
+// desired replicas, but it does not end the downscale either: the pods stay
+// prepared. Once its status catches up, even with the desired replicas it
+// already showed, the DelayedDownscale follows it.
+func TestDelayedDownscaleKeepsItsPodsWhileThePolicyCatchesUp(t *testing.T) {
+	// No ScalingPolicy controller: the policy's status is written by hand.
+	e := controllertest.New(t, controllertest.Options{})
+	if err := New(e.Manager, podcall.Addressing{PodAddressIP: true}).SetupWithManager(e.Manager); err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	pods := startPreparePods(t)
+	servedStatefulSet(e, 4)
+	dd := createDelayed(e, pods, "1h")
+	e.Policy("ing", "ing", func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = ptr.To[int32](2) })
+	setPolicyStatus := func(desired int32, observed func(generation int64) int64) {
+		t.Helper()
+		sp := e.GetPolicy("ing")
+		sp.Status.DesiredReplicas, sp.Status.ObservedGeneration = ptr.To(desired), observed(sp.Generation)
+		if err := e.Admin.Status().Update(e.Ctx, sp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	current := func(g int64) int64 { return g }
+	setPolicyStatus(2, current)
+	e.Eventually(10*time.Second, "pods 3 and 2 prepared", func() (bool, error) {
+		got, err := getDelayed(e, e.Admin)
+		return err == nil && got.Status.Phase == v1alpha1.DelayedPhaseWaiting && got.Status.PreparedCount == 2, err
+	})
+
+	// The policy is edited to want 3; its status says so but is held at the
+	// generation before (a pass whose action failed).
+	sp := e.GetPolicy("ing")
+	sp.Spec.Replicas = ptr.To[int32](3)
+	if err := e.Admin.Update(e.Ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	setPolicyStatus(3, func(g int64) int64 { return g - 1 })
+	// Something else makes the DelayedDownscale look again: its own edit.
+	edited := dd.DeepCopy()
+	edited.Spec.Timeout.Duration = 2 * time.Second
+	if err := e.Admin.Patch(e.Ctx, edited, client.MergeFrom(dd)); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually(10*time.Second, "the DelayedDownscale's pass over its edit", func() (bool, error) {
+		got, err := getDelayed(e, e.Admin)
+		return err == nil && got.Status.ObservedGeneration == got.Generation, err
+	})
+	if deletes := pods.callsOf("DELETE"); len(deletes) > 0 {
+		t.Errorf("pods %v told to cancel while the policy's status was of its spec before", deletes)
+	}
+	if got, _ := getDelayed(e, e.Admin); got.Status.PreparedCount != 2 {
+		t.Errorf("status %s %q with %d pods prepared, want the 2 kept", got.Status.Phase, got.Status.Message, got.Status.PreparedCount)
+	}
+
+	// The policy's status catches up, with the desired replicas it already
+	// said: pod 2 stays, and is told to cancel.
+	setPolicyStatus(3, current)
+	e.Eventually(10*time.Second, "the downscale to 3 followed: pod 2 cancelled", func() (bool, error) {
+		got, err := getDelayed(e, e.Admin)
+		return err == nil && got.Status.DesiredReplicas != nil && *got.Status.DesiredReplicas == 3 &&
+			slices.Contains(pods.callsOf("DELETE"), podIP(2)), err
+	})
 }
 
 // The API server refuses a bad DelayedDownscale with a message naming the field.

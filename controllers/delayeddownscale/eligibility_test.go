@@ -2,10 +2,12 @@ package delayeddownscale
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,6 +42,20 @@ func createDelayed(e *controllertest.Env, pods *preparePods, delay string) *v1al
 func getDelayed(e *controllertest.Env, c client.Reader) (*v1alpha1.DelayedDownscale, error) {
 	got := &v1alpha1.DelayedDownscale{}
 	return got, c.Get(e.Ctx, types.NamespacedName{Namespace: e.NS, Name: "ing"}, got)
+}
+
+// waitCacheShowsDelayed waits until cached shows the DelayedDownscale as
+// the API server has it: a pass run by hand then reads what was written.
+func waitCacheShowsDelayed(e *controllertest.Env, cached client.Reader) {
+	e.T.Helper()
+	e.Eventually(5*time.Second, "the cache shows the DelayedDownscale as written", func() (bool, error) {
+		latest, err := getDelayed(e, e.Admin)
+		if err != nil {
+			return false, err
+		}
+		seen, err := getDelayed(e, cached)
+		return err == nil && seen.ResourceVersion == latest.ResourceVersion, err
+	})
 }
 
 // A pod recreated after it became eligible is not prepared: the eligible
@@ -156,14 +172,7 @@ func TestDelayedDownscaleRestartDuringThePreparesCancelsThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Eventually(10*time.Second, "the policy wants 4", policyWants(4))
-	e.Eventually(5*time.Second, "the cache shows the DelayedDownscale as written", func() (bool, error) {
-		latest, err := getDelayed(e, e.Admin)
-		if err != nil {
-			return false, err
-		}
-		seen, err := getDelayed(e, cached)
-		return err == nil && seen.ResourceVersion == latest.ResourceVersion, err
-	})
+	waitCacheShowsDelayed(e, cached)
 
 	// A new process starts.
 	if _, err := New(e.Manager, podcall.Addressing{PodAddressIP: true}).Reconcile(e.Ctx, req); err != nil {
@@ -174,5 +183,96 @@ func TestDelayedDownscaleRestartDuringThePreparesCancelsThem(t *testing.T) {
 		if !slices.Contains(deletes, podIP(ord)) || pods.isPrepared(podIP(ord)) {
 			t.Errorf("pod %d asked before the restart got no DELETE after it (DELETEs to %v); it stays prepared", ord, deletes)
 		}
+	}
+}
+
+// A pod that no longer goes (the StatefulSet grew, the downscale is shallower)
+// keeps its record in the status written before the POSTs, until it is told
+// to cancel: an operator killed during those POSTs, before the DELETE, still
+// sends it after a restart.
+func TestDelayedDownscaleRestartBeforeTheCancelsStillCancels(t *testing.T) {
+	// No controller: the policy's status is written by hand and the
+	// DelayedDownscale reconciler is run by hand, to be killed mid-pass.
+	e := controllertest.New(t, controllertest.Options{})
+	e.Start()
+	pods := startPreparePods(t)
+	servedStatefulSet(e, 4)
+	createDelayed(e, pods, "1h")
+	e.Policy("ing", "ing", func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = ptr.To[int32](2) })
+	cached := e.Manager.GetClient()
+	policyWants := func(n int32) {
+		t.Helper()
+		sp := e.GetPolicy("ing")
+		sp.Spec.Replicas = ptr.To(n)
+		if err := e.Admin.Update(e.Ctx, sp); err != nil {
+			t.Fatal(err)
+		}
+		sp.Status.DesiredReplicas, sp.Status.ObservedGeneration = ptr.To(n), sp.Generation
+		if err := e.Admin.Status().Update(e.Ctx, sp); err != nil {
+			t.Fatal(err)
+		}
+		e.Eventually(5*time.Second, fmt.Sprintf("the cache shows the policy wanting %d", n), func() (bool, error) {
+			seen := &v1alpha1.ScalingPolicy{}
+			err := cached.Get(e.Ctx, types.NamespacedName{Namespace: e.NS, Name: "ing"}, seen)
+			return err == nil && seen.Status.DesiredReplicas != nil && *seen.Status.DesiredReplicas == n && seen.Status.ObservedGeneration == seen.Generation, err
+		})
+	}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: e.NS, Name: "ing"}}
+	policyWants(2)
+	if _, err := New(e.Manager, podcall.Addressing{PodAddressIP: true}).Reconcile(e.Ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if !pods.isPrepared(podIP(3)) || !pods.isPrepared(podIP(2)) {
+		t.Fatal("pods 3 and 2 not prepared")
+	}
+	waitCacheShowsDelayed(e, cached)
+
+	// The StatefulSet grows to 5 and the policy wants 3: pod 4 is to be
+	// asked, and pod 2, which stays, told to cancel.
+	sts := e.GetSTS("ing")
+	sts.Spec.Replicas = ptr.To[int32](5)
+	if err := e.Admin.Update(e.Ctx, sts); err != nil {
+		t.Fatal(err)
+	}
+	e.Pod(sts, 4, "r1", controllertest.PodSpec{IP: podIP(4)})
+	policyWants(3)
+	e.Eventually(5*time.Second, "the cache shows pod 4 and 5 replicas", func() (bool, error) {
+		var list corev1.PodList
+		err := cached.List(e.Ctx, &list, client.InNamespace(e.NS))
+		seen := &appsv1.StatefulSet{}
+		if err == nil {
+			err = cached.Get(e.Ctx, client.ObjectKeyFromObject(sts), seen)
+		}
+		return err == nil && len(list.Items) == 5 && *seen.Spec.Replicas == 5, err
+	})
+
+	pods.mu.Lock()
+	pods.hold = make(chan struct{})
+	pods.mu.Unlock()
+	ctx, kill := context.WithCancel(e.Ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = New(e.Manager, podcall.Addressing{PodAddressIP: true}).Reconcile(ctx, req)
+	}()
+	e.Eventually(10*time.Second, "pod 4 asked", func() (bool, error) {
+		return slices.Contains(pods.callsOf("POST"), podIP(4)), nil
+	})
+	kill()
+	<-done
+	if deletes := pods.callsOf("DELETE"); len(deletes) > 0 || !pods.isPrepared(podIP(2)) {
+		t.Fatalf("DELETEs %v before the restart, want none and pod 2 still prepared", deletes)
+	}
+	pods.mu.Lock()
+	pods.hold = nil
+	pods.mu.Unlock()
+	waitCacheShowsDelayed(e, cached)
+
+	// A new process starts.
+	if _, err := New(e.Manager, podcall.Addressing{PodAddressIP: true}).Reconcile(e.Ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if deletes := pods.callsOf("DELETE"); !slices.Contains(deletes, podIP(2)) || pods.isPrepared(podIP(2)) {
+		t.Errorf("pod 2, which stays, got no DELETE after the restart (DELETEs to %v): it stays prepared", deletes)
 	}
 }

@@ -83,10 +83,15 @@ func (r *Reconciler) observe(ctx context.Context, dd *v1alpha1.DelayedDownscale)
 	if err != nil {
 		return obs, err
 	}
-	for _, p := range policies {
-		if p.Status.DesiredReplicas != nil && p.Status.ObservedGeneration == p.Generation {
-			in.Desired = p.Status.DesiredReplicas
+	for i := range policies {
+		desired, current := policyDesired(&policies[i])
+		if !current {
+			// Its status is of an earlier spec (a pass not made yet, or one
+			// whose action failed): no new desired replicas, but no end of
+			// the downscale either, which would cancel every prepared pod.
+			desired = dd.Status.DesiredReplicas
 		}
+		in.Desired = desired
 	}
 	if len(policies) == 0 {
 		obs.problem, obs.problemReason = fmt.Sprintf("no ScalingPolicy targets StatefulSet %s: it alone says the desired replicas, and shrinks the StatefulSet", target.Name), v1alpha1.DelayedReasonNoScalingPolicy
@@ -113,6 +118,12 @@ func (r *Reconciler) observe(ctx context.Context, dd *v1alpha1.DelayedDownscale)
 		in.Pods[pod.Name] = p
 	}
 	return obs, nil
+}
+
+// policyDesired is the desired replicas a ScalingPolicy's status gives, and
+// whether that status is of its current spec.
+func policyDesired(p *v1alpha1.ScalingPolicy) (desired *int32, current bool) {
+	return p.Status.DesiredReplicas, p.Status.ObservedGeneration == p.Generation
 }
 
 // otherNames names, sorted, the DelayedDownscales in dds other than self.

@@ -70,9 +70,13 @@ var podReplaced = predicates.NoGeneric(predicates.UpdatedWhen(func(o, n *corev1.
 		o.Status.PodIP != n.Status.PodIP
 }))
 
-// policyDesiredChanged passes ScalingPolicy updates that change the desired replicas.
+// policyDesiredChanged passes ScalingPolicy updates that change the desired
+// replicas as observe reads them: their value, or whether the status is of
+// the current spec (it may catch up without a new value).
 var policyDesiredChanged = predicates.UpdatedWhen(func(o, n *v1alpha1.ScalingPolicy) bool {
-	return !equality.Semantic.DeepEqual(o.Status.DesiredReplicas, n.Status.DesiredReplicas) ||
+	oldDesired, oldCurrent := policyDesired(o)
+	newDesired, newCurrent := policyDesired(n)
+	return !equality.Semantic.DeepEqual(oldDesired, newDesired) || oldCurrent != newCurrent ||
 		o.Spec.TargetRef != n.Spec.TargetRef
 })
 

@@ -26,9 +26,10 @@ import (
 // allowed, that every pod it removes is still the pod that was prepared: the
 // DelayedDownscale and the target's pods are read from the API server, and each
 // removed pod must have a record of its current UID, without error, eligible
-// now. A pod recreated since it was prepared (a restart, an eviction) is not
-// prepared, whatever a status written before says. The floor goes up to the
-// lowest pod confirmed; what it held back is returned, "" when nothing.
+// now, in a status written for its current spec. A pod recreated since it was
+// prepared (a restart, an eviction) is not prepared, whatever a status written
+// before says. The floor goes up to the lowest pod confirmed; what it held
+// back is returned, "" when nothing.
 func (r *Reconciler) confirmDelayed(ctx context.Context, obs observation, plan scaling.Plan) (scaling.Input, string, error) {
 	in := obs.in
 	target := obs.target
@@ -67,7 +68,22 @@ func holdAt(in scaling.Input, replicas int32) scaling.Input {
 // confirmedFloor walks the pods the plan removes, highest ordinal first, and
 // stops at the first one whose preparation the DelayedDownscale's status does
 // not vouch for: it returns how far the target may shrink and why no further.
+// A status not yet written for the current spec vouches for none, and none
+// vouches past the status's own eligibleReplicas.
 func confirmedFloor(dd *v1alpha1.DelayedDownscale, target *appsv1.StatefulSet, pods []*corev1.Pod, plan scaling.Plan, now time.Time) (int32, string) {
+	if dd.Status.ObservedGeneration != dd.Generation {
+		// Its records were written under an earlier spec: eligibleAt under
+		// another delay, preparations on another endpoint.
+		return plan.Current, fmt.Sprintf("DelayedDownscale %s has not caught up with its spec (generation %d, status of %d)",
+			dd.Name, dd.Generation, dd.Status.ObservedGeneration)
+	}
+	// Nor past what its status allows: Blocked since (another
+	// DelayedDownscale of the StatefulSet), it keeps its records but allows
+	// nothing.
+	if dd.Status.EligibleReplicas == nil {
+		return plan.Current, fmt.Sprintf("DelayedDownscale %s allows no downscale now (%s)", dd.Name, dd.Status.Message)
+	}
+	allowed := *dd.Status.EligibleReplicas
 	records := map[string]v1alpha1.PreparedPod{}
 	for _, p := range dd.Status.PreparedPods {
 		records[p.Name] = p
@@ -79,6 +95,9 @@ func confirmedFloor(dd *v1alpha1.DelayedDownscale, target *appsv1.StatefulSet, p
 	lo, hi := podname.Removed(podname.Start(target), plan.Current, *plan.Scale)
 	floor := plan.Current
 	for ord := hi - 1; ord >= lo; ord-- {
+		if floor <= allowed {
+			return floor, fmt.Sprintf("DelayedDownscale %s allows no further than %d", dd.Name, allowed)
+		}
 		name := fmt.Sprintf("%s-%d", target.Name, ord)
 		rec, recorded := records[name]
 		pod, exists := live[name]

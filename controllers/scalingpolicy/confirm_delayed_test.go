@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
+	"github.com/echelon-operator/echelon/internal/scaling"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // Right before it shrinks a StatefulSet, the policy checks that every pod it
@@ -92,4 +95,53 @@ func TestScalingPolicyConfirmsThePreparedPodsBeforeShrinking(t *testing.T) {
 		}
 		return false, nil
 	})
+}
+
+// TestConfirmedFloor: the live confirm vouches for a pod only with a record
+// of its current UID, eligible now, in a status written for the
+// DelayedDownscale's current spec: a status that has not caught up with a
+// longer spec.delay speaks of eligibility under the old one.
+func TestConfirmedFloor(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	sts := builders.MakeStatefulSet("ns", "ing").Replicas(4).Obj()
+	var pods []*corev1.Pod
+	for i := range 4 {
+		pods = append(pods, builders.MakePod("ns", "ing", i).ControlledBy(sts).Obj())
+	}
+	prepared, eligible := metav1.NewTime(now.Add(-2*time.Hour)), metav1.NewTime(now.Add(-time.Hour))
+	record := func(p *corev1.Pod) v1alpha1.PreparedPod {
+		return v1alpha1.PreparedPod{Name: p.Name, UID: string(p.UID), PreparedAt: &prepared, EligibleAt: &eligible}
+	}
+	plan := scaling.Plan{Current: 4, Scale: ptr.To[int32](2)}
+	for _, tc := range []struct {
+		name       string
+		generation int64
+		observed   int64
+		eligible   *int32
+		want       int32
+		held       string
+	}{
+		{name: "status of the current spec: both pods confirmed", generation: 1, observed: 1, eligible: ptr.To[int32](2), want: 2},
+		{name: "spec changed since the status was written (a longer delay): nothing confirmed", generation: 2, observed: 1, eligible: ptr.To[int32](2), want: 4,
+			held: "has not caught up with its spec"},
+		{name: "Blocked since (another DelayedDownscale of the StatefulSet): its status allows nothing", generation: 1, observed: 1, want: 4,
+			held: "allows no downscale"},
+		{name: "its status allows less than its records would", generation: 1, observed: 1, eligible: ptr.To[int32](3), want: 3,
+			held: "allows no further than 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dd := builders.MakeDelayedDownscale("ns", "ing").Delay("1h").Obj()
+			dd.Generation = tc.generation
+			dd.Status = v1alpha1.DelayedDownscaleStatus{ObservedGeneration: tc.observed, Replicas: 4,
+				DesiredReplicas: ptr.To[int32](2), EligibleReplicas: tc.eligible,
+				PreparedPods: []v1alpha1.PreparedPod{record(pods[3]), record(pods[2])}}
+			got, held := confirmedFloor(dd, sts, pods, plan, now)
+			if got != tc.want {
+				t.Errorf("confirmed floor %d, want %d (held: %q)", got, tc.want, held)
+			}
+			if (held == "") != (tc.held == "") || !strings.Contains(held, tc.held) {
+				t.Errorf("held %q, want %q", held, tc.held)
+			}
+		})
+	}
 }

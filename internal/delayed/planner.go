@@ -189,6 +189,20 @@ func Intent(in Input, plan CallPlan) map[string]Record {
 	return intent
 }
 
+// Cancelling is the records status holds of the pods plan tells to cancel.
+// The status written before the calls (Intent) keeps them: a restart before
+// the DELETEs then still sends them, since Calls cancels only the pods that
+// stay among those status names while a downscale is pending.
+func Cancelling(in Input, plan CallPlan) []Record {
+	var records []Record
+	for _, r := range in.Previous {
+		if slices.Contains(plan.Cancel, r.Name) {
+			records = append(records, r)
+		}
+	}
+	return records
+}
+
 // Plan is the outcome of a pass.
 type Plan struct {
 	// Records are the pods to remove with what is known of each, highest

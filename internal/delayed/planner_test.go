@@ -333,6 +333,24 @@ func TestIntent(t *testing.T) {
 	}
 }
 
+// A pod that no longer goes keeps its record in the status written before
+// the calls, with the pod newly asked, until its DELETE is sent.
+func TestCancelling(t *testing.T) {
+	in := sts(3, 5)
+	in.Previous = prepared(map[int]time.Time{3: now.Add(-time.Hour), 2: now.Add(-time.Hour)})
+	in = withUIDs(in)
+	calls := Calls(in)
+	if !slices.Equal(calls.Prepare, []string{"ing-4", "ing-3"}) || !slices.Equal(calls.Cancel, []string{"ing-2"}) {
+		t.Fatalf("calls %+v, want ing-4 and ing-3 asked, ing-2 cancelled", calls)
+	}
+	if got := Cancelling(in, calls); len(got) != 1 || got[0] != in.Previous[1] {
+		t.Errorf("Cancelling = %+v, want the record of ing-2 %+v", got, in.Previous[1])
+	}
+	if got := Cancelling(in, CallPlan{Prepare: calls.Prepare}); len(got) != 0 {
+		t.Errorf("Cancelling with no DELETE = %+v, want none", got)
+	}
+}
+
 func deref(p *int32) string {
 	if p == nil {
 		return "nil"
