@@ -50,6 +50,24 @@ type RolloutGroupSpec struct {
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",message="spec.maxUnavailable must be an integer >= 1 or a percentage from 1% to 100%"
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
+	// maxUnavailableFrom says where maxUnavailable comes from: Spec (default)
+	// uses spec.maxUnavailable and the members' own values; PodDisruptionBudget
+	// takes it from the PodDisruptionBudget that covers each member's pods
+	// (its maxUnavailable, or its expected pods minus minAvailable), so that
+	// one setting governs every voluntary disruption. A member whose pods no
+	// budget covers, or more than one, falls back to Spec and says so.
+	// +optional
+	// +kubebuilder:default=Spec
+	MaxUnavailableFrom MaxUnavailableSource `json:"maxUnavailableFrom,omitempty"`
+
+	// disruptionBudget judges evictions of the group's pods (node drains,
+	// autoscalers) through the eviction webhook, under the same hold as the
+	// group's rollouts and its members' downscales: pods of one zone at a
+	// time, up to the zone's maxUnavailable. Without it evictions are judged
+	// with the members' rollout maxUnavailable and no delay between zones.
+	// +optional
+	DisruptionBudget *ZoneBudget `json:"disruptionBudget,omitempty"`
+
 	// paused stops the group from deleting pods. Status keeps being reported.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
@@ -103,6 +121,18 @@ type RolloutGroupSpec struct {
 	// +kubebuilder:default=Pause
 	OnFailure FailurePolicy `json:"onFailure,omitempty"`
 }
+
+// MaxUnavailableSource says where a RolloutGroup's maxUnavailable comes from.
+// +kubebuilder:validation:Enum=Spec;PodDisruptionBudget
+type MaxUnavailableSource string
+
+const (
+	// MaxUnavailableFromSpec: spec.maxUnavailable and the members' own values.
+	MaxUnavailableFromSpec MaxUnavailableSource = "Spec"
+	// MaxUnavailableFromPodDisruptionBudget: the PodDisruptionBudget that
+	// covers the member's pods.
+	MaxUnavailableFromPodDisruptionBudget MaxUnavailableSource = "PodDisruptionBudget"
+)
 
 // RolloutMember is one StatefulSet of a RolloutGroup.
 type RolloutMember struct {
@@ -216,6 +246,10 @@ const (
 	ReasonWaitingForBatchInterval = "WaitingForBatchInterval"
 	// ReasonEvictionRefused: a PodDisruptionBudget refused an eviction; it is retried.
 	ReasonEvictionRefused = "EvictionRefused"
+	// ReasonWaitingForDisruption: another zone of the group holds the
+	// disruption budget (an eviction or a downscale took its pods) or is not
+	// yet whole again; the rollout waits for it.
+	ReasonWaitingForDisruption = "WaitingForDisruption"
 	// ReasonPaused: spec.paused is set.
 	ReasonPaused = "Paused"
 	// ReasonNotPaused: spec.paused is not set.
@@ -274,6 +308,12 @@ type MemberStatus struct {
 	UpdatedReplicas int32 `json:"updatedReplicas"`
 	// maxUnavailable is the resolved limit of not-Ready pods for this member.
 	MaxUnavailable int32 `json:"maxUnavailable"`
+	// maxUnavailableFrom names the PodDisruptionBudget maxUnavailable was
+	// taken from, or says why the spec's value is used instead, when
+	// spec.maxUnavailableFrom is PodDisruptionBudget.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	MaxUnavailableFrom string `json:"maxUnavailableFrom,omitempty"`
 	// currentRevision is the StatefulSet's current revision.
 	// +optional
 	CurrentRevision string `json:"currentRevision,omitempty"`
@@ -343,6 +383,11 @@ type RolloutGroupStatus struct {
 	// podsRolled counts pods deleted for update during the current (or last) rollout.
 	// +optional
 	PodsRolled int32 `json:"podsRolled,omitempty"`
+	// disruption is the zone whose pods may be taken away now (by the
+	// rollout, a downscale or an eviction), written before they are: a second
+	// zone waits until the hold lapses and this zone is whole again.
+	// +optional
+	Disruption *DisruptionHold `json:"disruption,omitempty"`
 	// analysis is the state of spec.analysis gates, failures and rollbacks.
 	// +optional
 	Analysis *AnalysisStatus `json:"analysis,omitempty"`

@@ -267,6 +267,10 @@ const (
 	// ScalingReasonRollout: the RolloutGroup is rolling the target; the scale
 	// waits for it.
 	ScalingReasonRollout = "WaitingForRollout"
+	// ScalingReasonDisruption: another zone of the target's RolloutGroup
+	// holds the disruption budget (a rollout, a downscale or an eviction) or
+	// is not whole again; the downscale waits for it.
+	ScalingReasonDisruption = "WaitingForDisruption"
 	// ScalingReasonDelayedDownscale: a downscale waits for the pods of the
 	// target's DelayedDownscale to be prepared long enough.
 	ScalingReasonDelayedDownscale = "WaitingForDelayedDownscale"

@@ -1,0 +1,130 @@
+package disruption
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/kube"
+	"github.com/echelon-operator/echelon/internal/podname"
+)
+
+// ZoneOptions say how a zone's pods are judged.
+type ZoneOptions struct {
+	MaxUnavailable  int32
+	MinReadySeconds int32
+	Now             time.Time
+	// Deleting holds the UIDs of pods this process deleted that the view
+	// does not show terminating yet.
+	Deleting sets.Set[types.UID]
+	// Partition gives a pod name's partition; nil when the budget is not
+	// partition-aware.
+	Partition func(podName string) string
+}
+
+// ZoneOf is the zone of a StatefulSet and the pods it controls: each wanted
+// ordinal with its pod (or Missing), and the pods outside the wanted
+// ordinals as leaving.
+func ZoneOf(sts *appsv1.StatefulSet, pods []*corev1.Pod, o ZoneOptions) Zone {
+	z := Zone{Name: sts.Name, Replicas: kube.Replicas(sts), StatusReplicas: sts.Status.Replicas,
+		StatusReady: sts.Status.ReadyReplicas, MaxUnavailable: o.MaxUnavailable}
+	lo, hi := podname.Kept(podname.Start(sts), z.Replicas)
+	seen := map[int]bool{}
+	for _, pod := range pods {
+		ord, ok := podname.Ordinal(sts.Name, pod.Name)
+		if !ok {
+			continue
+		}
+		p := Pod{Name: pod.Name, Wanted: ord >= lo && ord < hi,
+			Terminating: pod.DeletionTimestamp != nil || o.Deleting.Has(pod.UID)}
+		if p.Wanted {
+			seen[ord] = true
+		}
+		if since, ok := kube.PodReadySince(pod); ok && !p.Terminating {
+			since = since.Add(time.Duration(o.MinReadySeconds) * time.Second)
+			if !o.Now.Before(since) {
+				p.Available, p.AvailableSince = true, since
+			}
+		}
+		z.Pods = append(z.Pods, withPartition(p, o.Partition))
+	}
+	for ord := lo; ord < hi; ord++ {
+		if !seen[ord] {
+			z.Pods = append(z.Pods, withPartition(Pod{Name: fmt.Sprintf("%s-%d", sts.Name, ord), Wanted: true, Missing: true}, o.Partition))
+		}
+	}
+	return z
+}
+
+func withPartition(p Pod, partition func(string) string) Pod {
+	if partition != nil {
+		p.Partition = partition(p.Name)
+	}
+	return p
+}
+
+// PartitionFunc returns the function that gives a pod name's partition: the
+// regex's group-th submatch, "" when the name does not match. An empty regex
+// gives nil: the budget is not partition-aware.
+func PartitionFunc(regex string, group int32) (func(string) string, error) {
+	if regex == "" {
+		return nil, nil
+	}
+	re, err := regexp.Compile(regex)
+	if err != nil {
+		return nil, fmt.Errorf("podNamePartitionRegex: %w", err)
+	}
+	if int(group) > re.NumSubexp() {
+		return nil, fmt.Errorf("podNamePartitionGroup %d: the regex has %d groups", group, re.NumSubexp())
+	}
+	return func(name string) string {
+		m := re.FindStringSubmatch(name)
+		if m == nil {
+			return ""
+		}
+		return m[group]
+	}, nil
+}
+
+// HoldOf is the hold recorded in an object's status, nil when none.
+func HoldOf(h *v1alpha1.DisruptionHold) *Hold {
+	if h == nil {
+		return nil
+	}
+	return &Hold{Zone: h.Zone, Reason: h.Reason, Holder: h.Holder, Since: h.Since.Time,
+		Renewed: h.RenewTime.Time, Lease: time.Duration(h.LeaseSeconds) * time.Second}
+}
+
+// Record is the hold as written into an object's status.
+func (h Hold) Record() *v1alpha1.DisruptionHold {
+	return &v1alpha1.DisruptionHold{Zone: h.Zone, Reason: h.Reason, Holder: h.Holder,
+		Since: metav1.NewTime(h.Since.Truncate(time.Second)), RenewTime: metav1.NewTime(h.Renewed.Truncate(time.Second)),
+		LeaseSeconds: int32(max(1, (h.Lease+time.Second-1)/time.Second))}
+}
+
+// Describe says in a few words who holds what, for messages: "zone-a
+// (Eviction, eviction of pod zone-a-3)".
+func (h *Hold) Describe() string {
+	return fmt.Sprintf("%s (%s, %s)", h.Zone, h.Reason, orSomeone(h.Holder))
+}
+
+// ResolveBudget turns a zone budget value into a pod count for a zone of
+// replicas pods: percentages round down and may give 0; nil gives def.
+func ResolveBudget(v *intstr.IntOrString, replicas int32, def int32) int32 {
+	if v == nil {
+		return def
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(v, int(replicas), false)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return int32(min(n, 1<<30))
+}
