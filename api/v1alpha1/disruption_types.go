@@ -96,3 +96,15 @@ type DisruptionHold struct {
 	// +kubebuilder:validation:Minimum=1
 	LeaseSeconds int32 `json:"leaseSeconds"`
 }
+
+// DisruptionHold returns the group's recorded hold (status.disruption).
+func (rg *RolloutGroup) DisruptionHold() *DisruptionHold { return rg.Status.Disruption }
+
+// SetDisruptionHold sets status.disruption.
+func (rg *RolloutGroup) SetDisruptionHold(h *DisruptionHold) { rg.Status.Disruption = h }
+
+// DisruptionHold returns the budget's recorded hold (status.disruption).
+func (z *ZoneDisruptionBudget) DisruptionHold() *DisruptionHold { return z.Status.Disruption }
+
+// SetDisruptionHold sets status.disruption.
+func (z *ZoneDisruptionBudget) SetDisruptionHold(h *DisruptionHold) { z.Status.Disruption = h }
