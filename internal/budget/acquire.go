@@ -17,6 +17,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/disruption"
+	"github.com/echelon-operator/echelon/internal/metrics"
 )
 
 // maxAttempts bounds how often a decision is made again after a Conflict:
@@ -39,9 +40,10 @@ type Decider[H Holder] func(ctx context.Context, holder H) (disruption.Verdict, 
 // verdict allows the disruption and asks for it, records the hold in the
 // holder's status with the resourceVersion read. On a Conflict it reads and
 // decides again. With dryRun nothing is written. The verdict returned is the
-// one recorded (or not needing a record); a caller may act on an allowed
+// one recorded (or not needing a record). requester (a metrics.Requester*
+// value) labels the conflicts counted; a caller may act on an allowed
 // verdict only after Acquire returns it without error.
-func Acquire[H Holder](ctx context.Context, c client.Client, live client.Reader, key types.NamespacedName, newHolder func() H, decide Decider[H], dryRun bool) (disruption.Verdict, error) {
+func Acquire[H Holder](ctx context.Context, c client.Client, live client.Reader, key types.NamespacedName, newHolder func() H, decide Decider[H], dryRun bool, requester string) (disruption.Verdict, error) {
 	for attempt := 1; ; attempt++ {
 		holder := newHolder()
 		if err := live.Get(ctx, key, holder); err != nil {
@@ -58,6 +60,7 @@ func Acquire[H Holder](ctx context.Context, c client.Client, live client.Reader,
 		case err == nil:
 			return v, nil
 		case apierrors.IsConflict(err) && attempt < maxAttempts:
+			metrics.DisruptionHoldConflicts.WithLabelValues(requester).Inc()
 			continue
 		default:
 			return disruption.Verdict{}, fmt.Errorf("record the disruption hold of zone %s in %s: %w", v.Hold.Zone, key.Name, err)
