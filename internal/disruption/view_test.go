@@ -152,6 +152,7 @@ func TestPartitionFunc(t *testing.T) {
 		{name: "an optional group that does not take part", regex: `^ing(-p(\d+))?-`, group: 2, names: map[string]string{"ing-p4-zone-a-0": "4", "ing-zone-a-0": ""}},
 		{name: "a regex that does not compile", regex: `ingester-(\d+`, group: 1, wantErr: true},
 		{name: "a group past the regex's", regex: `ingester-(\d+)`, group: 2, wantErr: true},
+		{name: "a negative group", regex: `ingester-(\d+)`, group: -1, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := PartitionFunc(tc.regex, tc.group)
