@@ -315,3 +315,52 @@ func TestDecideZoneBudget(t *testing.T) {
 			want: granted(shrink("zone-a", 2))},
 	})
 }
+
+// TestDecideHoldReason: a hold a rollout or a downscale waits for keeps its
+// reason until it lapses, whoever renews it in its zone.
+func TestDecideHoldReason(t *testing.T) {
+	renewed := func(req Request, reason v1alpha1.DisruptionReason, holder string, record bool) Verdict {
+		v := granted(req)
+		v.Hold.Since, v.Hold.Reason, v.Hold.Holder, v.Record = testNow.Add(-time.Hour), reason, holder, record
+		return v
+	}
+	runDecideCases(t, []decideCase{
+		{name: "a rollout under an eviction's hold records its own", view: withHold(group(), "zone-a", eviction, time.Second),
+			req: roll("zone-a", "zone-a-0"), want: renewed(roll("zone-a", "zone-a-0"), rollout, "RolloutGroup ingester", true)},
+		{name: "a downscale under an eviction's hold records its own", view: withHold(group(), "zone-a", eviction, time.Second),
+			req: shrink("zone-a", 1), want: renewed(shrink("zone-a", 1), downscale, "ScalingPolicy ingester", true)},
+		{name: "an eviction under a rollout's hold keeps it", view: withHold(group(), "zone-a", rollout, time.Second),
+			req: evict("zone-a-0"), want: renewed(evict("zone-a-0"), rollout, "holder-zone-a", false)},
+		{name: "an eviction renewing a rollout's hold keeps its reason", view: withHold(group(), "zone-a", rollout, 10*time.Second),
+			req: evict("zone-a-0"), want: renewed(evict("zone-a-0"), rollout, "holder-zone-a", true)},
+		{name: "an eviction renewing a downscale's hold keeps its reason", view: withHold(group(), "zone-a", downscale, 10*time.Second),
+			req: evict("zone-a-0"), want: renewed(evict("zone-a-0"), downscale, "holder-zone-a", true)},
+	})
+
+	// The consequence: a rollout and a downscale of one zone never both go
+	// within a lease, whatever evictions do between them.
+	for _, tc := range []struct {
+		name  string
+		held  v1alpha1.DisruptionReason
+		ago   time.Duration
+		first Request
+	}{
+		{name: "rollout after an eviction", held: eviction, ago: time.Second, first: roll("zone-a", "zone-a-0")},
+		{name: "eviction renewing a rollout's hold", held: rollout, ago: 10 * time.Second, first: evict("zone-a-0")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := withHold(group(), "zone-a", tc.held, tc.ago)
+			first := Decide(v, tc.first)
+			if !first.Allowed {
+				t.Fatalf("first request refused: %s", first.Message)
+			}
+			if first.Record {
+				v.Hold = &first.Hold
+			}
+			v.Now = v.Now.Add(time.Second)
+			if second := Decide(v, shrink("zone-a", 1)); second.Allowed {
+				t.Errorf("a downscale of zone-a is allowed within the lease of a rollout (hold %+v)", *v.Hold)
+			}
+		})
+	}
+}
