@@ -336,7 +336,7 @@ func allow(v View, req Request) Verdict {
 		if req.Reason == v1alpha1.DisruptionEviction && h.Reason != v1alpha1.DisruptionEviction {
 			hold.Reason, hold.Holder = h.Reason, h.Holder
 		}
-		record = hold.Reason != h.Reason || h.Until().Sub(v.Now) < h.Lease/2
+		record = hold.Reason != h.Reason || h.Until().Sub(v.Now) <= h.Lease/2
 	}
 	return Verdict{Allowed: true, Hold: hold, Record: record}
 }

@@ -208,6 +208,8 @@ func TestDecideRenewal(t *testing.T) {
 			want: renewed(evict("zone-a-1"), false)},
 		{name: "less than half the lease left", view: withHold(group(), "zone-a", eviction, 8*time.Second), req: evict("zone-a-1"),
 			want: renewed(evict("zone-a-1"), true)},
+		{name: "exactly half the lease left", view: withHold(group(), "zone-a", eviction, DefaultLease/2), req: evict("zone-a-1"),
+			want: renewed(evict("zone-a-1"), true)},
 		{name: "a rollout renewing its hold", view: withHold(group(), "zone-a", rollout, time.Second), req: roll("zone-a", "zone-a-1"),
 			want: renewed(roll("zone-a", "zone-a-1"), false)},
 		{name: "lapsed hold of the zone", view: withHold(group(), "zone-a", eviction, DefaultLease), req: evict("zone-a-1"),
