@@ -228,8 +228,8 @@ type Verdict struct {
 	// hold under its reason and holder.
 	Hold Hold
 	// Record is true when the hold must be written before acting: none is
-	// recorded for this zone, the one recorded lapses within half its
-	// lease, or it was recorded for another reason.
+	// recorded for this zone, the one recorded lapses within half the
+	// view's lease, or it was recorded for another reason.
 	Record bool
 }
 
@@ -336,7 +336,12 @@ func allow(v View, req Request) Verdict {
 		if req.Reason == v1alpha1.DisruptionEviction && h.Reason != v1alpha1.DisruptionEviction {
 			hold.Reason, hold.Holder = h.Reason, h.Holder
 		}
-		record = hold.Reason != h.Reason || h.Until().Sub(v.Now) <= h.Lease/2
+		// Half of this decision's lease, not of the recorded one: an action
+		// allowed without a record is covered only by what is left of the
+		// hold, and the lease is what a view may lag. A hold written with
+		// a shorter lease (by another version, or by hand) would otherwise
+		// cover it for less than half of that.
+		record = hold.Reason != h.Reason || h.Until().Sub(v.Now) <= lease/2
 	}
 	return Verdict{Allowed: true, Hold: hold, Record: record}
 }

@@ -210,6 +210,16 @@ func TestDecideRenewal(t *testing.T) {
 			want: renewed(evict("zone-a-1"), true)},
 		{name: "exactly half the lease left", view: withHold(group(), "zone-a", eviction, DefaultLease/2), req: evict("zone-a-1"),
 			want: renewed(evict("zone-a-1"), true)},
+		{name: "a recorded lease shorter than the view's", view: func() View {
+			v := withHold(group(), "zone-a", eviction, 0)
+			v.Hold.Lease = 2 * time.Second // written with another lease, or edited
+			return v
+		}(), req: evict("zone-a-1"), want: renewed(evict("zone-a-1"), true)},
+		{name: "a recorded lease longer than the view's", view: func() View {
+			v := withHold(group(), "zone-a", eviction, 50*time.Second)
+			v.Hold.Lease = time.Minute
+			return v
+		}(), req: evict("zone-a-1"), want: renewed(evict("zone-a-1"), false)},
 		{name: "a rollout renewing its hold", view: withHold(group(), "zone-a", rollout, time.Second), req: roll("zone-a", "zone-a-1"),
 			want: renewed(roll("zone-a", "zone-a-1"), false)},
 		{name: "lapsed hold of the zone", view: withHold(group(), "zone-a", eviction, DefaultLease), req: evict("zone-a-1"),
