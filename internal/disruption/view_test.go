@@ -193,6 +193,14 @@ func TestHoldRecordRoundTrip(t *testing.T) {
 	if back := HoldOf(rec); back.Until() != testNow.Add(DefaultLease) || back.Lapsed(testNow.Add(DefaultLease-time.Nanosecond)) || !back.Lapsed(testNow.Add(DefaultLease)) {
 		t.Errorf("HoldOf(Record()) lapses at %v, want %v", back.Until(), testNow.Add(DefaultLease))
 	}
+	// The API keeps whole seconds: a hold renewed within a second is read
+	// back renewed at its start, lapsing up to a second early. Decide judges
+	// renewal on the hold as read back, so an action it allows unrecorded
+	// still has more than half a lease of cover.
+	h.Renewed = testNow.Add(900 * time.Millisecond)
+	if back := HoldOf(h.Record()); back.Renewed != testNow || back.Until() != h.Until().Add(-900*time.Millisecond) {
+		t.Errorf("HoldOf(Record()) renewed %v, lapsing %v; want %v, %v", back.Renewed, back.Until(), testNow, h.Until().Add(-900*time.Millisecond))
+	}
 	var none *Hold
 	if !none.Lapsed(testNow) {
 		t.Errorf("a nil hold does not lapse")
