@@ -294,7 +294,8 @@ func TestDashboard(t *testing.T) {
 	// What the issue asks the dashboard to show.
 	for _, want := range []string{"Phase", "Rollout progress", "Rollout duration", "Reconcile errors", "Pods rolled", "Leader",
 		"Webhook requests", "Webhook latency (p99)", "Pod call failures",
-		"Analysis check results", "Analysis query latency (p99)", "Rollbacks"} {
+		"Analysis check results", "Analysis query latency (p99)", "Rollbacks",
+		"Evictions", "Disruption decisions", "Disruption hold conflicts", "Eviction webhook latency (p50, p99)"} {
 		if !slices.Contains(titles, want) {
 			t.Errorf("dashboard panels %v lack %q", titles, want)
 		}
