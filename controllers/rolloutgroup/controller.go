@@ -61,6 +61,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;delete
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=list;watch
 
 // Reconcile brings one RolloutGroup one step closer to every pod on its update
 // revision: observe (cache), plan (pure), confirm the batch (one live read),

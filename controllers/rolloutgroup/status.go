@@ -78,6 +78,7 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 			AvailableReplicas:  m.Available,
 			UpdatedReplicas:    m.Updated,
 			MaxUnavailable:     m.MaxUnavailable,
+			MaxUnavailableFrom: m.MaxUnavailableFrom,
 			CurrentRevision:    m.CurrentRevision,
 			UpdateRevision:     m.UpdateRevision,
 			StableRevision:     ap.StableRevision(m.Name),

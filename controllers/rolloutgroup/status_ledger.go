@@ -142,7 +142,8 @@ func urgentStatusChange(spec v1alpha1.RolloutGroupSpec, written, next v1alpha1.R
 	}
 	for i := range next.StatefulSets {
 		w, n := written.StatefulSets[i], next.StatefulSets[i]
-		if w.Name != n.Name || w.Phase != n.Phase || w.Replicas != n.Replicas || w.MaxUnavailable != n.MaxUnavailable ||
+		if w.Name != n.Name || w.Phase != n.Phase || w.Replicas != n.Replicas ||
+			w.MaxUnavailable != n.MaxUnavailable || w.MaxUnavailableFrom != n.MaxUnavailableFrom ||
 			w.UpdateRevision != n.UpdateRevision || w.CurrentRevision != n.CurrentRevision ||
 			w.StableRevision != n.StableRevision || w.GatePassedRevision != n.GatePassedRevision {
 			return true

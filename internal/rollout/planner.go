@@ -31,8 +31,14 @@ type Member struct {
 	StatefulSet *appsv1.StatefulSet
 	// Pods are the pods the StatefulSet owns, in any order.
 	Pods []*corev1.Pod
-	// MaxUnavailable is the member's own value, else the group's, else nil (1).
+	// MaxUnavailable is the member's own value, else the group's, else nil
+	// (1); or the PodDisruptionBudget's, with spec.maxUnavailableFrom
+	// PodDisruptionBudget.
 	MaxUnavailable *intstr.IntOrString
+	// MaxUnavailableFrom says which PodDisruptionBudget MaxUnavailable comes
+	// from, or why the spec's value applies, with spec.maxUnavailableFrom
+	// PodDisruptionBudget; "" otherwise.
+	MaxUnavailableFrom string
 	// ClaimedBy names the other RolloutGroups that also claim this StatefulSet.
 	ClaimedBy []string
 	// StableRevision is the revision every pod ran when the rollout began, ""
@@ -98,14 +104,16 @@ type Input struct {
 
 // MemberState is what the planner computed for one member.
 type MemberState struct {
-	Name            string
-	Replicas        int32
-	Ready           int32
-	Available       int32
-	Updated         int32
-	MaxUnavailable  int32
-	CurrentRevision string
-	UpdateRevision  string
+	Name           string
+	Replicas       int32
+	Ready          int32
+	Available      int32
+	Updated        int32
+	MaxUnavailable int32
+	// MaxUnavailableFrom is the member's Member.MaxUnavailableFrom.
+	MaxUnavailableFrom string
+	CurrentRevision    string
+	UpdateRevision     string
 	// Unavailable counts wanted ordinals without an available, non-terminating pod.
 	Unavailable int32
 	// Leaving counts pods above (or below) the wanted ordinals that still exist,
@@ -453,7 +461,7 @@ func Plural(n int, noun string) string {
 
 // observeMember counts a member's pods by ordinal.
 func observeMember(m Member, in Input) MemberState {
-	ms := MemberState{Name: m.Name, Phase: v1alpha1.MemberPending,
+	ms := MemberState{Name: m.Name, Phase: v1alpha1.MemberPending, MaxUnavailableFrom: m.MaxUnavailableFrom,
 		StableRevision: m.StableRevision, GatePassedRevision: m.GatePassedRevision}
 	sts := m.StatefulSet
 	if sts == nil {

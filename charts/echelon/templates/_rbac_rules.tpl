@@ -97,6 +97,13 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   verbs:
   - create
   - patch
+- apiGroups:
+  - policy
+  resources:
+  - poddisruptionbudgets
+  verbs:
+  - list
+  - watch
 {{- end }}
 
 {{- /* The rules a Role in each watched namespace grants. */}}
@@ -177,6 +184,13 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   verbs:
   - create
   - patch
+- apiGroups:
+  - policy
+  resources:
+  - poddisruptionbudgets
+  verbs:
+  - list
+  - watch
 {{- end }}
 
 {{- /* The rules on cluster-scoped resources, which only a ClusterRole can grant. */}}
