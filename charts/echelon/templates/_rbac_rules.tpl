@@ -70,6 +70,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - delayeddownscales
+  - rolloutgroups
   verbs:
   - get
   - list
@@ -86,7 +87,6 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
 - apiGroups:
   - echelon.dev
   resources:
-  - rolloutgroups
   - scalingpolicies
   - zonedisruptionbudgets
   verbs:
@@ -99,6 +99,13 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   verbs:
   - create
   - patch
+- apiGroups:
+  - policy
+  resources:
+  - poddisruptionbudgets
+  verbs:
+  - list
+  - watch
 {{- end }}
 
 {{- /* The rules a Role in each watched namespace grants. */}}
@@ -152,6 +159,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - delayeddownscales
+  - rolloutgroups
   verbs:
   - get
   - list
@@ -168,7 +176,6 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
 - apiGroups:
   - echelon.dev
   resources:
-  - rolloutgroups
   - scalingpolicies
   - zonedisruptionbudgets
   verbs:
@@ -181,6 +188,13 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   verbs:
   - create
   - patch
+- apiGroups:
+  - policy
+  resources:
+  - poddisruptionbudgets
+  verbs:
+  - list
+  - watch
 {{- end }}
 
 {{- /* The rules on cluster-scoped resources, which only a ClusterRole can grant. */}}
