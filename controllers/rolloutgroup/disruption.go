@@ -38,7 +38,7 @@ func (r *Reconciler) acquireBudget(ctx context.Context, rg *v1alpha1.RolloutGrou
 		if err != nil {
 			return disruption.Verdict{}, err
 		}
-		return rollout.DecideBatch(v, req), nil
+		return disruption.Decide(v, req), nil
 	}
 	key := types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}
 	verdict, err := budget.Acquire(ctx, r.Client, r.apiReader, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },

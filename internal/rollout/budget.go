@@ -23,20 +23,6 @@ func (b *BudgetDecision) Record() bool {
 	return b != nil && b.Verdict.Allowed && b.Verdict.Record
 }
 
-// DecideBatch is disruption.Decide for a rollout's batch, with one rule of the
-// rollout's own: the hold is recorded again whenever the one recorded is not a
-// rollout's (an eviction in the same zone holds it), even with more than half
-// its lease left. A downscale waits for a rollout's hold in any zone but not
-// for an eviction's; recorded as the rollout's, the hold stops a downscale of
-// the zone being rolled before the group's status says a rollout is open.
-func DecideBatch(v disruption.View, req disruption.Request) disruption.Verdict {
-	verdict := disruption.Decide(v, req)
-	if verdict.Allowed && !verdict.Record && (v.Hold == nil || v.Hold.Reason != req.Reason) {
-		verdict.Record = true
-	}
-	return verdict
-}
-
 // BudgetView is the view of the group the budget judges a batch on, built
 // from the planner's own input: each member with a StatefulSet a zone, with
 // its rollout maxUnavailable, and the hold recorded in the group's status.
@@ -75,7 +61,7 @@ func askBudget(in Input, p *Plan) {
 		return
 	}
 	req := BatchRequest(p.Current, p.Delete, in.Holder)
-	p.Budget = &BudgetDecision{Request: req, Verdict: DecideBatch(BudgetView(in), req)}
+	p.Budget = &BudgetDecision{Request: req, Verdict: disruption.Decide(BudgetView(in), req)}
 	if !p.Budget.Verdict.Allowed {
 		p.WaitForBudget(p.Budget.Verdict)
 	}
