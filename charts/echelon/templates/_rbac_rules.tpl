@@ -9,6 +9,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - pods
   verbs:
   - delete
+  - get
   - list
   - watch
 - apiGroups:
@@ -70,6 +71,8 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - delayeddownscales
+  - rolloutgroups
+  - zonedisruptionbudgets
   verbs:
   - get
   - list
@@ -80,12 +83,12 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - delayeddownscales/status
   - rolloutgroups/status
   - scalingpolicies/status
+  - zonedisruptionbudgets/status
   verbs:
   - patch
 - apiGroups:
   - echelon.dev
   resources:
-  - rolloutgroups
   - scalingpolicies
   verbs:
   - list
@@ -107,6 +110,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - pods
   verbs:
   - delete
+  - get
   - list
   - watch
 - apiGroups:
@@ -150,6 +154,8 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - delayeddownscales
+  - rolloutgroups
+  - zonedisruptionbudgets
   verbs:
   - get
   - list
@@ -160,12 +166,12 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - delayeddownscales/status
   - rolloutgroups/status
   - scalingpolicies/status
+  - zonedisruptionbudgets/status
   verbs:
   - patch
 - apiGroups:
   - echelon.dev
   resources:
-  - rolloutgroups
   - scalingpolicies
   verbs:
   - list
