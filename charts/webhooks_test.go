@@ -56,7 +56,7 @@ var (
 		"no-downscale.echelon.dev": {noDownscalePath, admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNoneOnDryRun, "apps", update,
 			[]string{"deployments", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets", "statefulsets/scale"}},
 		"validate.echelon.dev": {validatePath, admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNoneOnDryRun, "echelon.dev", createOrUpdate,
-			[]string{"delayeddownscales", "rolloutgroups", "scalingpolicies"}},
+			[]string{"delayeddownscales", "rolloutgroups", "scalingpolicies", "zonedisruptionbudgets"}},
 		// Fail: a zone budget must hold while the operator is down (markers.go).
 		"eviction.echelon.dev": {evictionPath, admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNoneOnDryRun, "", create,
 			[]string{"pods/eviction"}},

@@ -14,10 +14,11 @@
 //     It also refuses a downscale the policy forbids (downscale.allowed:
 //     false), which no-downscale would refuse after it: no pod is prepared
 //     for a downscale that cannot happen.
-//   - /admission/validate (validating; RolloutGroups, ScalingPolicies and
-//     DelayedDownscales; CREATE and UPDATE) applies the rules that need
-//     other objects (ValidateRolloutGroup, ValidateScalingPolicy,
-//     ValidateDelayedDownscale). Rules on one object are CEL rules on the
+//   - /admission/validate (validating; RolloutGroups, ScalingPolicies,
+//     DelayedDownscales and ZoneDisruptionBudgets; CREATE and UPDATE)
+//     applies the rules that need other objects, or a parser CEL lacks
+//     (ValidateRolloutGroup, ValidateScalingPolicy, ValidateDelayedDownscale,
+//     ValidateZoneDisruptionBudget). Rules on one object are CEL rules on the
 //     CRDs.
 //   - /admission/eviction (validating; the pods/eviction subresource;
 //     CREATE; sideEffects NoneOnDryRun) admits the eviction of a pod of a
