@@ -35,19 +35,27 @@ const budgetLabel = "echelon.dev/test-budget"
 // refusals.
 const evictionDenied = `admission webhook "eviction.echelon.dev" denied the request: `
 
-// zones creates the StatefulSets names of replicas Ready pods each, pods
-// labelled budgetLabel=label when label is set, and returns them.
+// zones creates the StatefulSets names (OnDelete, their status as the
+// StatefulSet controller would write it: every pod Ready at revision r1) of
+// replicas Ready pods each, pods labelled budgetLabel=label when label is
+// set, and returns them. A RolloutGroup of them is complete: its controller,
+// which runs here, writes its status as it would in a cluster.
 func (e *env) zones(t *testing.T, ns, label string, replicas int, names ...string) []*appsv1.StatefulSet {
 	t.Helper()
 	ctx := context.Background()
 	var sets []*appsv1.StatefulSet
 	for _, name := range names {
-		sts := builders.MakeStatefulSet(ns, name).Replicas(int32(replicas)).Obj()
+		sts := builders.MakeStatefulSet(ns, name).Replicas(int32(replicas)).OnDelete().Obj()
 		if err := e.admin.Create(ctx, sts); err != nil {
 			t.Fatal(err)
 		}
+		sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: int32(replicas), ReadyReplicas: int32(replicas),
+			AvailableReplicas: int32(replicas), CurrentReplicas: int32(replicas), UpdatedReplicas: int32(replicas), CurrentRevision: "r1", UpdateRevision: "r1"}
+		if err := e.admin.Status().Update(ctx, sts); err != nil {
+			t.Fatal(err)
+		}
 		for i := range replicas {
-			pod := builders.MakePod(ns, name, i).FromTemplate(sts.Spec.Template).ControlledBy(sts)
+			pod := builders.MakePod(ns, name, i).FromTemplate(sts.Spec.Template).ControlledBy(sts).Revision("r1")
 			if label != "" {
 				pod.Label(budgetLabel, label)
 			}
@@ -233,7 +241,7 @@ func TestEvictionDisruptedZone(t *testing.T) {
 	pod.Finalizers = nil
 	g.Expect(e.admin.Update(ctx, pod)).To(Succeed())
 	g.Eventually(func() (bool, error) { return e.podExists(ns, "ingester-zone-c-2") }, 10*time.Second, 50*time.Millisecond).Should(BeFalse())
-	e.createPod(t, builders.MakePod(ns, "ingester-zone-c", 2).FromTemplate(sets[2].Spec.Template).ControlledBy(sets[2]).Obj())
+	e.createPod(t, builders.MakePod(ns, "ingester-zone-c", 2).FromTemplate(sets[2].Spec.Template).ControlledBy(sets[2]).Revision("r1").Obj())
 
 	e.setReady(t, ns, "ingester-zone-a-1", false, time.Time{})
 	g.Expect(v.evict("ingester-zone-b-0")).To(refused("RolloutGroup ingester: zone ingester-zone-a (1 not available) is disrupted; evict ingester-zone-b-0 later"))
