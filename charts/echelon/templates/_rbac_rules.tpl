@@ -90,6 +90,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - scalingpolicies
+  - zonedisruptionbudgets
   verbs:
   - list
   - watch
@@ -173,6 +174,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - scalingpolicies
+  - zonedisruptionbudgets
   verbs:
   - list
   - watch
