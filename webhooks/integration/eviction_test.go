@@ -362,13 +362,15 @@ func TestEvictionConcurrentZones(t *testing.T) {
 	}
 }
 
-// evictWhileZoneDown: docs/webhooks.md, "Guard evictions by zone": kubectl
-// drain reaches a pod of zone b while a pod of zone a is not Ready.
+// evictWhileZoneDown: docs/webhooks.md "Guard evictions by zone",
+// docs/drain-nodes-three-zones.md and docs/troubleshooting.md "kubectl drain
+// hangs": kubectl drain reaches a pod of zone b while a pod of zone a is not
+// Ready.
 func evictWhileZoneDown(t *testing.T, e *env, g *WithT, ns string) error {
-	e.zones(t, ns, "", 3, "ingester-zone-a", "ingester-zone-b", "ingester-zone-c")
+	e.zones(t, ns, "", 5, "ingester-zone-a", "ingester-zone-b", "ingester-zone-c")
 	rg := builders.MakeRolloutGroup(ns, "ingester").Members("ingester-zone-a", "ingester-zone-b", "ingester-zone-c").Obj()
 	g.Expect(e.admin.Create(context.Background(), rg)).To(Succeed())
 	e.waitForCache(t, rg)
 	e.setReady(t, ns, "ingester-zone-a-1", false, time.Time{})
-	return e.evictor(t, ns).evict("ingester-zone-b-0")
+	return e.evictor(t, ns).evict("ingester-zone-b-4")
 }
