@@ -90,7 +90,6 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - scalingpolicies
-  - zonedisruptionbudgets
   verbs:
   - list
   - watch
@@ -174,7 +173,6 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - scalingpolicies
-  - zonedisruptionbudgets
   verbs:
   - list
   - watch
