@@ -319,8 +319,22 @@ func TestEvictionCrossZoneDelay(t *testing.T) {
 
 // TestEvictionConcurrentZones: evictions of two zones' pods sent at the same
 // moment (two drains) are ordered by the group's hold: exactly one is
-// admitted, each time.
+// admitted, each time. So are two evictions of one zone whose budget has
+// room for one: the API server removes the first pod only after admitting
+// it, and the hold records it meanwhile.
 func TestEvictionConcurrentZones(t *testing.T) {
+	t.Run("two zones", func(t *testing.T) {
+		concurrentEvictions(t, []string{"ingester-zone-a-0", "ingester-zone-b-0"}, "RolloutGroup ingester: zone ingester-zone-")
+	})
+	t.Run("one zone", func(t *testing.T) {
+		concurrentEvictions(t, []string{"ingester-zone-a-0", "ingester-zone-a-1"}, "RolloutGroup ingester: zone ingester-zone-a has 1 of 2 pods unavailable and maxUnavailable 1")
+	})
+}
+
+// concurrentEvictions evicts pods of a complete two-zone group at the same
+// moment, several times, and expects one admitted and the other refused
+// saying refusal.
+func concurrentEvictions(t *testing.T, pods []string, refusal string) {
 	conflicts := testutil.ToFloat64(metrics.DisruptionHoldConflicts.WithLabelValues(metrics.RequesterEviction))
 	t.Cleanup(func() {
 		// How often the two decisions met at the optimistic lock, rather than
@@ -337,7 +351,6 @@ func TestEvictionConcurrentZones(t *testing.T) {
 			g.Expect(e.admin.Create(ctx, rg)).To(Succeed())
 			e.waitForCache(t, rg)
 
-			pods := []string{"ingester-zone-a-0", "ingester-zone-b-0"}
 			errs := make([]error, len(pods))
 			start := make(chan struct{})
 			var wg sync.WaitGroup
@@ -355,7 +368,7 @@ func TestEvictionConcurrentZones(t *testing.T) {
 					admitted++
 					continue
 				}
-				g.Expect(err).To(refused("RolloutGroup ingester: zone ingester-zone-"), "eviction of %s", pods[i])
+				g.Expect(err).To(refused(refusal), "eviction of %s", pods[i])
 			}
 			g.Expect(admitted).To(Equal(1), "evictions admitted of %v: %v", pods, errs)
 		})
