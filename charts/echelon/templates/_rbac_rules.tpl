@@ -9,6 +9,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - pods
   verbs:
   - delete
+  - get
   - list
   - watch
 - apiGroups:
@@ -71,6 +72,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   resources:
   - delayeddownscales
   - rolloutgroups
+  - zonedisruptionbudgets
   verbs:
   - get
   - list
@@ -88,7 +90,6 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - scalingpolicies
-  - zonedisruptionbudgets
   verbs:
   - list
   - watch
@@ -116,6 +117,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - pods
   verbs:
   - delete
+  - get
   - list
   - watch
 - apiGroups:
@@ -160,6 +162,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   resources:
   - delayeddownscales
   - rolloutgroups
+  - zonedisruptionbudgets
   verbs:
   - get
   - list
@@ -177,7 +180,6 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - scalingpolicies
-  - zonedisruptionbudgets
   verbs:
   - list
   - watch
