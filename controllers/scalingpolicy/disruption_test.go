@@ -178,3 +178,76 @@ func TestScalingPolicyWaitsForARolloutInAnyPhase(t *testing.T) {
 		})
 	}
 }
+
+// A DelayedDownscale's release (the policy shrinking its target as far as
+// the pods prepared allow) obeys the group's budget too: it waits while
+// another zone holds it for an eviction, and goes once the hold lapsed.
+func TestScalingPolicyReleasesADelayedDownscaleWithinTheBudget(t *testing.T) {
+	// No DelayedDownscale controller: its status is written by hand.
+	e := controllertest.New(t, controllertest.Options{})
+	if err := New(e.Manager).SetupWithManager(e.Manager); err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	for _, name := range zones {
+		sts := e.StatefulSet(name, 3, "r1")
+		e.Pods(sts, 3, "r1", controllertest.PodSpec{})
+		e.MarkReady(name)
+	}
+	e.Group("ingester", 1, zones...)
+	dd := &v1alpha1.DelayedDownscale{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: "zone-a"},
+		Spec: v1alpha1.DelayedDownscaleSpec{
+			TargetRef: v1alpha1.ScalingTargetReference{Name: "zone-a"}, Delay: "1h",
+			PrepareEndpoint: v1alpha1.PrepareEndpoint{Port: 8080, Path: "/prepare"},
+		},
+	}
+	if err := e.Admin.Create(e.Ctx, dd); err != nil {
+		t.Fatal(err)
+	}
+	shrink(e, "zone-a")
+	e.Eventually(10*time.Second, "the policy waiting for the DelayedDownscale", func() (bool, error) {
+		sp := e.GetPolicy("zone-a")
+		return sp.Status.DesiredReplicas != nil && *sp.Status.DesiredReplicas == 2 && sp.Status.Phase == v1alpha1.ScalingPhaseWaiting, nil
+	})
+
+	// A drain holds zone-b; then zone-a-2 has been prepared for the delay.
+	lease := int32(8)
+	now := metav1.Now()
+	setGroupStatus(e, func(st *v1alpha1.RolloutGroupStatus) {
+		st.Disruption = &v1alpha1.DisruptionHold{Zone: "zone-b", Reason: v1alpha1.DisruptionEviction,
+			Holder: "eviction of pod zone-b-0", Since: now, RenewTime: now, LeaseSeconds: lease}
+	})
+	pod := &corev1.Pod{}
+	if err := e.Admin.Get(e.Ctx, client.ObjectKey{Namespace: e.NS, Name: "zone-a-2"}, pod); err != nil {
+		t.Fatal(err)
+	}
+	prepared, eligible := metav1.NewTime(time.Now().Add(-2*time.Hour)), metav1.NewTime(time.Now().Add(-time.Hour))
+	if err := e.Admin.Get(e.Ctx, client.ObjectKeyFromObject(dd), dd); err != nil {
+		t.Fatal(err)
+	}
+	dd.Status = v1alpha1.DelayedDownscaleStatus{
+		ObservedGeneration: dd.Generation, Phase: v1alpha1.DelayedPhaseScalingDown,
+		DesiredReplicas: ptr.To[int32](2), Replicas: 3, EligibleReplicas: ptr.To[int32](2), PreparedCount: 1,
+		PreparedPods: []v1alpha1.PreparedPod{{Name: "zone-a-2", UID: string(pod.UID), PreparedAt: &prepared, EligibleAt: &eligible}},
+	}
+	if err := e.Admin.Status().Update(e.Ctx, dd); err != nil {
+		t.Fatal(err)
+	}
+	var msg string
+	e.Eventually(5*time.Second, "the release waiting for the disruption budget", func() (bool, error) {
+		if n := *e.GetSTS("zone-a").Spec.Replicas; n != 3 {
+			t.Fatalf("zone-a shrunk to %d while zone-b is held for an eviction", n)
+		}
+		sp := e.GetPolicy("zone-a")
+		c := meta.FindStatusCondition(sp.Status.Conditions, v1alpha1.ScalingConditionReady)
+		msg = sp.Status.Message
+		return c != nil && c.Reason == v1alpha1.ScalingReasonDisruption, nil
+	})
+	wantMessage(t, msg, "zone-b", "Eviction", "eviction of pod zone-b-0")
+
+	e.WaitReplicas("zone-a", 2, time.Duration(lease)*time.Second+10*time.Second)
+	if since := time.Since(now.Time); since < time.Duration(lease-1)*time.Second {
+		t.Errorf("zone-a shrunk %s after zone-b's hold of %ds was recorded", since, lease)
+	}
+}

@@ -70,6 +70,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - delayeddownscales
+  - rolloutgroups
   verbs:
   - get
   - list
@@ -85,7 +86,6 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
 - apiGroups:
   - echelon.dev
   resources:
-  - rolloutgroups
   - scalingpolicies
   verbs:
   - list
@@ -150,6 +150,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - delayeddownscales
+  - rolloutgroups
   verbs:
   - get
   - list
@@ -165,7 +166,6 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
 - apiGroups:
   - echelon.dev
   resources:
-  - rolloutgroups
   - scalingpolicies
   verbs:
   - list
