@@ -11,7 +11,6 @@ import (
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/budget"
 	"github.com/echelon-operator/echelon/internal/disruption"
-	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/scaling"
 )
 
@@ -19,9 +18,10 @@ import (
 // judged by its one budget (disruption.Decide) like a rollout's batch or an
 // eviction. It is judged twice: on the cache, for every downscale a plan
 // would make, so that a wait costs no API read; then, for a downscale the
-// cache allows, on the API server through budget.Acquire, which records the
-// group's hold before the StatefulSet is patched, so that a rollout, an
-// eviction or another zone's downscale decided at the same moment sees it.
+// cache allows, on the API server through budget.AcquireDownscale, which
+// records the group's hold before the StatefulSet is patched, so that a
+// rollout, an eviction or another zone's downscale decided at the same
+// moment sees it.
 
 // +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups,verbs=get
 // +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups/status,verbs=patch
@@ -40,9 +40,9 @@ func (r *Reconciler) askDisruption(ctx context.Context, sp *v1alpha1.ScalingPoli
 	if err != nil {
 		return plan, fmt.Errorf("RolloutGroup %s: %w", obs.group.Name, err)
 	}
-	v := decideDownscale(view, downscaleRequest(sp, obs, plan.Current, *plan.AskDisruption))
+	v := budget.DecideDownscale(view, downscaleRequest(sp, obs, plan.Current, *plan.AskDisruption))
 	if !v.Allowed {
-		countDecision(v)
+		budget.CountDownscale(v) // a refusal, as final as the live one; an allowance is counted once confirmed
 	}
 	obs.in.Disruption = &v
 	return scaling.Decide(obs.in), nil
@@ -51,9 +51,9 @@ func (r *Reconciler) askDisruption(ctx context.Context, sp *v1alpha1.ScalingPoli
 // confirmDownscale judges a downscale the cache allows again on the API
 // server, right before it is made: the other members' policies
 // (lastDownscaleTime, for the zone delay: a policy of another zone may have
-// downscaled a moment ago) and, through budget.Acquire, the group and its
-// members' StatefulSets and pods, with the hold recorded when allowed. It
-// returns the plan made on what it read.
+// downscaled a moment ago) and, through budget.AcquireDownscale, the group
+// and its members' StatefulSets and pods, with the group's hold recorded
+// when allowed. It returns the plan made on what it read.
 func (r *Reconciler) confirmDownscale(ctx context.Context, sp *v1alpha1.ScalingPolicy, obs *observation) (scaling.Plan, error) {
 	in := &obs.in
 	var policies v1alpha1.ScalingPolicyList
@@ -75,21 +75,11 @@ func (r *Reconciler) confirmDownscale(ctx context.Context, sp *v1alpha1.ScalingP
 	if !isDownscale(plan) {
 		return plan, nil
 	}
-
-	req := downscaleRequest(sp, obs, plan.Current, *plan.Scale)
-	decide := func(ctx context.Context, rg *v1alpha1.RolloutGroup) (disruption.Verdict, error) {
-		view, err := budget.GroupView(ctx, r.apiReader, rg, v1alpha1.DisruptionDownscale, r.now())
-		if err != nil {
-			return disruption.Verdict{}, err
-		}
-		return decideDownscale(view, req), nil
-	}
-	v, err := budget.Acquire(ctx, r.Client, r.apiReader, client.ObjectKeyFromObject(obs.group),
-		func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} }, decide, false, metrics.RequesterDownscale)
+	v, err := budget.AcquireDownscale(ctx, r.Client, r.apiReader, client.ObjectKeyFromObject(obs.group),
+		downscaleRequest(sp, obs, plan.Current, *plan.Scale), false, r.now)
 	if err != nil {
-		return scaling.Plan{}, fmt.Errorf("downscale of StatefulSet %s: RolloutGroup %s: %w", obs.target.Name, obs.group.Name, err)
+		return scaling.Plan{}, fmt.Errorf("downscale of StatefulSet %s: %w", obs.target.Name, err)
 	}
-	countDecision(v)
 	in.Disruption = &v
 	return scaling.Decide(*in), nil
 }
@@ -98,25 +88,6 @@ func (r *Reconciler) confirmDownscale(ctx context.Context, sp *v1alpha1.ScalingP
 func downscaleRequest(sp *v1alpha1.ScalingPolicy, obs *observation, from, to int32) disruption.Request {
 	return disruption.Request{Zone: obs.target.Name, Reason: v1alpha1.DisruptionDownscale, Count: from - to,
 		Holder: "ScalingPolicy " + sp.Name}
-}
-
-// decideDownscale decides req on view. A refusal for the state of another
-// zone names, besides that zone, who last held the budget and why (a
-// rollout, an eviction, another downscale), which the pods alone do not say.
-func decideDownscale(view disruption.View, req disruption.Request) disruption.Verdict {
-	v := disruption.Decide(view, req)
-	if h := view.Hold; !v.Allowed && v.Code != disruption.CodeHeldByOtherZone && h != nil && h.Zone != req.Zone {
-		v.Message += fmt.Sprintf("; the budget was last held by %s", h.Describe())
-	}
-	return v
-}
-
-func countDecision(v disruption.Verdict) {
-	decision := metrics.DecisionAllowed
-	if !v.Allowed {
-		decision = metrics.DecisionDenied
-	}
-	metrics.DisruptionDecisions.WithLabelValues(metrics.RequesterDownscale, decision, v.Code).Inc()
 }
 
 // requeueAfter is when to plan again: when time alone may change the plan,
