@@ -66,7 +66,8 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 	cluster := NewCluster(mgr.GetClient(), mgr.GetClient(), cfg.Namespaces)
 	events := mgr.GetEventRecorder("echelon")
 	log := ctrl.Log.WithName("webhooks")
-	prepare := &PrepareDownscale{Cluster: cluster, Identity: cfg.Identity, Pods: NewPodClient(), Addressing: cfg.Addressing, Now: time.Now}
+	prepare := &PrepareDownscale{Cluster: cluster, Budget: NewDownscaleBudget(mgr.GetClient(), mgr.GetAPIReader()),
+		Identity: cfg.Identity, Pods: NewPodClient(), Addressing: cfg.Addressing, Now: time.Now}
 	for path, d := range map[string]struct {
 		name string
 		decider
