@@ -66,7 +66,9 @@ type Breach struct {
 // at a wanted ordinal that has been Ready is missing, terminating or not Ready,
 // or a pod above the wanted ordinals is still there but not Ready and live. A
 // pod a scale-up adds counts only once it has been Ready: until then the member
-// has lost nothing.
+// has lost nothing. In this mode rolls are judged the same way: a scale-up is
+// no disruption, Echelon does not order it with its rolls, and it may land
+// between Echelon's last read and its deletion.
 //
 // With partitions (SetPartitions), pods whose names give the same partition
 // across members hold copies of the same data, as Mimir's partition ingesters
@@ -264,6 +266,9 @@ func (m *Monitor) judgeRoll(now time.Time, wm *WatchedMember, pod string) {
 	for i := range m.members {
 		other := &m.members[i]
 		gaps := m.unavailable(other)
+		if m.everyMoment {
+			gaps = m.lost(gaps)
+		}
 		if other.Name == wm.Name {
 			if limit := MaxUnavailableOf(wm.MaxUnavailable, wm.Replicas); len(gaps) > limit {
 				m.breaches = append(m.breaches, Breach{At: now, Detail: fmt.Sprintf(
@@ -293,13 +298,7 @@ func (m *Monitor) judgeMoment(now time.Time) {
 	}
 	var shorts []short
 	for i := range m.members {
-		var gaps []gap
-		for _, g := range m.unavailable(&m.members[i]) {
-			if !g.wanted || m.established.Has(g.pod) {
-				gaps = append(gaps, g)
-			}
-		}
-		if len(gaps) > 0 {
+		if gaps := m.lost(m.unavailable(&m.members[i])); len(gaps) > 0 {
 			shorts = append(shorts, short{m.members[i].Name, gaps})
 		}
 	}
@@ -319,6 +318,13 @@ func (m *Monitor) judgeMoment(now time.Time) {
 		m.breaches = append(m.breaches, Breach{At: now, Detail: strings.Join(overlap, " | ")})
 	}
 	m.overlapping = len(overlap) > 0
+}
+
+// lost keeps the gaps that cost the member availability it had: it leaves
+// out the wanted pods a scale-up adds until they have been Ready. Caller
+// holds mu.
+func (m *Monitor) lost(gaps []gap) []gap {
+	return slices.DeleteFunc(gaps, func(g gap) bool { return g.wanted && !m.established.Has(g.pod) })
 }
 
 // sharedPartition reports whether two members' gaps meet: zone-wise always,

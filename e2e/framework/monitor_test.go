@@ -296,3 +296,17 @@ func TestMonitorJudgesRollsAgainstAChangedMaxUnavailable(t *testing.T) {
 	update(m, fakePod("a", 2, 0, terminating))
 	expectBreaches(t, m, 1, "above maxUnavailable 2")
 }
+
+func TestMonitorJudgingEveryMomentLeavesAScaleUpOutOfRolls(t *testing.T) {
+	m := armedMonitor(t, 3, intstr.FromInt32(1))
+	m.JudgeEveryMoment()
+	m.SetReplicas("b", 4)
+	update(m, fakePod("a", 0, 0, terminating))
+	expectBreaches(t, m, 0, "")
+	remove(m, fakePod("a", 0, 0, terminating))
+	update(m, fakePod("a", 0, 1, ready))
+	update(m, fakePod("b", 3, 0, ready))
+	update(m, fakePod("b", 3, 0, notReady))
+	update(m, fakePod("a", 1, 0, terminating))
+	expectBreaches(t, m, 2, "b-3 Running not Ready")
+}
