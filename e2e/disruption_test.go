@@ -36,6 +36,9 @@ var _ = Describe("One disruption budget", func() {
 			for _, d := range drains {
 				AddReportEntry("kubectl drain "+d.node+" took", d.wait(ctx, drainTimeout+10*time.Second).String())
 			}
+			// The monitor judged every moment: the second zone lost no pod
+			// until the first had every pod Ready again.
+			expectNoBreaches(b.mon)
 
 			order := b.mon.MemberOrder()
 			Expect(order).To(ConsistOf(zoneA, zoneB), "every pod of one zone is evicted before any of the other: %v", b.mon.Rolls())
@@ -54,9 +57,6 @@ var _ = Describe("One disruption budget", func() {
 			}
 			Expect(b.mon.Rolls()).To(HaveLen(4), "each pod of the two zones was evicted once")
 			b.waitPodsOn(ctx, "v1")
-			// The monitor judged every moment: the second zone lost no pod
-			// until the first had every pod Ready again.
-			expectNoBreaches(b.mon)
 		})
 
 		It("waits with a drain while the group rolls another zone, then drains", func(ctx SpecContext) {
@@ -90,7 +90,7 @@ var _ = Describe("One disruption budget", func() {
 				rg := b.get(ctx)
 				gm.Expect(conditionReasons(rg)).To(ContainElement(v1alpha1.ReasonWaitingForDisruption))
 				gm.Expect(rg.Status.Message).To(ContainSubstring(zoneA))
-			}).Should(Succeed(), "the group says it waits for the disruption of zone-a")
+			}).WithTimeout(30*time.Second).Should(Succeed(), "the group says it waits for the disruption of zone-a")
 			Expect(rollsOf(b.mon, zoneB)).To(BeZero(), "no pod of zone-b is rolled while zone-a is drained")
 			d.wait(ctx, drainTimeout+10*time.Second)
 
@@ -132,7 +132,7 @@ var _ = Describe("One disruption budget", func() {
 				gm.Expect(hold).NotTo(BeNil())
 				gm.Expect(hold.Zone).To(Equal(zoneB))
 				gm.Expect(hold.Reason).To(Equal(v1alpha1.DisruptionEviction))
-			}).Should(Succeed(), "the admitted eviction holds zone-b")
+			}).WithTimeout(10*time.Second).Should(Succeed(), "the admitted eviction holds zone-b")
 			Eventually(func() bool { return mon.Available(zoneB) }).Should(BeTrue(), "pod 1 of zone-b is back")
 
 			By("evicting pod 0 of zone-b, partition 0, is refused with 429")
@@ -146,7 +146,7 @@ var _ = Describe("One disruption budget", func() {
 
 			By("once pod 0 of zone-a is Ready again, pod 0 of zone-b may go")
 			g.setPodReady(ctx, zoneA+"-0", true)
-			Eventually(func() error { return evict(ctx, g.ns, zoneB+"-0", false) }).Should(Succeed())
+			Eventually(func() error { return evict(ctx, g.ns, zoneB+"-0", false) }).WithTimeout(10 * time.Second).Should(Succeed())
 			g.waitPodsOn(ctx, "v1")
 			Expect(deletedPods(mon)).To(Equal([]string{zoneB + "-1", zoneB + "-0"}))
 			expectNoBreaches(mon)
@@ -186,7 +186,7 @@ var _ = Describe("One disruption budget", func() {
 				for _, m := range rg.Status.StatefulSets {
 					gm.Expect(m.MaxUnavailableFrom).To(ContainSubstring(m.Name+"-pdb"), "member %s names its budget", m.Name)
 				}
-			}).Should(Succeed())
+			}).WithTimeout(30 * time.Second).Should(Succeed())
 			mon := g.monitor(ctx)
 			for _, z := range g.zones {
 				mon.SetMaxUnavailable(z, intstr.FromInt32(1))
