@@ -1,5 +1,6 @@
 // Package controllers wires Echelon's reconcilers into a manager. Each lives
-// in a package of its own (rolloutgroup, scalingpolicy, delayeddownscale) with
+// in a package of its own (rolloutgroup, scalingpolicy, delayeddownscale,
+// zonedisruptionbudget) with
 // the same files: controller.go (Reconcile), observe.go (reads into the
 // planner's input), status.go (client-free status), watches.go (map functions,
 // predicates, SetupWithManager). Each observes the cluster through the
@@ -16,6 +17,7 @@ import (
 	"github.com/echelon-operator/echelon/controllers/delayeddownscale"
 	"github.com/echelon-operator/echelon/controllers/rolloutgroup"
 	"github.com/echelon-operator/echelon/controllers/scalingpolicy"
+	"github.com/echelon-operator/echelon/controllers/zonedisruptionbudget"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/podcall"
 )
@@ -35,6 +37,9 @@ func Setup(mgr ctrl.Manager, addressing podcall.Addressing) error {
 	}
 	if err := delayeddownscale.New(mgr, addressing).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the DelayedDownscale controller: %w", err)
+	}
+	if err := zonedisruptionbudget.New(mgr).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the ZoneDisruptionBudget controller: %w", err)
 	}
 	return nil
 }

@@ -223,11 +223,13 @@ type Verdict struct {
 	// alone (a hold lapsing, a delay running out); 0 when only a change of
 	// the pods can.
 	RetryAfter time.Duration
-	// Hold is what to record before acting, when Allowed.
+	// Hold is what to record before acting, when Allowed. An eviction in a
+	// zone whose unlapsed hold is a rollout's or a downscale's renews that
+	// hold under its reason and holder.
 	Hold Hold
 	// Record is true when the hold must be written before acting: none is
-	// recorded for this zone, or the one recorded lapses within half its
-	// lease.
+	// recorded for this zone, the one recorded lapses within half the
+	// view's lease, or it was recorded for another reason.
 	Record bool
 }
 
@@ -325,7 +327,21 @@ func allow(v View, req Request) Verdict {
 	record := true
 	if h := v.Hold; h != nil && h.Zone == req.Zone && !h.Lapsed(v.Now) {
 		hold.Since = h.Since
-		record = h.Until().Sub(v.Now) < h.Lease/2
+		// The reason of an unlapsed hold is what stops a crossing rollout
+		// or downscale in this zone (rule 2). An eviction renews a
+		// rollout's or a downscale's hold under that reason, or the
+		// crossing one could start within the lease of the action the hold
+		// was taken for; a rollout or a downscale taking over an
+		// eviction's hold records its own reason at once.
+		if req.Reason == v1alpha1.DisruptionEviction && h.Reason != v1alpha1.DisruptionEviction {
+			hold.Reason, hold.Holder = h.Reason, h.Holder
+		}
+		// Half of this decision's lease, not of the recorded one: an action
+		// allowed without a record is covered only by what is left of the
+		// hold, and the lease is what a view may lag. A hold written with
+		// a shorter lease (by another version, or by hand) would otherwise
+		// cover it for less than half of that.
+		record = hold.Reason != h.Reason || h.Until().Sub(v.Now) <= lease/2
 	}
 	return Verdict{Allowed: true, Hold: hold, Record: record}
 }

@@ -82,7 +82,9 @@ func PartitionFunc(regex string, group int32) (func(string) string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("podNamePartitionRegex: %w", err)
 	}
-	if int(group) > re.NumSubexp() {
+	// The API validates the group, but a negative one reaching here would
+	// panic in every admission that reads a pod name.
+	if group < 0 || int(group) > re.NumSubexp() {
 		return nil, fmt.Errorf("podNamePartitionGroup %d: the regex has %d groups", group, re.NumSubexp())
 	}
 	return func(name string) string {

@@ -80,6 +80,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - delayeddownscales/status
   - rolloutgroups/status
   - scalingpolicies/status
+  - zonedisruptionbudgets/status
   verbs:
   - patch
 - apiGroups:
@@ -87,6 +88,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   resources:
   - rolloutgroups
   - scalingpolicies
+  - zonedisruptionbudgets
   verbs:
   - list
   - watch
@@ -160,6 +162,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - delayeddownscales/status
   - rolloutgroups/status
   - scalingpolicies/status
+  - zonedisruptionbudgets/status
   verbs:
   - patch
 - apiGroups:
@@ -167,6 +170,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   resources:
   - rolloutgroups
   - scalingpolicies
+  - zonedisruptionbudgets
   verbs:
   - list
   - watch

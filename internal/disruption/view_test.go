@@ -1,0 +1,253 @@
+package disruption
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/test/builders"
+)
+
+const testNamespace = "default"
+
+// zonePods indexes a zone's pods by name, failing on a name seen twice.
+func zonePods(t *testing.T, z Zone) map[string]Pod {
+	t.Helper()
+	m := map[string]Pod{}
+	for _, p := range z.Pods {
+		if _, dup := m[p.Name]; dup {
+			t.Fatalf("pod %s appears twice in zone %s", p.Name, z.Name)
+		}
+		m[p.Name] = p
+	}
+	return m
+}
+
+func checkPods(t *testing.T, z Zone, want map[string]Pod) {
+	t.Helper()
+	got := zonePods(t, z)
+	for name, w := range want {
+		w.Name = name
+		if g, ok := got[name]; !ok {
+			t.Errorf("zone %s has no pod %s", z.Name, name)
+		} else if !reflect.DeepEqual(g, w) {
+			t.Errorf("pod %s = %+v\nwant     %+v", name, g, w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("zone %s has pods %v, want %d", z.Name, reflect.ValueOf(got).MapKeys(), len(want))
+	}
+}
+
+// TestZoneOfOrdinals: the zone has a pod, or a Missing one, for each wanted
+// ordinal from spec.ordinals.start, and reports the others as not Wanted.
+func TestZoneOfOrdinals(t *testing.T) {
+	sts := builders.MakeStatefulSet(testNamespace, "ing-zone-a").Replicas(3).OrdinalsStart(1).StatusReplicas(4, 3).Obj()
+	pod := func(ord int) *corev1.Pod {
+		return builders.MakePod(testNamespace, "ing-zone-a", ord).ControlledBy(sts).Obj()
+	}
+	other := builders.MakePod(testNamespace, "ing-zone-b", 2).Obj()
+	stray := builders.MakePod(testNamespace, "ing-zone-a", 1).Obj()
+	stray.Name = "ing-zone-a-01" // not a StatefulSet pod name: ignored
+	z := ZoneOf(sts, []*corev1.Pod{pod(4), pod(0), pod(1), other, stray, pod(3)}, ZoneOptions{MaxUnavailable: 2, Now: testNow})
+
+	if z.Name != "ing-zone-a" || z.Replicas != 3 || z.StatusReplicas != 4 || z.StatusReady != 3 || z.MaxUnavailable != 2 {
+		t.Errorf("zone = %s replicas %d status %d/%d maxUnavailable %d, want ing-zone-a 3 4/3 2",
+			z.Name, z.Replicas, z.StatusReplicas, z.StatusReady, z.MaxUnavailable)
+	}
+	checkPods(t, z, map[string]Pod{
+		"ing-zone-a-0": {Available: true}, // below spec.ordinals.start
+		"ing-zone-a-1": {Wanted: true, Available: true},
+		"ing-zone-a-2": {Wanted: true, Missing: true},
+		"ing-zone-a-3": {Wanted: true, Available: true},
+		"ing-zone-a-4": {Available: true}, // left by a scale-down
+	})
+	if got := z.Unavailable(); got != 3 {
+		t.Errorf("Unavailable() = %d, want 3 (one missing, two leaving)", got)
+	}
+
+	nilReplicas := builders.MakeStatefulSet(testNamespace, "ing-zone-b").NilReplicas().Obj()
+	checkPods(t, ZoneOf(nilReplicas, nil, ZoneOptions{Now: testNow}), map[string]Pod{"ing-zone-b-0": {Wanted: true, Missing: true}})
+	scaledToZero := builders.MakeStatefulSet(testNamespace, "ing-zone-c").Replicas(0).Obj()
+	checkPods(t, ZoneOf(scaledToZero, nil, ZoneOptions{Now: testNow}), map[string]Pod{})
+}
+
+// TestZoneOfAvailability: a pod is available once Ready for minReadySeconds
+// and not terminating, whether the API shows its deletion or only this
+// process knows of it.
+func TestZoneOfAvailability(t *testing.T) {
+	sts := builders.MakeStatefulSet(testNamespace, "ing").Replicas(7).Obj()
+	pod := func(ord int) *builders.PodWrapper {
+		return builders.MakePod(testNamespace, "ing", ord).ControlledBy(sts)
+	}
+	deleted := pod(1).Obj()
+	pods := []*corev1.Pod{
+		pod(0).Ready(testNow.Add(-time.Minute)).Obj(),
+		deleted,
+		pod(2).Terminating(testNow).Obj(),
+		pod(3).Ready(testNow.Add(-5 * time.Second)).Obj(),
+		pod(4).Ready(testNow.Add(-10 * time.Second)).Obj(),
+		pod(5).NotReady().Obj(),
+		pod(6).Phase(corev1.PodPending).Obj(),
+	}
+	z := ZoneOf(sts, pods, ZoneOptions{MinReadySeconds: 10, Now: testNow, Deleting: sets.New(deleted.UID, types.UID("gone"))})
+	checkPods(t, z, map[string]Pod{
+		"ing-0": {Wanted: true, Available: true, AvailableSince: testNow.Add(-50 * time.Second)},
+		"ing-1": {Wanted: true, Terminating: true},
+		"ing-2": {Wanted: true, Terminating: true},
+		"ing-3": {Wanted: true},                                           // Ready 5 s of minReadySeconds 10
+		"ing-4": {Wanted: true, Available: true, AvailableSince: testNow}, // Ready exactly 10 s
+		"ing-5": {Wanted: true},
+		"ing-6": {Wanted: true}, // a Ready condition is stale on a pod not Running
+	})
+	// Without the Deleting set the pod is as the view shows it.
+	checkPods(t, ZoneOf(sts, []*corev1.Pod{deleted}, ZoneOptions{Now: testNow}), map[string]Pod{
+		"ing-1": {Wanted: true, Available: true},
+		"ing-0": {Wanted: true, Missing: true}, "ing-2": {Wanted: true, Missing: true}, "ing-3": {Wanted: true, Missing: true},
+		"ing-4": {Wanted: true, Missing: true}, "ing-5": {Wanted: true, Missing: true}, "ing-6": {Wanted: true, Missing: true},
+	})
+}
+
+// TestZoneOfPartitions: every pod, a missing one too, carries the partition
+// its name gives.
+func TestZoneOfPartitions(t *testing.T) {
+	partition, err := PartitionFunc(`^ingester-zone-[a-z]-(\d+)$`, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sts := builders.MakeStatefulSet(testNamespace, "ingester-zone-a").Replicas(2).Obj()
+	pods := []*corev1.Pod{builders.MakePod(testNamespace, "ingester-zone-a", 0).Obj(), builders.MakePod(testNamespace, "ingester-zone-a", 2).Obj()}
+	checkPods(t, ZoneOf(sts, pods, ZoneOptions{Now: testNow, Partition: partition}), map[string]Pod{
+		"ingester-zone-a-0": {Wanted: true, Available: true, Partition: "0"},
+		"ingester-zone-a-1": {Wanted: true, Missing: true, Partition: "1"},
+		"ingester-zone-a-2": {Available: true, Partition: "2"},
+	})
+	checkPods(t, ZoneOf(sts, pods[:1], ZoneOptions{Now: testNow}), map[string]Pod{
+		"ingester-zone-a-0": {Wanted: true, Available: true},
+		"ingester-zone-a-1": {Wanted: true, Missing: true},
+	})
+}
+
+func TestPartitionFunc(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		regex   string
+		group   int32
+		wantErr bool
+		names   map[string]string // pod name -> partition
+	}{
+		{name: "not partition-aware", regex: ""},
+		{name: "Mimir ingesters", regex: `^ingester-zone-[a-z]-(\d+)$`, group: 1, names: map[string]string{
+			"ingester-zone-a-7": "7", "ingester-zone-c-12": "12", "ingester-zone-a": "", "distributor-0": "", "ingester-zone-a-x": ""}},
+		{name: "the second group", regex: `^(\w+)-zone-([a-z])-(\d+)$`, group: 3, names: map[string]string{"ingester-zone-b-3": "3", "ingester-3": ""}},
+		{name: "group 0 is the whole match", regex: `\d+$`, group: 0, names: map[string]string{"ing-zone-a-5": "5", "ing": ""}},
+		{name: "an optional group that does not take part", regex: `^ing(-p(\d+))?-`, group: 2, names: map[string]string{"ing-p4-zone-a-0": "4", "ing-zone-a-0": ""}},
+		{name: "a regex that does not compile", regex: `ingester-(\d+`, group: 1, wantErr: true},
+		{name: "a group past the regex's", regex: `ingester-(\d+)`, group: 2, wantErr: true},
+		{name: "a negative group", regex: `ingester-(\d+)`, group: -1, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := PartitionFunc(tc.regex, tc.group)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("PartitionFunc(%q, %d) error = %v, want error %v", tc.regex, tc.group, err, tc.wantErr)
+			}
+			if tc.regex == "" || tc.wantErr {
+				if f != nil {
+					t.Errorf("PartitionFunc(%q, %d) returned a function, want nil", tc.regex, tc.group)
+				}
+				return
+			}
+			for name, want := range tc.names {
+				if got := f(name); got != want {
+					t.Errorf("partition of %s = %q, want %q", name, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestHoldRecordRoundTrip(t *testing.T) {
+	if HoldOf(nil) != nil {
+		t.Errorf("HoldOf(nil) != nil")
+	}
+	since := time.Date(2026, time.March, 1, 11, 0, 0, 0, time.UTC)
+	h := Hold{Zone: "zone-a", Reason: v1alpha1.DisruptionEviction, Holder: "eviction of pod zone-a-0", Since: since,
+		Renewed: testNow, Lease: DefaultLease}
+	rec := h.Record()
+	want := &v1alpha1.DisruptionHold{Zone: "zone-a", Reason: v1alpha1.DisruptionEviction, Holder: "eviction of pod zone-a-0",
+		Since: metav1.NewTime(since), RenewTime: metav1.NewTime(testNow), LeaseSeconds: 15}
+	if !reflect.DeepEqual(rec, want) {
+		t.Errorf("Record() = %+v, want %+v", rec, want)
+	}
+	if back := HoldOf(rec); !reflect.DeepEqual(*back, h) {
+		t.Errorf("HoldOf(Record()) = %+v, want %+v", *back, h)
+	}
+	if back := HoldOf(rec); back.Until() != testNow.Add(DefaultLease) || back.Lapsed(testNow.Add(DefaultLease-time.Nanosecond)) || !back.Lapsed(testNow.Add(DefaultLease)) {
+		t.Errorf("HoldOf(Record()) lapses at %v, want %v", back.Until(), testNow.Add(DefaultLease))
+	}
+	// The API keeps whole seconds: a hold renewed within a second is read
+	// back renewed at its start, lapsing up to a second early. Decide judges
+	// renewal on the hold as read back, so an action it allows unrecorded
+	// still has more than half a lease of cover.
+	h.Renewed = testNow.Add(900 * time.Millisecond)
+	if back := HoldOf(h.Record()); back.Renewed != testNow || back.Until() != h.Until().Add(-900*time.Millisecond) {
+		t.Errorf("HoldOf(Record()) renewed %v, lapsing %v; want %v, %v", back.Renewed, back.Until(), testNow, h.Until().Add(-900*time.Millisecond))
+	}
+	var none *Hold
+	if !none.Lapsed(testNow) {
+		t.Errorf("a nil hold does not lapse")
+	}
+}
+
+// TestHoldRecordLease: a lease is written in whole seconds, at least one,
+// never shorter than decided.
+func TestHoldRecordLease(t *testing.T) {
+	for _, tc := range []struct {
+		lease time.Duration
+		want  int32
+	}{
+		{lease: 0, want: 1},
+		{lease: 300 * time.Millisecond, want: 1},
+		{lease: time.Second, want: 1},
+		{lease: 1500 * time.Millisecond, want: 2},
+		{lease: time.Minute, want: 60},
+	} {
+		h := Hold{Zone: "zone-a", Reason: v1alpha1.DisruptionRollout, Since: testNow, Renewed: testNow, Lease: tc.lease}
+		if got := h.Record().LeaseSeconds; got != tc.want {
+			t.Errorf("lease %v recorded as %d s, want %d", tc.lease, got, tc.want)
+		}
+	}
+}
+
+func TestResolveBudget(t *testing.T) {
+	for _, tc := range []struct {
+		value    *intstr.IntOrString
+		replicas int32
+		def      int32
+		want     int32
+	}{
+		{value: nil, replicas: 10, def: 3, want: 3},
+		{value: ptr.To(intstr.FromInt32(0)), replicas: 10, def: 3, want: 0},
+		{value: ptr.To(intstr.FromInt32(2)), replicas: 10, def: 1, want: 2},
+		{value: ptr.To(intstr.FromInt32(20)), replicas: 10, def: 1, want: 20},
+		{value: ptr.To(intstr.FromString("25%")), replicas: 10, def: 1, want: 2}, // 2.5 rounds down
+		{value: ptr.To(intstr.FromString("9%")), replicas: 10, def: 1, want: 0},
+		{value: ptr.To(intstr.FromString("0%")), replicas: 10, def: 1, want: 0},
+		{value: ptr.To(intstr.FromString("100%")), replicas: 7, def: 1, want: 7},
+		{value: ptr.To(intstr.FromString("50%")), replicas: 0, def: 1, want: 0},
+		{value: ptr.To(intstr.FromString("many")), replicas: 10, def: 1, want: 0}, // refuses rather than guesses
+		{value: ptr.To(intstr.FromInt32(-1)), replicas: 10, def: 1, want: 0},
+	} {
+		if got := ResolveBudget(tc.value, tc.replicas, tc.def); got != tc.want {
+			t.Errorf("ResolveBudget(%v, %d, %d) = %d, want %d", tc.value, tc.replicas, tc.def, got, tc.want)
+		}
+	}
+}
