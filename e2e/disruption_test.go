@@ -23,6 +23,10 @@ import (
 // zone to wait out another's hold (15s) and drain its own pods 5s apart.
 const drainTimeout = 2 * time.Minute
 
+// evictionRefusedReason is the reason of the Warning Event recorded on a
+// group whose budget refused an eviction.
+const evictionRefusedReason = "EvictionRefused"
+
 // mimirPartitionRegex is how Mimir's partition ingesters' names give their
 // partition: ingester-zone-a-7 and ingester-zone-b-7 hold partition 7.
 const mimirPartitionRegex = `^ingester-zone-[a-z]-([0-9]+)$`
@@ -50,7 +54,9 @@ var _ = Describe("One disruption budget", func() {
 			Expect(second.refusals()).NotTo(BeEmpty(),
 				"the second drain was refused (429, retried by kubectl) while %s was disrupted:\n%s", order[0], second.output())
 			Expect(second.refusals()[0]).To(ContainSubstring(order[0]), "the refusal names the disrupted zone")
-			Expect(second.refusals()[0]).To(ContainSubstring(b.name), "the refusal names the budget")
+			Expect(second.refusals()[0]).To(ContainSubstring("RolloutGroup "+b.name), "the refusal names the budget")
+			Expect(b.eventNotes(ctx, evictionRefusedReason)).To(ContainElement(ContainSubstring(order[0])),
+				"a Warning Event on the group says why an eviction was refused")
 			Expect(second.finished).To(BeTemporally(">", first.finished), "the second drain finished after the first")
 			for _, z := range order {
 				Expect(b.nodes.podsOn(ctx, b.nodes.first(z))).To(BeEmpty(), "the drained node of %s is empty", z)
@@ -87,6 +93,9 @@ var _ = Describe("One disruption budget", func() {
 			Eventually(func() int { return rollsOf(b.mon, zoneA) }).Should(BeNumerically(">=", 1), "the drain evicts a first pod")
 			b.setVersion(ctx, "v2", zoneB)
 			Eventually(func(gm Gomega) {
+				if rollsOf(b.mon, zoneB) > 0 {
+					StopTrying(fmt.Sprintf("zone-b was rolled while zone-a is drained; breaches: %v", b.mon.Breaches())).Now()
+				}
 				rg := b.get(ctx)
 				gm.Expect(conditionReasons(rg)).To(ContainElement(v1alpha1.ReasonWaitingForDisruption))
 				gm.Expect(rg.Status.Message).To(ContainSubstring(zoneA))
@@ -139,10 +148,13 @@ var _ = Describe("One disruption budget", func() {
 			for _, dryRun := range []bool{true, false} {
 				err := evict(ctx, g.ns, zoneB+"-0", dryRun)
 				Expect(apierrors.IsTooManyRequests(err)).To(BeTrue(), "dry run %v: want 429, got %v", dryRun, err)
-				Expect(err.Error()).To(ContainSubstring(zoneA), "the refusal names the zone where partition 0 is down")
+				Expect(err.Error()).To(And(ContainSubstring("RolloutGroup "+g.name), ContainSubstring("partition 0"), ContainSubstring(zoneA)),
+					"the refusal names the budget, the partition and the zone where it is down")
 				AddReportEntry(fmt.Sprintf("refused eviction (dry run %v)", dryRun), err.Error())
 			}
 			Consistently(func() []string { return deletedPods(mon) }).WithTimeout(2 * time.Second).Should(Equal([]string{zoneB + "-1"}))
+			Eventually(func() []string { return g.eventNotes(ctx, evictionRefusedReason) }).WithTimeout(10*time.Second).
+				Should(ContainElement(ContainSubstring("partition 0")), "a Warning Event on the group says why the eviction was refused")
 
 			By("once pod 0 of zone-a is Ready again, pod 0 of zone-b may go")
 			g.setPodReady(ctx, zoneA+"-0", true)
