@@ -151,9 +151,10 @@ chart-test: ## Test the Helm chart's rendering, schema and RBAC against the gene
 test-assets: ## Build the test control plane binaries into bin/ (cached by version).
 	hack/test-assets.sh
 
-# The Prometheus server the metric-gated e2e specs query: Debian's `prometheus`
-# package, fetched and unpacked without root into bin/prometheus-<version>/
-# (the version is pinned in hack/prometheus.sh). Cold about 5 s; warm, nothing.
+# The Prometheus server the metric-gated e2e specs query, and the promtool the
+# chart's alert tests run: Debian's `prometheus` package, fetched and unpacked
+# without root into bin/prometheus-<version>/ (the version is pinned in
+# hack/prometheus.sh). Cold about 5 s; warm, nothing.
 .PHONY: prometheus
 prometheus: ## Install Prometheus (Debian's package, unpacked) into bin/ for the e2e tests.
 	hack/prometheus.sh
@@ -177,7 +178,7 @@ test-unit: ## Run the tests that need no control plane.
 	$(call go_test,15m,$(UNIT_PACKAGES))
 
 .PHONY: test-integration
-test-integration: test-assets ## Run the tests against the real control plane.
+test-integration: test-assets prometheus ## Run the tests against the real control plane (the chart's alert tests run promtool).
 	$(call go_test,20m,$(INTEGRATION_PACKAGES))
 
 # The e2e specs each have their own namespace and operator, so Ginkgo's parallel

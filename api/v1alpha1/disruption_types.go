@@ -95,6 +95,17 @@ type DisruptionHold struct {
 	// +required
 	// +kubebuilder:validation:Minimum=1
 	LeaseSeconds int32 `json:"leaseSeconds"`
+	// evictedPods names the pods of the zone whose eviction was admitted
+	// under the hold within its lease. They count as unavailable until the
+	// hold lapses, whatever a view shows: an admitted eviction is carried
+	// out by the API server after the webhook answers, so a second
+	// eviction judged a moment later may not see the first pod go yet (a
+	// PodDisruptionBudget's status.disruptedPods does the same).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=253
+	EvictedPods []string `json:"evictedPods,omitempty"`
 }
 
 // DisruptionHold returns the group's recorded hold (status.disruption).

@@ -103,6 +103,18 @@ func (z *Zone) Unavailable() int32 {
 	return n
 }
 
+// unavailableCounting counts the zone's pods that use its availability,
+// those named in evicted included.
+func (z *Zone) unavailableCounting(evicted map[string]bool) int32 {
+	var n int32
+	for _, p := range z.Pods {
+		if p.unavailable() || evicted[p.Name] {
+			n++
+		}
+	}
+	return n
+}
+
 // Disrupted says why the zone is disrupted now, "" when it is whole. With
 // partition set, only the pods of that partition are looked at (and a
 // StatefulSet status, which cannot name partitions, is not).
@@ -172,7 +184,16 @@ type Hold struct {
 	Since   time.Time
 	Renewed time.Time
 	Lease   time.Duration
+	// Evicted names the zone's pods whose eviction was admitted under the
+	// hold; until it lapses they count as unavailable whatever the view
+	// shows, since the API server removes an evicted pod only after the
+	// admission that allowed it.
+	Evicted []string
 }
+
+// maxEvicted bounds Hold.Evicted, as the API does: a drain that evicts more
+// pods of one zone within a lease than this is refused until it lapses.
+const maxEvicted = 256
 
 // Until is when the hold lapses.
 func (h *Hold) Until() time.Time { return h.Renewed.Add(h.Lease) }
@@ -303,16 +324,25 @@ func Decide(v View, req Request) Verdict {
 		}
 	}
 	if req.Reason != v1alpha1.DisruptionDownscale {
+		// A recorded eviction of a requested pod is not counted: it is this
+		// pod (an eviction retried) or the one it replaced under its name,
+		// and the pod is costed as the view shows it.
+		evicted := evictedUnder(v.Hold, req.Zone, v.Now)
 		cost := int32(0)
 		for _, name := range req.Pods {
+			delete(evicted, name)
 			i := slices.IndexFunc(zone.Pods, func(p Pod) bool { return p.Name == name })
 			if i >= 0 && !zone.Pods[i].unavailable() {
 				cost++
 			}
 		}
-		if used := zone.Unavailable(); cost > 0 && used+cost > zone.MaxUnavailable {
+		if req.Reason == v1alpha1.DisruptionEviction && len(evicted)+int(cost) > maxEvicted {
+			return deny(CodeZoneBudget, fmt.Sprintf("zone %s has had %d evictions admitted within the hold's lease, the most one hold records",
+				zone.Name, len(evicted)), v.Hold.Until().Sub(v.Now))
+		}
+		if used := zone.unavailableCounting(evicted); cost > 0 && used+cost > zone.MaxUnavailable {
 			return deny(CodeZoneBudget, fmt.Sprintf("zone %s has %d of %d pods unavailable and maxUnavailable %d",
-				zone.Name, used, len(zone.Pods), zone.MaxUnavailable), 0)
+				zone.Name, used, len(zone.Pods), zone.MaxUnavailable), retryEvicted(evicted, v))
 		}
 	}
 	return allow(v, req)
@@ -342,6 +372,18 @@ func allow(v View, req Request) Verdict {
 		// a shorter lease (by another version, or by hand) would otherwise
 		// cover it for less than half of that.
 		record = hold.Reason != h.Reason || h.Until().Sub(v.Now) <= lease/2
+		hold.Evicted = slices.Clone(h.Evicted)
+	}
+	// An admitted eviction is always recorded, with its pod: a second
+	// eviction of the zone judged before the API server removes this pod
+	// counts it, and the optimistic lock orders the two.
+	if req.Reason == v1alpha1.DisruptionEviction {
+		for _, name := range req.Pods {
+			if !slices.Contains(hold.Evicted, name) {
+				hold.Evicted = append(hold.Evicted, name)
+			}
+		}
+		record = true
 	}
 	return Verdict{Allowed: true, Hold: hold, Record: record}
 }
@@ -355,6 +397,28 @@ func crosses(req, held v1alpha1.DisruptionReason) bool {
 
 func deny(code, msg string, retry time.Duration) Verdict {
 	return Verdict{Code: code, Message: msg, RetryAfter: max(retry, 0)}
+}
+
+// evictedUnder is the set of pods of zone an unlapsed hold of it records
+// as evicted.
+func evictedUnder(h *Hold, zone string, now time.Time) map[string]bool {
+	if h == nil || h.Zone != zone || h.Lapsed(now) || len(h.Evicted) == 0 {
+		return nil
+	}
+	evicted := make(map[string]bool, len(h.Evicted))
+	for _, name := range h.Evicted {
+		evicted[name] = true
+	}
+	return evicted
+}
+
+// retryEvicted is when a refusal that counted recorded evictions may change
+// through time alone: when the hold that records them lapses.
+func retryEvicted(evicted map[string]bool, v View) time.Duration {
+	if len(evicted) == 0 {
+		return 0
+	}
+	return v.Hold.Until().Sub(v.Now)
 }
 
 func orSomeone(holder string) string {

@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -195,17 +196,32 @@ func (w *fuzzWorld) expect(zones []fuzzZone, req Request) expectation {
 	// 6. A rollout or an eviction keeps the zone within maxUnavailable,
 	// counting only requested pods that are available now.
 	z := zones[zi]
+	// Pods an unlapsed hold of the zone records as evicted count as down,
+	// whatever their state: the API server removes them after admission.
 	if req.Reason != v1alpha1.DisruptionDownscale {
+		var evicted []string
+		if holdLeft > 0 && w.hold.Zone == req.Zone {
+			evicted = w.hold.Evicted
+		}
 		down, cost := 0, 0
 		for _, p := range z.pods {
-			if p.state != stAvailable {
+			switch {
+			case slices.Contains(req.Pods, z.podName(p)):
+				if p.state == stAvailable {
+					cost++
+				} else {
+					down++
+				}
+			case p.state != stAvailable || slices.Contains(evicted, z.podName(p)):
 				down++
-			} else if slices.Contains(req.Pods, z.podName(p)) {
-				cost++
 			}
 		}
 		if cost > 0 && down+cost > int(z.maxUnavailable) {
-			return refuse(CodeZoneBudget, 0, z.name)
+			retry := time.Duration(0)
+			if slices.ContainsFunc(evicted, func(name string) bool { return !slices.Contains(req.Pods, name) }) {
+				retry = holdLeft
+			}
+			return refuse(CodeZoneBudget, retry, z.name)
 		}
 	}
 	return w.grant(req, holdLeft)
@@ -219,9 +235,23 @@ func (w *fuzzWorld) grant(req Request, holdLeft time.Duration) expectation {
 	}
 	e := expectation{allowed: true, record: true,
 		hold: Hold{Zone: req.Zone, Reason: req.Reason, Holder: req.Holder, Since: w.now, Renewed: w.now, Lease: lease}}
-	if holdLeft <= 0 || w.hold.Zone != req.Zone {
-		return e
+	if holdLeft > 0 && w.hold.Zone == req.Zone {
+		w.renew(&e, req, holdLeft, lease)
 	}
+	// An admitted eviction is written with its pod, always.
+	if req.Reason == v1alpha1.DisruptionEviction {
+		for _, name := range req.Pods {
+			if !slices.Contains(e.hold.Evicted, name) {
+				e.hold.Evicted = append(e.hold.Evicted, name)
+			}
+		}
+		e.record = true
+	}
+	return e
+}
+
+// renew is grant for a zone that holds the budget already.
+func (w *fuzzWorld) renew(e *expectation, req Request, holdLeft, lease time.Duration) {
 	// The zone holds the budget already: it keeps the time it took it, an
 	// eviction leaves a rollout's or downscale's hold theirs, and the hold is
 	// written when its reason changes or at most half of this decision's
@@ -232,7 +262,7 @@ func (w *fuzzWorld) grant(req Request, holdLeft time.Duration) expectation {
 		e.hold.Reason, e.hold.Holder = h.Reason, h.Holder
 	}
 	e.record = e.hold.Reason != h.Reason || 2*holdLeft <= lease
-	return e
+	e.hold.Evicted = slices.Clone(h.Evicted)
 }
 
 // check compares a verdict with the expectation.
@@ -241,13 +271,13 @@ func (e expectation) check(got Verdict) error {
 		return fmt.Errorf("Allowed = %v, Code = %q (%s); want %v, %q", got.Allowed, got.Code, got.Message, e.allowed, e.code)
 	}
 	if e.allowed {
-		if got.Message != "" || got.RetryAfter != 0 || got.Hold != e.hold || got.Record != e.record {
+		if got.Message != "" || got.RetryAfter != 0 || !reflect.DeepEqual(got.Hold, e.hold) || got.Record != e.record {
 			return fmt.Errorf("allowed with message %q, RetryAfter %v, Hold %+v, Record %v; want Hold %+v, Record %v",
 				got.Message, got.RetryAfter, got.Hold, got.Record, e.hold, e.record)
 		}
 		return nil
 	}
-	if got.Record || got.Hold != (Hold{}) {
+	if got.Record || !reflect.DeepEqual(got.Hold, Hold{}) {
 		return fmt.Errorf("refused with Record %v, Hold %+v", got.Record, got.Hold)
 	}
 	for _, zone := range e.named {

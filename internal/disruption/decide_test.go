@@ -110,10 +110,15 @@ func shrink(zone string, count int32) Request {
 	return Request{Zone: zone, Reason: downscale, Count: count, Holder: "ScalingPolicy ingester"}
 }
 
-// granted is the verdict allowing req with a hold taken now and recorded.
+// granted is the verdict allowing req with a hold taken now and recorded;
+// an eviction's hold names its pods.
 func granted(req Request) Verdict {
-	return Verdict{Allowed: true, Record: true, Hold: Hold{Zone: req.Zone, Reason: req.Reason, Holder: req.Holder,
+	v := Verdict{Allowed: true, Record: true, Hold: Hold{Zone: req.Zone, Reason: req.Reason, Holder: req.Holder,
 		Since: testNow, Renewed: testNow, Lease: DefaultLease}}
+	if req.Reason == eviction {
+		v.Hold.Evicted = req.Pods
+	}
+	return v
 }
 
 func denied(code string, retry time.Duration) Verdict {
@@ -204,22 +209,24 @@ func TestDecideRenewal(t *testing.T) {
 		return v
 	}
 	runDecideCases(t, []decideCase{
-		{name: "more than half the lease left", view: withHold(group(), "zone-a", eviction, 5*time.Second), req: evict("zone-a-1"),
-			want: renewed(evict("zone-a-1"), false)},
-		{name: "less than half the lease left", view: withHold(group(), "zone-a", eviction, 8*time.Second), req: evict("zone-a-1"),
-			want: renewed(evict("zone-a-1"), true)},
-		{name: "exactly half the lease left", view: withHold(group(), "zone-a", eviction, DefaultLease/2), req: evict("zone-a-1"),
-			want: renewed(evict("zone-a-1"), true)},
+		{name: "more than half the lease left", view: withHold(group(), "zone-a", rollout, 5*time.Second), req: roll("zone-a", "zone-a-1"),
+			want: renewed(roll("zone-a", "zone-a-1"), false)},
+		{name: "less than half the lease left", view: withHold(group(), "zone-a", rollout, 8*time.Second), req: roll("zone-a", "zone-a-1"),
+			want: renewed(roll("zone-a", "zone-a-1"), true)},
+		{name: "exactly half the lease left", view: withHold(group(), "zone-a", rollout, DefaultLease/2), req: roll("zone-a", "zone-a-1"),
+			want: renewed(roll("zone-a", "zone-a-1"), true)},
 		{name: "a recorded lease shorter than the view's", view: func() View {
-			v := withHold(group(), "zone-a", eviction, 0)
+			v := withHold(group(), "zone-a", rollout, 0)
 			v.Hold.Lease = 2 * time.Second // written with another lease, or edited
 			return v
-		}(), req: evict("zone-a-1"), want: renewed(evict("zone-a-1"), true)},
+		}(), req: roll("zone-a", "zone-a-1"), want: renewed(roll("zone-a", "zone-a-1"), true)},
 		{name: "a recorded lease longer than the view's", view: func() View {
-			v := withHold(group(), "zone-a", eviction, 50*time.Second)
+			v := withHold(group(), "zone-a", rollout, 50*time.Second)
 			v.Hold.Lease = time.Minute
 			return v
-		}(), req: evict("zone-a-1"), want: renewed(evict("zone-a-1"), false)},
+		}(), req: roll("zone-a", "zone-a-1"), want: renewed(roll("zone-a", "zone-a-1"), false)},
+		{name: "an eviction is recorded with its pod even with the lease left", view: withHold(group(), "zone-a", eviction, time.Second),
+			req: evict("zone-a-1"), want: renewed(evict("zone-a-1"), true)},
 		{name: "a rollout renewing its hold", view: withHold(group(), "zone-a", rollout, time.Second), req: roll("zone-a", "zone-a-1"),
 			want: renewed(roll("zone-a", "zone-a-1"), false)},
 		{name: "lapsed hold of the zone", view: withHold(group(), "zone-a", eviction, DefaultLease), req: evict("zone-a-1"),
@@ -342,7 +349,7 @@ func TestDecideHoldReason(t *testing.T) {
 		{name: "a downscale under an eviction's hold records its own", view: withHold(group(), "zone-a", eviction, time.Second),
 			req: shrink("zone-a", 1), want: renewed(shrink("zone-a", 1), downscale, "ScalingPolicy ingester", true)},
 		{name: "an eviction under a rollout's hold keeps it", view: withHold(group(), "zone-a", rollout, time.Second),
-			req: evict("zone-a-0"), want: renewed(evict("zone-a-0"), rollout, "holder-zone-a", false)},
+			req: evict("zone-a-0"), want: renewed(evict("zone-a-0"), rollout, "holder-zone-a", true)},
 		{name: "an eviction renewing a rollout's hold keeps its reason", view: withHold(group(), "zone-a", rollout, 10*time.Second),
 			req: evict("zone-a-0"), want: renewed(evict("zone-a-0"), rollout, "holder-zone-a", true)},
 		{name: "an eviction renewing a downscale's hold keeps its reason", view: withHold(group(), "zone-a", downscale, 10*time.Second),
@@ -375,4 +382,34 @@ func TestDecideHoldReason(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDecideEvictedPods: an eviction admitted under an unlapsed hold counts
+// against its zone's budget until the hold lapses, even while the view still
+// shows the pod available (the API server removes it after admission): two
+// evictions judged a moment apart cannot both take the last slot.
+func TestDecideEvictedPods(t *testing.T) {
+	evicted := func(renewedAgo time.Duration, pods ...string) View {
+		v := withHold(group(), "zone-a", eviction, renewedAgo)
+		v.Hold.Evicted = pods
+		return v
+	}
+	again := granted(evict("zone-a-0"))
+	again.Hold.Since = testNow.Add(-time.Hour)
+	withOther := granted(evict("zone-a-1"))
+	withOther.Hold.Since, withOther.Hold.Evicted = testNow.Add(-time.Hour), []string{"zone-a-0", "zone-a-1"}
+	runDecideCases(t, []decideCase{
+		{name: "a second pod while the first one's eviction is recorded", view: evicted(time.Second, "zone-a-0"),
+			req: evict("zone-a-1"), want: denied(CodeZoneBudget, DefaultLease-time.Second), message: []string{"zone-a", "maxUnavailable 1"}},
+		{name: "the same pod again costs nothing", view: evicted(time.Second, "zone-a-0"), req: evict("zone-a-0"), want: again},
+		{name: "a rollout counts the recorded eviction too", view: evicted(time.Second, "zone-a-0"),
+			req: roll("zone-a", "zone-a-1"), want: denied(CodeZoneBudget, DefaultLease-time.Second)},
+		{name: "a lapsed hold's evictions are the view's to show", view: evicted(DefaultLease, "zone-a-0"),
+			req: evict("zone-a-1"), want: granted(evict("zone-a-1"))},
+		{name: "with room for two, the second is added to the record", view: func() View {
+			v := evicted(time.Second, "zone-a-0")
+			v.Zones[0].MaxUnavailable = 2
+			return v
+		}(), req: evict("zone-a-1"), want: withOther},
+	})
 }

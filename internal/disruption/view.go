@@ -3,6 +3,7 @@ package disruption
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -102,14 +103,14 @@ func HoldOf(h *v1alpha1.DisruptionHold) *Hold {
 		return nil
 	}
 	return &Hold{Zone: h.Zone, Reason: h.Reason, Holder: h.Holder, Since: h.Since.Time,
-		Renewed: h.RenewTime.Time, Lease: time.Duration(h.LeaseSeconds) * time.Second}
+		Renewed: h.RenewTime.Time, Lease: time.Duration(h.LeaseSeconds) * time.Second, Evicted: slices.Clone(h.EvictedPods)}
 }
 
 // Record is the hold as written into an object's status.
 func (h Hold) Record() *v1alpha1.DisruptionHold {
 	return &v1alpha1.DisruptionHold{Zone: h.Zone, Reason: h.Reason, Holder: h.Holder,
 		Since: metav1.NewTime(h.Since.Truncate(time.Second)), RenewTime: metav1.NewTime(h.Renewed.Truncate(time.Second)),
-		LeaseSeconds: int32(max(1, (h.Lease+time.Second-1)/time.Second))}
+		LeaseSeconds: int32(max(1, (h.Lease+time.Second-1)/time.Second)), EvictedPods: slices.Clone(h.Evicted)}
 }
 
 // Describe says in a few words who holds what, for messages: "zone-a

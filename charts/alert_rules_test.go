@@ -1,0 +1,129 @@
+/*
+Copyright 2026 The Echelon Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package charts
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// TestEvictionsRefusedLongFires runs the rendered EchelonEvictionsRefusedLong
+// through promtool's rule unit tests, on the series a drain leaves: it fires
+// for a drain refused for 50 minutes once refusals have lasted 30, resolves
+// soon after they stop, and stays quiet for a drain that waits 20 minutes
+// while the other zone's pods come back.
+func TestEvictionsRefusedLongFires(t *testing.T) {
+	t.Parallel()
+	promtool := promtoolBinary(t)
+	const name = "EchelonEvictionsRefusedLong"
+	var rule alertRule
+	rules := renderedAlerts(t, "--set", "prometheusRule.enabled=true")
+	for _, r := range rules {
+		if r.Alert == name {
+			rule = r
+		}
+	}
+	if rule.Alert == "" {
+		t.Fatalf("%s is not rendered", name)
+	}
+
+	// kubectl drain asks again every 5 s: 12 refusals a minute.
+	const series = `echelon_evictions_total{decision="denied", reason="OtherZoneDisrupted", job="echelon-metrics", instance="10.0.0.1:8001"}`
+	annotations := map[string]string{
+		"summary":     rule.Annotations["summary"],
+		"runbook_url": rule.Annotations["runbook_url"],
+		// 60 refusals in the last 5 minutes.
+		"description": strings.NewReplacer("{{ $labels.job }}", "echelon-metrics", "{{ $value | humanize }}", "60").Replace(rule.Annotations["description"]),
+	}
+	firing := []any{map[string]any{
+		"exp_labels":      map[string]string{"job": "echelon-metrics", "severity": rule.Labels["severity"]},
+		"exp_annotations": annotations,
+	}}
+	none := []any{}
+	check := func(minute string, exp []any) map[string]any {
+		return map[string]any{"eval_time": minute, "alertname": name, "exp_alerts": exp}
+	}
+	tests := map[string]any{
+		"rule_files":          []string{"rules.yaml"},
+		"evaluation_interval": "1m",
+		"tests": []any{
+			map[string]any{ // refused for 50 minutes, then admitted
+				"interval":        "1m",
+				"input_series":    []any{map[string]string{"series": series, "values": "0+12x50 600x30"}},
+				"alert_rule_test": []any{check("20m", none), check("45m", firing), check("60m", none)},
+			},
+			map[string]any{ // refused for 20 minutes: the other zone came back
+				"interval":        "1m",
+				"input_series":    []any{map[string]string{"series": series, "values": "0+12x20 240x60"}},
+				"alert_rule_test": []any{check("25m", none), check("33m", none), check("60m", none)},
+			},
+		},
+	}
+	dir := t.TempDir()
+	writeYAML(t, filepath.Join(dir, "rules.yaml"), map[string]any{
+		"groups": []any{map[string]any{"name": "echelon", "rules": rules}},
+	})
+	writeYAML(t, filepath.Join(dir, "tests.yaml"), tests)
+	cmd := exec.Command(promtool, "test", "rules", "tests.yaml")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool test rules: %v\n%s", err, out)
+	}
+}
+
+func writeYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	raw, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// promtoolBinary finds promtool beside the Prometheus the e2e tests use: the
+// directory of $ECHELON_PROMETHEUS, else bin/prometheus-<version>/ with the
+// version hack/prometheus.sh pins. A missing promtool fails the test.
+func promtoolBinary(t *testing.T) string {
+	t.Helper()
+	var path string
+	if p := os.Getenv("ECHELON_PROMETHEUS"); p != "" {
+		path = filepath.Join(filepath.Dir(p), "promtool")
+	} else {
+		f, err := os.Open(filepath.Join(repoRoot, "hack", "prometheus.sh"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		version := regexp.MustCompile(`^PROMETHEUS_VERSION="?([^"\s]+)"?\s*$`)
+		for s := bufio.NewScanner(f); s.Scan(); {
+			if m := version.FindStringSubmatch(s.Text()); m != nil {
+				path = filepath.Join(repoRoot, "bin", "prometheus-"+m[1], "promtool")
+				break
+			}
+		}
+		if path == "" {
+			t.Fatal("hack/prometheus.sh pins no PROMETHEUS_VERSION")
+		}
+	}
+	if !isExecutable(path) {
+		t.Fatalf("no promtool at %s: run `make prometheus`, or point ECHELON_PROMETHEUS at a prometheus with promtool beside it", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
