@@ -22,12 +22,19 @@ import (
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 )
 
-// scaleRollRoundsEnv raises the number of rounds of the scale-and-roll spec
-// (scaleRollRounds by default, sized for CI's two cores), e.g. for a soak:
-// E2E_SCALE_ROLL_ROUNDS=30 ginkgo --focus='scales and rolls' ./e2e/.
+// scaleRollRoundsEnv sets the number of rounds of the scale-and-roll spec,
+// e.g. for a soak: E2E_SCALE_ROLL_ROUNDS=30 ginkgo --focus='scales and rolls' ./e2e/.
+// Without it the spec starts rounds for scaleRollTime, and at least
+// minScaleRollRounds: a round takes from a few seconds (scale-ups) to 45
+// (three zones rolled and a downscale, each waiting out the last one's
+// hold), so a count would let the seed decide whether CI's two cores keep
+// the spec near a minute.
 const scaleRollRoundsEnv = "E2E_SCALE_ROLL_ROUNDS"
 
-const scaleRollRounds = 3
+const (
+	scaleRollTime      = 40 * time.Second
+	minScaleRollRounds = 2
+)
 
 // timedAction is one change a round sends, at a random offset from the
 // round's start.
@@ -40,11 +47,17 @@ type timedAction struct {
 var _ = Describe("One disruption budget", func() {
 	Context("scaling and rolling one group at the same moment", func() {
 		It("scales and rolls in randomized order, round after round, with never two zones short at once", func(ctx SpecContext) {
-			rounds := scaleRollRounds
+			rounds := -1
 			if v := os.Getenv(scaleRollRoundsEnv); v != "" {
 				n, err := strconv.Atoi(v)
 				Expect(err).NotTo(HaveOccurred(), "%s", scaleRollRoundsEnv)
 				rounds = n
+			}
+			more := func(round int, since time.Time) bool {
+				if rounds >= 0 {
+					return round < rounds
+				}
+				return round < minScaleRollRounds || time.Since(since) < scaleRollTime
 			}
 			seed := GinkgoRandomSeed()
 			rng := rand.New(rand.NewPCG(uint64(seed), 21))
@@ -67,7 +80,9 @@ var _ = Describe("One disruption budget", func() {
 			for _, z := range g.zones {
 				version[z] = "v1"
 			}
-			for round := range rounds {
+			began := time.Now()
+			round := 0
+			for ; more(round, began); round++ {
 				var actions []timedAction
 				// A rollout of one to three zones, each patched on its own.
 				v := fmt.Sprintf("v%d", round+2)
@@ -110,6 +125,7 @@ var _ = Describe("One disruption budget", func() {
 				AddReportEntry(fmt.Sprintf("round %d settled after", round+1), time.Since(start).String())
 				Expect(mon.Breaches()).To(BeEmpty(), "round %d: %s", round+1, strings.Join(actionNames(actions), ", "))
 			}
+			AddReportEntry("rounds", round)
 			expectNoBreaches(mon)
 		})
 	})
