@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/e2e/framework"
@@ -58,4 +59,12 @@ func conditionReasons(rg *v1alpha1.RolloutGroup) []string {
 		out = append(out, c.Reason)
 	}
 	return out
+}
+
+// evictionBudget sets the group's spec.disruptionBudget.maxUnavailable: how
+// many pods of a zone evictions may take at once.
+func evictionBudget(n int32) func(*v1alpha1.RolloutGroupSpec) {
+	return func(s *v1alpha1.RolloutGroupSpec) {
+		s.DisruptionBudget = &v1alpha1.ZoneBudget{MaxUnavailable: ptrIntOrString(intstr.FromInt32(n))}
+	}
 }

@@ -34,7 +34,13 @@ const mimirPartitionRegex = `^ingester-zone-[a-z]-([0-9]+)$`
 var _ = Describe("One disruption budget", func() {
 	Context("kubectl drain", func() {
 		It("drains two nodes of two zones started at once zone after zone: the second waits until the first zone is whole again, then proceeds", func(ctx SpecContext) {
-			b := newBudgetGroup(ctx, 2, nil)
+			// Each zone's two pods share its first node, and the budget lets
+			// a zone lose both: a drain takes its zone down in one go, and the
+			// other waits for all of it.
+			b := newBudgetGroup(ctx, 2, evictionBudget(2))
+			for _, z := range []string{zoneA, zoneB} {
+				b.mon.SetMaxUnavailable(z, intstr.FromInt32(2))
+			}
 
 			drains := startDrains(ctx, drainTimeout, b.nodes.first(zoneA), b.nodes.first(zoneB))
 			for _, d := range drains {
@@ -55,6 +61,7 @@ var _ = Describe("One disruption budget", func() {
 				"the second drain was refused (429, retried by kubectl) while %s was disrupted:\n%s", order[0], second.output())
 			Expect(second.refusals()[0]).To(ContainSubstring(order[0]), "the refusal names the disrupted zone")
 			Expect(second.refusals()[0]).To(ContainSubstring("RolloutGroup "+b.name), "the refusal names the budget")
+			Expect(first.refusals()).To(BeEmpty(), "the first zone's drain went through at once:\n%s", first.output())
 			Expect(b.eventNotes(ctx, evictionRefusedReason)).To(ContainElement(ContainSubstring(order[0])),
 				"a Warning Event on the group says why an eviction was refused")
 			Expect(second.finished).To(BeTemporally(">", first.finished), "the second drain finished after the first")
@@ -66,15 +73,22 @@ var _ = Describe("One disruption budget", func() {
 		})
 
 		It("waits with a drain while the group rolls another zone, then drains", func(ctx SpecContext) {
-			// Paced so that rolling zone-a's three pods takes seconds.
-			b := newBudgetGroup(ctx, 3, func(s *v1alpha1.RolloutGroupSpec) { s.MinReadySeconds = 2 })
+			// Paced so that rolling zone-a's three pods one at a time takes
+			// seconds; the drain may take zone-b's three at once.
+			b := newBudgetGroup(ctx, 3, func(s *v1alpha1.RolloutGroupSpec) {
+				s.MinReadySeconds = 2
+				evictionBudget(3)(s)
+			})
+			b.mon.SetMaxUnavailable(zoneB, intstr.FromInt32(3))
 
 			b.setVersion(ctx, "v2", zoneA)
 			Eventually(func() int { return rollsOf(b.mon, zoneA) }).Should(BeNumerically(">=", 1))
 			d := startDrain(ctx, b.nodes.first(zoneB), drainTimeout)
 			took := d.wait(ctx, drainTimeout+10*time.Second)
 			AddReportEntry("kubectl drain while zone-a rolls took", took.String())
+			AddReportEntry("kubectl drain "+d.node, d.output())
 
+			expectNoBreaches(b.mon)
 			Expect(b.mon.MemberOrder()).To(Equal([]string{zoneA, zoneB}), "zone-b's pods were evicted only after zone-a was rolled: %v", b.mon.Rolls())
 			Expect(rollsOf(b.mon, zoneA)).To(Equal(3))
 			Expect(rollsOf(b.mon, zoneB)).To(Equal(3))
@@ -83,14 +97,16 @@ var _ = Describe("One disruption budget", func() {
 			b.waitComplete(ctx, time.Minute)
 			b.only(zoneA).waitPodsOn(ctx, "v2")
 			b.only(zoneB, zoneC).waitPodsOn(ctx, "v1")
-			expectNoBreaches(b.mon)
 		})
 
 		It("holds a rollout of another zone while a drain holds a zone, then rolls", func(ctx SpecContext) {
-			b := newBudgetGroup(ctx, 3, nil)
+			// The drain takes zone-a's three pods at once; the rollout of
+			// zone-b goes one pod at a time.
+			b := newBudgetGroup(ctx, 3, evictionBudget(3))
+			b.mon.SetMaxUnavailable(zoneA, intstr.FromInt32(3))
 
 			d := startDrain(ctx, b.nodes.first(zoneA), drainTimeout)
-			Eventually(func() int { return rollsOf(b.mon, zoneA) }).Should(BeNumerically(">=", 1), "the drain evicts a first pod")
+			Eventually(func() int { return rollsOf(b.mon, zoneA) }).Should(BeNumerically(">=", 1), "the drain evicts zone-a's pods")
 			b.setVersion(ctx, "v2", zoneB)
 			Eventually(func(gm Gomega) {
 				if rollsOf(b.mon, zoneB) > 0 {
@@ -100,26 +116,31 @@ var _ = Describe("One disruption budget", func() {
 				gm.Expect(conditionReasons(rg)).To(ContainElement(v1alpha1.ReasonWaitingForDisruption))
 				gm.Expect(rg.Status.Message).To(ContainSubstring(zoneA))
 			}).WithTimeout(30*time.Second).Should(Succeed(), "the group says it waits for the disruption of zone-a")
-			Expect(rollsOf(b.mon, zoneB)).To(BeZero(), "no pod of zone-b is rolled while zone-a is drained")
+			AddReportEntry("the group waiting", b.get(ctx).Status.Message)
 			d.wait(ctx, drainTimeout+10*time.Second)
 
 			b.waitComplete(ctx, time.Minute)
 			b.only(zoneB).waitPodsOn(ctx, "v2")
 			b.only(zoneA, zoneC).waitPodsOn(ctx, "v1")
-			Expect(b.mon.MemberOrder()).To(Equal([]string{zoneA, zoneB}), "zone-b was rolled only once zone-a was drained: %v", b.mon.Rolls())
-			Expect(rollsOf(b.mon, zoneB)).To(Equal(3))
 			expectNoBreaches(b.mon)
+			Expect(b.mon.MemberOrder()).To(Equal([]string{zoneA, zoneB}), "zone-b was rolled only once zone-a was drained: %v", b.mon.Rolls())
+			Expect(rollsOf(b.mon, zoneA)).To(Equal(3))
+			Expect(rollsOf(b.mon, zoneB)).To(Equal(3))
 		})
 	})
 
 	Context("partition-aware zones, Mimir-style", func() {
 		It("admits an eviction in another partition while a pod of zone-a is not Ready, and refuses one in the same partition", func(ctx SpecContext) {
 			g := newZoneGroup(ctx, 3, func(s *v1alpha1.RolloutGroupSpec) {
-				s.DisruptionBudget = &v1alpha1.ZoneBudget{PodNamePartitionRegex: mimirPartitionRegex}
+				// Two per zone, so that once partition 0 is whole again zone-b
+				// has room for pod 0 beside pod 1, whose eviction counts
+				// against the zone until its hold lapses.
+				s.DisruptionBudget = &v1alpha1.ZoneBudget{PodNamePartitionRegex: mimirPartitionRegex, MaxUnavailable: ptrIntOrString(intstr.FromInt32(2))}
 			})
 			startWebhookOperator(ctx, "echelon", g.ns, fastLeaderElection...)
 			g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
 			mon := g.monitor(ctx)
+			mon.SetMaxUnavailable(zoneB, intstr.FromInt32(2))
 			mon.SetPartitions(regexp.MustCompile(mimirPartitionRegex), 1)
 			mon.JudgeEveryMoment()
 
