@@ -34,6 +34,7 @@ const (
 	noDownscalePath       = "/admission/no-downscale"
 	prepareDownscalePath  = "/admission/prepare-downscale"
 	validatePath          = "/admission/validate"
+	evictionPath          = "/admission/eviction"
 	certManagerInjectFrom = "cert-manager.io/inject-ca-from"
 )
 
@@ -49,12 +50,16 @@ type wantWebhook struct {
 
 var (
 	update         = []admissionregistrationv1.OperationType{admissionregistrationv1.Update}
+	create         = []admissionregistrationv1.OperationType{admissionregistrationv1.Create}
 	createOrUpdate = []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}
 	validating     = map[string]wantWebhook{
 		"no-downscale.echelon.dev": {noDownscalePath, admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNoneOnDryRun, "apps", update,
 			[]string{"deployments", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets", "statefulsets/scale"}},
 		"validate.echelon.dev": {validatePath, admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNoneOnDryRun, "echelon.dev", createOrUpdate,
-			[]string{"delayeddownscales", "rolloutgroups", "scalingpolicies"}},
+			[]string{"delayeddownscales", "rolloutgroups", "scalingpolicies", "zonedisruptionbudgets"}},
+		// Fail: a zone budget must hold while the operator is down (markers.go).
+		"eviction.echelon.dev": {evictionPath, admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNoneOnDryRun, "", create,
+			[]string{"pods/eviction"}},
 	}
 	mutating = map[string]wantWebhook{
 		"prepare-downscale.echelon.dev": {prepareDownscalePath, admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNoneOnDryRun, "apps", update,
@@ -563,7 +568,8 @@ func TestWebhooksValues(t *testing.T) {
 	t.Parallel()
 	m := render(t, "--set", "webhooks.timeoutSeconds=25", "--set", "webhooks.port=9443",
 		"--set", "webhooks.noDownscale.failurePolicy=Ignore", "--set", "webhooks.prepareDownscale.failurePolicy=Ignore",
-		"--set", "webhooks.validation.failurePolicy=Fail", "--set", "webhooks.namespaceSelector.matchLabels.team=a",
+		"--set", "webhooks.validation.failurePolicy=Fail", "--set", "webhooks.eviction.failurePolicy=Ignore",
+		"--set", "webhooks.namespaceSelector.matchLabels.team=a",
 		"--set", "webhooks.certificates.selfSigned.secretName=custom-tls", "--set", "fullnameOverride=edge")
 	opts := operatorOptions(t, m)
 	if opts.Webhook.Port != 9443 || opts.Webhook.CertSecret != "custom-tls" || opts.Webhook.Service != "edge-webhook" {
@@ -573,6 +579,7 @@ func TestWebhooksValues(t *testing.T) {
 	assertWebhookCertRBAC(t, m, "custom-tls")
 	want := map[string]admissionregistrationv1.FailurePolicyType{
 		"no-downscale.echelon.dev": admissionregistrationv1.Ignore, "prepare-downscale.echelon.dev": admissionregistrationv1.Ignore, "validate.echelon.dev": admissionregistrationv1.Fail,
+		"eviction.echelon.dev": admissionregistrationv1.Ignore,
 	}
 	for _, c := range webhookConfigs(m) {
 		if v := c.meta.Labels[certs.InjectCALabel]; v != releaseNamespace+".custom-tls" {
@@ -587,6 +594,39 @@ func TestWebhooksValues(t *testing.T) {
 			}
 		}
 	}
+
+	t.Run("eviction", func(t *testing.T) {
+		t.Parallel()
+		m := render(t, "--set", "webhooks.eviction.namespaceSelector.matchLabels.budgets=zones")
+		found := false
+		for _, c := range webhookConfigs(m) {
+			for _, w := range c.webhooks {
+				if w.name != "eviction.echelon.dev" {
+					assertDefaultNamespaceSelector(t, w, nil)
+					continue
+				}
+				found = true
+				if !reflect.DeepEqual(w.namespaceSelector, &metav1.LabelSelector{MatchLabels: map[string]string{"budgets": "zones"}}) {
+					t.Errorf("%s: namespaceSelector %+v, want webhooks.eviction.namespaceSelector", w.name, w.namespaceSelector)
+				}
+			}
+		}
+		if !found {
+			t.Error("no eviction webhook")
+		}
+
+		m = render(t, "--set", "webhooks.eviction.enabled=false")
+		var names []string
+		for _, c := range webhookConfigs(m) {
+			for _, w := range c.webhooks {
+				names = append(names, w.name)
+			}
+		}
+		slices.Sort(names)
+		if want := []string{"no-downscale.echelon.dev", "prepare-downscale.echelon.dev", "validate.echelon.dev"}; !slices.Equal(names, want) {
+			t.Errorf("webhooks %v with webhooks.eviction.enabled=false, want %v", names, want)
+		}
+	})
 
 	t.Run("watchNamespaces", func(t *testing.T) {
 		t.Parallel()

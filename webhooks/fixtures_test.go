@@ -128,6 +128,8 @@ type recordedEvent struct {
 	kind, name   string
 	uid          types.UID
 	reason, note string
+	// related is "<kind>/<name>" of the Event's related object, "" when none.
+	related string
 }
 
 type eventRecorder struct {
@@ -135,16 +137,23 @@ type eventRecorder struct {
 	events []recordedEvent
 }
 
-func (r *eventRecorder) Eventf(regarding, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
+func (r *eventRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, _, note string, args ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := regarding.(metav1.Object)
-	kind := strings.TrimPrefix(fmt.Sprintf("%T", regarding), "*v1.")
-	kind = strings.TrimPrefix(kind, "*v1alpha1.")
 	if eventtype != corev1.EventTypeWarning {
 		panic("a webhook records only Warning Events")
 	}
-	r.events = append(r.events, recordedEvent{kind: kind, name: m.GetName(), uid: m.GetUID(), reason: reason, note: fmt.Sprintf(note, args...)})
+	ev := recordedEvent{kind: kindOf(regarding), name: m.GetName(), uid: m.GetUID(), reason: reason, note: fmt.Sprintf(note, args...)}
+	if related != nil {
+		ev.related = kindOf(related) + "/" + related.(metav1.Object).GetName()
+	}
+	r.events = append(r.events, ev)
+}
+
+func kindOf(obj runtime.Object) string {
+	kind := strings.TrimPrefix(fmt.Sprintf("%T", obj), "*v1.")
+	return strings.TrimPrefix(kind, "*v1alpha1.")
 }
 
 func (r *eventRecorder) list() []recordedEvent {

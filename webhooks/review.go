@@ -66,8 +66,13 @@ type verdict struct {
 // denialEvent is a Warning Event about a denied request.
 type denialEvent struct {
 	regarding runtime.Object
-	reason    string
-	action    string
+	// related is a second object the Event names, nil when none.
+	related runtime.Object
+	reason  string
+	action  string
+	// once, when set, keys the Event for the handler's limiter: one per key
+	// per interval.
+	once string
 }
 
 func allow(reason string, warnings ...string) verdict {
@@ -108,6 +113,8 @@ type reviewHandler struct {
 	webhook string
 	decider decider
 	events  eventSink
+	// limiter spaces the denial Events that have a key; nil records every one.
+	limiter *eventLimiter
 	log     logr.Logger
 }
 
@@ -147,8 +154,8 @@ func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"namespace", req.Namespace, "name", req.Name, "user", req.UserInfo.Username))
 	v := h.asPolicyIntends(h.decider.decide(ctx, req))
 
-	if !v.allowed && v.event != nil && h.events != nil && !isDryRun(req) {
-		h.events.Eventf(v.event.regarding, nil, corev1.EventTypeWarning, v.event.reason, v.event.action, "%s", v.message)
+	if !v.allowed && v.event != nil && h.events != nil && !isDryRun(req) && h.limiter.allow(v.event.once, start) {
+		h.events.Eventf(v.event.regarding, v.event.related, corev1.EventTypeWarning, v.event.reason, v.event.action, "%s", v.message)
 	}
 	decision := metrics.DecisionAllowed
 	switch {

@@ -23,6 +23,7 @@ const (
 	PathNoDownscale      = "/admission/" + metrics.WebhookNoDownscale
 	PathPrepareDownscale = "/admission/" + metrics.WebhookPrepareDownscale
 	PathValidate         = "/admission/" + metrics.WebhookValidate
+	PathEviction         = "/admission/" + metrics.WebhookEviction
 )
 
 // Certificates is the source of the serving certificate (internal/certs: from
@@ -50,7 +51,7 @@ type Config struct {
 	Namespaces []string
 }
 
-// Setup adds the HTTPS webhook server to the manager, serving the three
+// Setup adds the HTTPS webhook server to the manager, serving the four
 // webhooks on every replica (leader or not: the API server calls any of them
 // through the Service), and returns the health check of /healthz: the server
 // answers TLS and its certificate is valid. The handlers read the manager's
@@ -67,15 +68,18 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 	events := mgr.GetEventRecorder("echelon")
 	log := ctrl.Log.WithName("webhooks")
 	prepare := &PrepareDownscale{Cluster: cluster, Identity: cfg.Identity, Pods: NewPodClient(), Addressing: cfg.Addressing, Now: time.Now}
+	eviction := &Eviction{Cluster: cluster, Budgets: NewEvictionBudgets(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetClient(), time.Now)}
 	for path, d := range map[string]struct {
 		name string
 		decider
+		limiter *eventLimiter
 	}{
-		PathNoDownscale:      {metrics.WebhookNoDownscale, &NoDownscale{Cluster: cluster, Identity: cfg.Identity}},
-		PathPrepareDownscale: {metrics.WebhookPrepareDownscale, prepare},
-		PathValidate:         {metrics.WebhookValidate, &Validate{Cluster: cluster}},
+		PathNoDownscale:      {metrics.WebhookNoDownscale, &NoDownscale{Cluster: cluster, Identity: cfg.Identity}, nil},
+		PathPrepareDownscale: {metrics.WebhookPrepareDownscale, prepare, nil},
+		PathValidate:         {metrics.WebhookValidate, &Validate{Cluster: cluster}, nil},
+		PathEviction:         {metrics.WebhookEviction, eviction, newEventLimiter(evictionEventInterval)},
 	} {
-		srv.Register(path, &reviewHandler{webhook: d.name, decider: d.decider, events: events, log: log})
+		srv.Register(path, &reviewHandler{webhook: d.name, decider: d.decider, events: events, limiter: d.limiter, log: log})
 	}
 	if err := mgr.Add(srv); err != nil {
 		return nil, fmt.Errorf("add the webhook server: %w", err)

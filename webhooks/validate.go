@@ -45,9 +45,11 @@ type NamespaceObjects struct {
 // ValidateRolloutGroup checks the rules of rg that need other objects: each
 // StatefulSet it claims, by name or by selector, is claimed by no other
 // RolloutGroup. (Rules on rg alone are CEL rules on its CRD, but for its
-// checks' query templates, which CEL cannot parse.)
+// checks' query templates and its disruption budget's partition regex, which
+// CEL cannot parse.)
 func ValidateRolloutGroup(rg *v1alpha1.RolloutGroup, objs NamespaceObjects) field.ErrorList {
 	errs := analysis.ValidateChecks(rg.Spec.Analysis)
+	errs = append(errs, validateZoneBudget(rg.Spec.DisruptionBudget, field.NewPath("spec", "disruptionBudget"))...)
 	others := othersByName(objs.RolloutGroups, rg.Name)
 	if rg.Spec.Selector == nil {
 		for i, m := range rg.Spec.StatefulSets {
@@ -186,6 +188,8 @@ func (h *Validate) decide(ctx context.Context, req *admissionv1.AdmissionRequest
 		validate = decodeAndValidate("ScalingPolicy", ValidateScalingPolicy)
 	case "delayeddownscales":
 		validate = decodeAndValidate("DelayedDownscale", ValidateDelayedDownscale)
+	case "zonedisruptionbudgets":
+		validate = decodeAndValidate("ZoneDisruptionBudget", ValidateZoneDisruptionBudget)
 	default:
 		return unhandled(metrics.WebhookValidate, describe(req))
 	}

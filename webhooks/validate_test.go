@@ -155,7 +155,7 @@ func TestValidateScalingPolicy(t *testing.T) {
 
 // echelonRequest is a CREATE or UPDATE of an echelon.dev object.
 func echelonRequest(op admissionv1.Operation, resource string, old, new runtime.Object) *reqBuilder {
-	gvk := v1alpha1.GroupVersion.WithKind(map[string]string{"rolloutgroups": "RolloutGroup", "scalingpolicies": "ScalingPolicy"}[resource])
+	gvk := v1alpha1.GroupVersion.WithKind(map[string]string{"rolloutgroups": "RolloutGroup", "scalingpolicies": "ScalingPolicy", "zonedisruptionbudgets": "ZoneDisruptionBudget"}[resource])
 	new.GetObjectKind().SetGroupVersionKind(gvk)
 	b := &reqBuilder{admissionv1.AdmissionRequest{
 		UID:       "req-1",

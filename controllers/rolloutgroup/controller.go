@@ -54,17 +54,19 @@ type Reconciler struct {
 	now       func() time.Time
 }
 
-// +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups,verbs=list;watch
+// +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups,verbs=get;list;watch
 // +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups/status,verbs=patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=list;watch;patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;delete
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=list;watch
 
 // Reconcile brings one RolloutGroup one step closer to every pod on its update
 // revision: observe (cache), plan (pure), confirm the batch (one live read),
-// act, then write status once.
+// record its hold on the group's disruption budget (when due), act, then
+// write status once.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cached := &v1alpha1.RolloutGroup{}
 	if err := r.Get(ctx, req.NamespacedName, cached); err != nil {
@@ -93,9 +95,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	ap, written, restoreErr := r.analyze(ctx, rg, &in, written, now)
 	plan := rollout.Decide(in)
 	if len(plan.Delete) > 0 {
-		if plan, err = r.confirmWithLiveRead(ctx, rg, in, plan); err != nil {
+		if in, plan, err = r.confirmWithLiveRead(ctx, rg, in, plan); err != nil {
 			return ctrl.Result{}, err
 		}
+	}
+	if len(plan.Delete) > 0 {
+		var held *v1alpha1.DisruptionHold
+		if plan, held, err = r.acquireBudget(ctx, rg, in, plan, now); err != nil {
+			return ctrl.Result{}, err
+		}
+		rg.Status.Disruption, written.Disruption = held, held.DeepCopy()
 	}
 	if ap.OpenBatchGateBefore(plan) {
 		if written, err = r.recordGate(ctx, rg, written, ap.GateRecord(written), now); err != nil {
@@ -103,6 +112,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	acted, actErr := r.removePods(ctx, rg, plan, now)
+	countBudgetDecision(plan, acted)
 	actErr = errors.Join(actErr, r.advanceRevisions(ctx, rg, plan, in.Members), restoreErr)
 	ap.AfterAct(plan, acted.deleted)
 
@@ -163,6 +173,7 @@ func withoutStaleViews(err error) error {
 // statusProgressInterval; otherwise it keeps it in memory and returns when to
 // write it.
 func (r *Reconciler) saveStatus(ctx context.Context, rg *v1alpha1.RolloutGroup, written, next v1alpha1.RolloutGroupStatus, now time.Time) (time.Duration, error) {
+	next = keepHold(written, next)
 	// Recorded first, so that a failed write loses nothing this pass did (pods
 	// rolled, the batch time): the next pass starts from it and writes it.
 	wait := r.status.Defer(rg, written, next, now, statusProgressInterval)
@@ -186,6 +197,7 @@ func setGroupStatus(rg *v1alpha1.RolloutGroup, st v1alpha1.RolloutGroupStatus) {
 // deletions that open the gate or the template writes of the rollback, and
 // returns what the API server now holds.
 func (r *Reconciler) recordGate(ctx context.Context, rg *v1alpha1.RolloutGroup, written, next v1alpha1.RolloutGroupStatus, now time.Time) (v1alpha1.RolloutGroupStatus, error) {
+	next = keepHold(written, next)
 	if err := patch.Status(ctx, r, rg, written, next, setGroupStatus); err != nil {
 		return written, fmt.Errorf("RolloutGroup: record the analysis before acting on it: %w", err)
 	}

@@ -29,16 +29,19 @@ import (
 // finishing it before starting the next; so when the fresh plan turns to another
 // member (the one read was done in the meantime), that member is read live too
 // before any of its pods is deleted. At most one read per member, usually one.
-func (r *Reconciler) confirmWithLiveRead(ctx context.Context, rg *v1alpha1.RolloutGroup, in rollout.Input, plan rollout.Plan) (rollout.Plan, error) {
+func (r *Reconciler) confirmWithLiveRead(ctx context.Context, rg *v1alpha1.RolloutGroup, in rollout.Input, plan rollout.Plan) (rollout.Input, rollout.Plan, error) {
+	// The input returned holds the pods read live; in's own members are left
+	// as the cache showed them.
+	in.Members = slices.Clone(in.Members)
 	read := map[string]bool{}
 	for len(plan.Delete) > 0 && !read[plan.Current] {
 		i := slices.IndexFunc(in.Members, func(m rollout.Member) bool { return m.Name == plan.Current })
 		if i < 0 || in.Members[i].StatefulSet == nil {
-			return rollout.Plan{}, fmt.Errorf("plan deletes pods of %q, which is not a member with a StatefulSet", plan.Current)
+			return in, rollout.Plan{}, fmt.Errorf("plan deletes pods of %q, which is not a member with a StatefulSet", plan.Current)
 		}
 		live, err := r.livePodsOf(ctx, in.Members[i])
 		if err != nil {
-			return rollout.Plan{}, err
+			return in, rollout.Plan{}, err
 		}
 		in.Members[i].Pods = live
 		read[plan.Current] = true
@@ -48,7 +51,7 @@ func (r *Reconciler) confirmWithLiveRead(ctx context.Context, rg *v1alpha1.Rollo
 		}
 		plan = fresh
 	}
-	return plan, nil
+	return in, plan, nil
 }
 
 // livePodsOf lists the member's pods from the API server, not the cache: the

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/disruption"
 	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/rollout"
@@ -26,6 +27,8 @@ func (r *Reconciler) observe(ctx context.Context, rg *v1alpha1.RolloutGroup, now
 		Paused:          rg.Spec.Paused,
 		MinReadySeconds: rg.Spec.MinReadySeconds,
 		Now:             now,
+		DisruptionHold:  disruption.HoldOf(rg.Status.Disruption),
+		Holder:          "RolloutGroup " + rg.Name,
 	}
 	if rg.Spec.BatchInterval != nil {
 		in.BatchInterval = rg.Spec.BatchInterval.Duration

@@ -66,7 +66,9 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 		LastProgressTime:      old.LastProgressTime,
 		LastBatchTime:         old.LastBatchTime,
 		PodsRolled:            old.PodsRolled,
-		Conditions:            append([]metav1.Condition(nil), old.Conditions...),
+		// Only budget.Acquire writes the hold: carried over as written.
+		Disruption: old.Disruption.DeepCopy(),
+		Conditions: append([]metav1.Condition(nil), old.Conditions...),
 	}
 	for _, m := range plan.Members {
 		st.StatefulSets = append(st.StatefulSets, v1alpha1.MemberStatus{
@@ -76,6 +78,7 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 			AvailableReplicas:  m.Available,
 			UpdatedReplicas:    m.Updated,
 			MaxUnavailable:     m.MaxUnavailable,
+			MaxUnavailableFrom: m.MaxUnavailableFrom,
 			CurrentRevision:    m.CurrentRevision,
 			UpdateRevision:     m.UpdateRevision,
 			StableRevision:     ap.StableRevision(m.Name),

@@ -15,9 +15,11 @@ import (
 )
 
 // statusLedger keeps, per group, the status this process last wrote and the one
-// it last computed. Echelon is the only writer of RolloutGroup status (one leader
-// at a time), so its own record is at least as fresh as the informer cache, which
-// may not have seen the last write yet. It also lets progress-only changes wait:
+// it last computed. The RolloutGroup controller is the only writer of
+// RolloutGroup status (one leader at a time) but for status.disruption, so its
+// own record is at least as fresh as the informer cache, which may not have
+// seen the last write yet; the hold is taken from whichever saw it renewed
+// last. It also lets progress-only changes wait:
 // a rollout changes its counters on every pod event, and writing each would cost
 // several API writes per pod rolled.
 type statusLedger struct {
@@ -52,7 +54,12 @@ func (l *statusLedger) Base(cached *v1alpha1.RolloutGroup) (*v1alpha1.RolloutGro
 	}
 	rg := cached.DeepCopy()
 	rg.Status = *e.current.DeepCopy()
-	return rg, *e.written.DeepCopy()
+	written := *e.written.DeepCopy()
+	// status.disruption is not this process's alone: other decisions record
+	// holds in it (budget.Acquire), which only the cache shows.
+	rg.Status.Disruption = fresherHold(cached.Status.Disruption, e.written.Disruption)
+	written.Disruption = rg.Status.Disruption.DeepCopy()
+	return rg, written
 }
 
 // Knows reports whether this process holds a record of the group: false in a
@@ -122,17 +129,21 @@ func urgentStatusChange(spec v1alpha1.RolloutGroupSpec, written, next v1alpha1.R
 	// Within a rollout the reason flips between what each pass does (deleting a
 	// batch, waiting for its pods, waiting for another member) at every batch;
 	// writing each flip would cost a status write per batch, so those wait for
-	// the next progress write. Any other reason change is written at once.
+	// the next progress write. Any other reason change is written at once, and
+	// so is a wait for the disruption budget: it names another decision's
+	// hold, which a user must see while it stops the rollout.
 	bothProgressing := written.Phase == v1alpha1.PhaseProgressing && next.Phase == v1alpha1.PhaseProgressing
 	for i := range next.Conditions {
 		w, n := written.Conditions[i], next.Conditions[i]
-		if w.Type != n.Type || w.Status != n.Status || (w.Reason != n.Reason && !bothProgressing) {
+		if w.Type != n.Type || w.Status != n.Status ||
+			(w.Reason != n.Reason && (!bothProgressing || n.Reason == v1alpha1.ReasonWaitingForDisruption)) {
 			return true
 		}
 	}
 	for i := range next.StatefulSets {
 		w, n := written.StatefulSets[i], next.StatefulSets[i]
-		if w.Name != n.Name || w.Phase != n.Phase || w.Replicas != n.Replicas || w.MaxUnavailable != n.MaxUnavailable ||
+		if w.Name != n.Name || w.Phase != n.Phase || w.Replicas != n.Replicas ||
+			w.MaxUnavailable != n.MaxUnavailable || w.MaxUnavailableFrom != n.MaxUnavailableFrom ||
 			w.UpdateRevision != n.UpdateRevision || w.CurrentRevision != n.CurrentRevision ||
 			w.StableRevision != n.StableRevision || w.GatePassedRevision != n.GatePassedRevision {
 			return true

@@ -43,6 +43,53 @@ func TestStatusLedgerServesItsOwnRecordOverTheCache(t *testing.T) {
 	}
 }
 
+// status.disruption is written by other decisions too: the ledger serves
+// the hold renewed last, of the cache's and its own, as current and as
+// written, so that the status written next neither sends nor loses it.
+func TestStatusLedgerServesTheFresherHold(t *testing.T) {
+	l := newStatusLedger()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	hold := func(zone string, renewed time.Time) *v1alpha1.DisruptionHold {
+		return &v1alpha1.DisruptionHold{Zone: zone, Reason: v1alpha1.DisruptionRollout, Since: metav1.NewTime(now),
+			RenewTime: metav1.NewTime(renewed), LeaseSeconds: 15}
+	}
+	cached := &v1alpha1.RolloutGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g", UID: "u1"}}
+	l.Wrote(cached, v1alpha1.RolloutGroupStatus{PodsRolled: 3, Disruption: hold("zone-a", now.Add(5*time.Second))}, now)
+	for _, tt := range []struct {
+		name   string
+		cached *v1alpha1.DisruptionHold
+		want   string
+	}{
+		{"the cache has not seen this process's hold", nil, "zone-a"},
+		{"the cache shows an older hold", hold("zone-b", now), "zone-a"},
+		{"the cache shows a hold another decision renewed since", hold("zone-b", now.Add(6*time.Second)), "zone-b"},
+		{"a tie goes to the cache", hold("zone-b", now.Add(5*time.Second)), "zone-b"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cached.DeepCopy()
+			c.Status.Disruption = tt.cached
+			rg, written := l.Base(c)
+			if rg.Status.Disruption == nil || rg.Status.Disruption.Zone != tt.want || written.Disruption == nil || written.Disruption.Zone != tt.want {
+				t.Errorf("current hold %+v, written hold %+v; want both of %s", rg.Status.Disruption, written.Disruption, tt.want)
+			}
+			if rg.Status.PodsRolled != 3 || written.PodsRolled != 3 {
+				t.Errorf("the rest of the status comes from the ledger: podsRolled %d/%d, want 3", rg.Status.PodsRolled, written.PodsRolled)
+			}
+		})
+	}
+}
+
+// The controller's status writes carry written's hold whatever they computed.
+func TestKeepHold(t *testing.T) {
+	held := v1alpha1.RolloutGroupStatus{Disruption: &v1alpha1.DisruptionHold{Zone: "zone-b", Reason: v1alpha1.DisruptionEviction}}
+	if got := keepHold(held, v1alpha1.RolloutGroupStatus{Phase: v1alpha1.PhaseComplete}); got.Disruption == nil || got.Disruption.Zone != "zone-b" || got.Phase != v1alpha1.PhaseComplete {
+		t.Errorf("keepHold = %+v, want the phase computed and zone-b's hold", got)
+	}
+	if got := keepHold(v1alpha1.RolloutGroupStatus{}, held); got.Disruption != nil {
+		t.Errorf("keepHold sends hold %+v that written does not hold", got.Disruption)
+	}
+}
+
 func TestUrgentStatusChange(t *testing.T) {
 	base := v1alpha1.RolloutGroupStatus{
 		Phase: v1alpha1.PhaseProgressing, CurrentStatefulSet: "a", Updated: "3/30", UpdatedReplicas: 3, Message: "a: 3/10 updated",
@@ -69,6 +116,9 @@ func TestUrgentStatusChange(t *testing.T) {
 		}, true},
 		{"a condition status is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) { s.Conditions[0].Status = metav1.ConditionTrue }, true},
 		{"member phase is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) { s.StatefulSets[0].Phase = v1alpha1.MemberWaiting }, true},
+		{"a wait for the disruption budget is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) {
+			s.Conditions[0].Reason = v1alpha1.ReasonWaitingForDisruption
+		}, true},
 		{"last batch time waits without batchInterval", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) { s.LastBatchTime = &metav1.Time{} }, false},
 		{"last batch time is urgent with batchInterval", interval, func(s *v1alpha1.RolloutGroupStatus) { s.LastBatchTime = &metav1.Time{} }, true},
 	}

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -84,6 +85,18 @@ func (r *Reconciler) requestsForGroupsSharingMembers(ctx context.Context, o clie
 	return toRequests(others)
 }
 
+// requestsForBudget maps a PodDisruptionBudget event to the groups of its
+// namespace that take maxUnavailable from PodDisruptionBudgets: a budget
+// changed while a group rolls applies from its next batch.
+func (r *Reconciler) requestsForBudget(ctx context.Context, o client.Object) []reconcile.Request {
+	groups, err := lookup.GroupsUsingBudgets(ctx, r.Client, o.GetNamespace())
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "map PodDisruptionBudget to RolloutGroups", "poddisruptionbudget", o.GetName())
+		return nil
+	}
+	return toRequests(groups)
+}
+
 func toRequests(groups []v1alpha1.RolloutGroup) []reconcile.Request {
 	reqs := make([]reconcile.Request, 0, len(groups))
 	for _, rg := range groups {
@@ -130,6 +143,13 @@ var statefulSetChanged = predicates.UpdatedWhen(func(o, n *appsv1.StatefulSet) b
 		(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
 })
 
+// budgetChanged passes only PodDisruptionBudget updates that change the
+// maxUnavailable it gives: its spec (generation) or the count
+// of pods it expects.
+var budgetChanged = predicates.UpdatedWhen(func(o, n *policyv1.PodDisruptionBudget) bool {
+	return o.Generation != n.Generation || o.Status.ExpectedPods != n.Status.ExpectedPods
+})
+
 // podChanged passes only pod updates that change what the planner sees: its
 // revision, readiness, phase or deletion.
 var podChanged = predicates.UpdatedWhen(func(o, n *corev1.Pod) bool {
@@ -152,6 +172,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(statefulSetChanged)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.requestsForPod),
 			builder.WithPredicates(podChanged)).
+		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.requestsForBudget),
+			builder.WithPredicates(budgetChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
 		Named(controllerName).
 		Complete(r)

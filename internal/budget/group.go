@@ -114,14 +114,5 @@ func RolloutOpen(rg *v1alpha1.RolloutGroup) string {
 
 // livePods lists the pods a member's StatefulSet controls from r.
 func livePods(ctx context.Context, r client.Reader, m *rollout.Member) ([]*corev1.Pod, error) {
-	sts := m.StatefulSet
-	sel, err := metav1.LabelSelectorAsSelector(sts.Spec.Selector)
-	if err != nil {
-		return nil, fmt.Errorf("selector of StatefulSet %s: %w", sts.Name, err)
-	}
-	var list corev1.PodList
-	if err := r.List(ctx, &list, client.InNamespace(sts.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return nil, fmt.Errorf("live read of the pods of StatefulSet %s: %w", sts.Name, err)
-	}
-	return kube.ControlledBy(list.Items, sts), nil
+	return statefulSetPods(ctx, r, m.StatefulSet)
 }

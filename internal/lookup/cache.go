@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,13 +76,14 @@ func stripPod(obj any) (any, error) {
 	return stripped, nil
 }
 
-// WarmCaches registers the informer of every type the controllers read before
-// the manager starts. The manager starts caches on every replica, but creates an
+// WarmCaches registers the informer of every type the controllers and the
+// webhooks read before the manager starts. The manager starts caches on every replica, but creates an
 // informer only on first use, and controllers (which use them) start only on the
 // leader; without this a standby would start its StatefulSet informer only after
 // winning the election, and act later than it could.
 func WarmCaches(ctx context.Context, c cache.Cache) error {
-	for _, obj := range []client.Object{&v1alpha1.RolloutGroup{}, &v1alpha1.ScalingPolicy{}, &v1alpha1.DelayedDownscale{}, &appsv1.StatefulSet{}, &corev1.Pod{}} {
+	for _, obj := range []client.Object{&v1alpha1.RolloutGroup{}, &v1alpha1.ScalingPolicy{}, &v1alpha1.DelayedDownscale{}, &v1alpha1.ZoneDisruptionBudget{},
+		&appsv1.StatefulSet{}, &corev1.Pod{}, &policyv1.PodDisruptionBudget{}} {
 		if _, err := c.GetInformer(ctx, obj); err != nil {
 			return fmt.Errorf("register informer for %T: %w", obj, err)
 		}

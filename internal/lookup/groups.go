@@ -78,8 +78,9 @@ func GroupsClaiming(ctx context.Context, c client.Reader, namespace, name string
 }
 
 // ResolveMembers returns the group's members in rollout order, with their
-// StatefulSets (nil when missing), read from c. The string explains an empty
-// result.
+// StatefulSets (nil when missing) and maxUnavailable (from the spec, or from
+// the PodDisruptionBudget that covers their pods with spec.maxUnavailableFrom
+// PodDisruptionBudget), read from c. The string explains an empty result.
 func ResolveMembers(ctx context.Context, c client.Reader, rg *v1alpha1.RolloutGroup) ([]rollout.Member, string, error) {
 	groupMax := rg.Spec.MaxUnavailable
 	if rg.Spec.Selector == nil {
@@ -99,7 +100,7 @@ func ResolveMembers(ctx context.Context, c client.Reader, rg *v1alpha1.RolloutGr
 			}
 			members = append(members, m)
 		}
-		return members, "", nil
+		return members, "", budgetsFor(ctx, c, rg, members)
 	}
 
 	sel, err := MemberSelector(rg)
@@ -118,7 +119,19 @@ func ResolveMembers(ctx context.Context, c client.Reader, rg *v1alpha1.RolloutGr
 	if len(members) == 0 {
 		return nil, fmt.Sprintf("blocked: spec.selector %s matches no StatefulSet in namespace %s", sel, rg.Namespace), nil
 	}
-	return members, "", nil
+	return members, "", budgetsFor(ctx, c, rg, members)
+}
+
+// GroupsUsingBudgets lists the RolloutGroups of the namespace that take
+// maxUnavailable from PodDisruptionBudgets, through the cache index: a
+// budget's event concerns each of them, whose members it may start or stop
+// covering.
+func GroupsUsingBudgets(ctx context.Context, c client.Reader, namespace string) ([]v1alpha1.RolloutGroup, error) {
+	var list v1alpha1.RolloutGroupList
+	if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{IndexGroupUsesPodDisruptionBudgets: "true"}); err != nil {
+		return nil, fmt.Errorf("list RolloutGroups taking maxUnavailable from PodDisruptionBudgets: %w", err)
+	}
+	return list.Items, nil
 }
 
 // InvalidSelectorReason is what status says of a selector MemberSelector refused.

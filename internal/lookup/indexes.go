@@ -13,14 +13,17 @@ import (
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 )
 
-// Cache index names. Every event about a StatefulSet, pod, RolloutGroup or
-// source resource is mapped to the objects it concerns through them, so no
+// Cache index names. Every event about a StatefulSet, pod, RolloutGroup,
+// PodDisruptionBudget or source resource is mapped to the objects it concerns through them, so no
 // event causes a scan of every group, policy or pod.
 const (
 	// IndexGroupMember indexes RolloutGroups by each listed member name.
 	IndexGroupMember = "echelon.dev/member"
 	// IndexGroupUsesSelector indexes RolloutGroups that select members by label.
 	IndexGroupUsesSelector = "echelon.dev/uses-selector"
+	// IndexGroupUsesPodDisruptionBudgets indexes RolloutGroups that take
+	// maxUnavailable from PodDisruptionBudgets.
+	IndexGroupUsesPodDisruptionBudgets = "echelon.dev/uses-pod-disruption-budgets"
 	// IndexPodOwner indexes pods by the name of the StatefulSet controlling them.
 	IndexPodOwner = "echelon.dev/owner-statefulset"
 	// IndexPolicyTarget indexes ScalingPolicies by PolicyTargetKey of their
@@ -54,6 +57,12 @@ func Register(ctx context.Context, idx client.FieldIndexer) error {
 		}},
 		{&v1alpha1.RolloutGroup{}, IndexGroupUsesSelector, func(o client.Object) []string {
 			if o.(*v1alpha1.RolloutGroup).Spec.Selector != nil {
+				return []string{"true"}
+			}
+			return nil
+		}},
+		{&v1alpha1.RolloutGroup{}, IndexGroupUsesPodDisruptionBudgets, func(o client.Object) []string {
+			if UsesPodDisruptionBudgets(o.(*v1alpha1.RolloutGroup)) {
 				return []string{"true"}
 			}
 			return nil

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/disruption"
 	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/internal/podname"
 )
@@ -30,8 +31,14 @@ type Member struct {
 	StatefulSet *appsv1.StatefulSet
 	// Pods are the pods the StatefulSet owns, in any order.
 	Pods []*corev1.Pod
-	// MaxUnavailable is the member's own value, else the group's, else nil (1).
+	// MaxUnavailable is the member's own value, else the group's, else nil
+	// (1); or the PodDisruptionBudget's, with spec.maxUnavailableFrom
+	// PodDisruptionBudget.
 	MaxUnavailable *intstr.IntOrString
+	// MaxUnavailableFrom says which PodDisruptionBudget MaxUnavailable comes
+	// from, or why the spec's value applies, with spec.maxUnavailableFrom
+	// PodDisruptionBudget; "" otherwise.
+	MaxUnavailableFrom string
 	// ClaimedBy names the other RolloutGroups that also claim this StatefulSet.
 	ClaimedBy []string
 	// StableRevision is the revision every pod ran when the rollout began, ""
@@ -85,18 +92,28 @@ type Input struct {
 	// pods only of members whose update revision is their stable revision
 	// again (their template restored), so that nothing rolls forward.
 	RollingBack bool
+
+	// DisruptionHold is the hold recorded in the group's status.disruption,
+	// nil when none: the group's one disruption budget judges every batch
+	// against it (disruption.Decide), so that a zone another decision holds
+	// (a downscale, an eviction) stops the rollout of any other zone.
+	DisruptionHold *disruption.Hold
+	// Holder names the group in the hold a batch records.
+	Holder string
 }
 
 // MemberState is what the planner computed for one member.
 type MemberState struct {
-	Name            string
-	Replicas        int32
-	Ready           int32
-	Available       int32
-	Updated         int32
-	MaxUnavailable  int32
-	CurrentRevision string
-	UpdateRevision  string
+	Name           string
+	Replicas       int32
+	Ready          int32
+	Available      int32
+	Updated        int32
+	MaxUnavailable int32
+	// MaxUnavailableFrom is the member's Member.MaxUnavailableFrom.
+	MaxUnavailableFrom string
+	CurrentRevision    string
+	UpdateRevision     string
 	// Unavailable counts wanted ordinals without an available, non-terminating pod.
 	Unavailable int32
 	// Leaving counts pods above (or below) the wanted ordinals that still exist,
@@ -196,6 +213,11 @@ type Plan struct {
 	// is whole and has not passed its gate for its update revision. Nothing is
 	// deleted while it is set.
 	GateDue string
+	// Budget is the group's disruption budget's answer to the batch planned,
+	// nil when no batch was planned. When it refused, Delete is empty and the
+	// reason is WaitingForDisruption; when Budget.Record(), the batch may go
+	// only once its hold is recorded in status.disruption (budget.Acquire).
+	Budget *BudgetDecision
 }
 
 // ResolveMaxUnavailable turns a maxUnavailable value into a pod count for a member
@@ -224,7 +246,10 @@ func ResolveMaxUnavailable(v *intstr.IntOrString, replicas int32) int32 {
 //  4. nothing is deleted while paused or before batchInterval has passed;
 //  5. nothing is deleted while Hold is set or an AfterMember gate is due;
 //  6. while rolling back, pods are deleted only from members whose update
-//     revision is their stable revision, most recently rolled member first.
+//     revision is their stable revision, most recently rolled member first;
+//  7. a batch is deleted only when the group's one disruption budget allows
+//     it (disruption.Decide on DisruptionHold): no other zone holds an
+//     unlapsed hold, no downscale holds one in any zone.
 func Decide(in Input) Plan {
 	var p Plan
 	for _, m := range in.Members {
@@ -308,6 +333,7 @@ func decideSettled(in Input, p *Plan) {
 		p.Current = ms.Name
 		ms.Phase = v1alpha1.MemberRolling
 		p.Delete, p.Message, p.Reason = planDeletions(in, ms, p.GateDue)
+		askBudget(in, p)
 		if wait := in.LastBatchTime.Add(in.BatchInterval).Sub(in.Now); len(p.Delete) == 0 && !in.Paused && in.BatchInterval > 0 && wait > 0 {
 			p.RequeueAfter = MinPositive(p.RequeueAfter, wait)
 		}
@@ -435,7 +461,7 @@ func Plural(n int, noun string) string {
 
 // observeMember counts a member's pods by ordinal.
 func observeMember(m Member, in Input) MemberState {
-	ms := MemberState{Name: m.Name, Phase: v1alpha1.MemberPending,
+	ms := MemberState{Name: m.Name, Phase: v1alpha1.MemberPending, MaxUnavailableFrom: m.MaxUnavailableFrom,
 		StableRevision: m.StableRevision, GatePassedRevision: m.GatePassedRevision}
 	sts := m.StatefulSet
 	if sts == nil {

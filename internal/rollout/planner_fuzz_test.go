@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/disruption"
 	"github.com/echelon-operator/echelon/internal/fuzzinput"
 	"github.com/echelon-operator/echelon/test/builders"
 )
@@ -246,14 +247,74 @@ func generateGroup(b *fuzzinput.Bytes) fuzzGroup {
 		g.in.Members[i].StableRevision = []string{"", "r1", "r2", "r0"}[b.Intn(4)]
 		g.in.Members[i].GatePassedRevision = []string{"", "r2", "r1"}[b.Intn(3)]
 	}
+	// The hold recorded in status.disruption, decided last for the same
+	// reason: of a member or of a zone that is none, for any reason, fresh,
+	// past half its lease, or lapsed.
+	if b.Rare(2) {
+		zone := "zone-x"
+		if k := b.Intn(n + 1); k < n {
+			zone = g.in.Members[k].Name
+		}
+		reasons := []v1alpha1.DisruptionReason{v1alpha1.DisruptionRollout, v1alpha1.DisruptionDownscale, v1alpha1.DisruptionEviction}
+		ago := []time.Duration{0, 5 * time.Second, 8 * time.Second, 14 * time.Second, 15 * time.Second, time.Minute}[b.Intn(6)]
+		g.in.DisruptionHold = &disruption.Hold{Zone: zone, Reason: reasons[b.Intn(3)], Holder: "someone",
+			Since: testNow.Add(-time.Hour), Renewed: testNow.Add(-ago), Lease: 15 * time.Second}
+	}
+	g.in.Holder = "RolloutGroup fuzz"
 	return g
+}
+
+// holdUntil is when the recorded hold stops holding; zero without one.
+func (g fuzzGroup) holdUntil() time.Time {
+	if h := g.in.DisruptionHold; h != nil {
+		return h.Renewed.Add(h.Lease)
+	}
+	return time.Time{}
+}
+
+// holdStops reports whether the recorded hold stops a rollout's batch in
+// zone: it has not lapsed, and it is another zone's, or a downscale's.
+func (g fuzzGroup) holdStops(zone string) bool {
+	h := g.in.DisruptionHold
+	return h != nil && testNow.Before(g.holdUntil()) && (h.Zone != zone || h.Reason == v1alpha1.DisruptionDownscale)
+}
+
+// checkBudget: a batch is one the budget allowed, for its pods and zone, and
+// it asks for its hold to be recorded unless the rollout's own hold of that
+// zone has more than half its lease left.
+func (g fuzzGroup) checkBudget(plan Plan) error {
+	if len(plan.Delete) == 0 {
+		if plan.Budget != nil && plan.Budget.Verdict.Allowed {
+			return fmt.Errorf("no batch, but the budget allowed %+v", plan.Budget.Request)
+		}
+		return nil
+	}
+	if g.holdStops(plan.Current) {
+		return fmt.Errorf("deletes %v of %s while %+v holds the budget", podNames(plan.Delete), plan.Current, *g.in.DisruptionHold)
+	}
+	bd := plan.Budget
+	if bd == nil || !bd.Verdict.Allowed {
+		return fmt.Errorf("deletes %v without the budget's consent: %+v", podNames(plan.Delete), bd)
+	}
+	if bd.Request.Zone != plan.Current || bd.Request.Reason != v1alpha1.DisruptionRollout || !slices.Equal(bd.Request.Pods, podNames(plan.Delete)) {
+		return fmt.Errorf("budget asked for %+v, batch %v of %s", bd.Request, podNames(plan.Delete), plan.Current)
+	}
+	if hold := bd.Verdict.Hold; hold.Zone != plan.Current || hold.Reason != v1alpha1.DisruptionRollout || hold.Holder != g.in.Holder || !hold.Renewed.Equal(testNow) {
+		return fmt.Errorf("hold to record %+v, want %s's rollout renewed now", hold, plan.Current)
+	}
+	h := g.in.DisruptionHold
+	ownFresh := h != nil && h.Zone == plan.Current && h.Reason == v1alpha1.DisruptionRollout && g.holdUntil().Sub(testNow) >= h.Lease/2
+	if bd.Record() == ownFresh {
+		return fmt.Errorf("Record = %v with hold %+v", bd.Record(), h)
+	}
+	return nil
 }
 
 func (g fuzzGroup) describe() string {
 	var s strings.Builder
-	fmt.Fprintf(&s, "group: deleting=%v invalidSpec=%q paused=%v minReadySeconds=%d batchInterval=%v lastBatch=%v deleting=%v memberGates=%v rollingBack=%v hold=%v\n",
+	fmt.Fprintf(&s, "group: deleting=%v invalidSpec=%q paused=%v minReadySeconds=%d batchInterval=%v lastBatch=%v deleting=%v memberGates=%v rollingBack=%v hold=%v disruptionHold=%+v\n",
 		g.in.GroupDeleting, g.in.InvalidSpec, g.in.Paused, g.in.MinReadySeconds, g.in.BatchInterval, g.in.LastBatchTime, sets.List(g.in.Deleting),
-		g.in.MemberGates, g.in.RollingBack, g.in.Hold != nil)
+		g.in.MemberGates, g.in.RollingBack, g.in.Hold != nil, g.in.DisruptionHold)
 	for i, m := range g.in.Members {
 		fmt.Fprintf(&s, "member %s maxUnavailable=%v claimedBy=%v stable=%q gatePassed=%q", m.Name, g.members[i].maxUnavailable, m.ClaimedBy,
 			m.StableRevision, m.GatePassedRevision)
@@ -468,6 +529,9 @@ func (g fuzzGroup) check(plan Plan) error {
 		return nil
 	}
 
+	if err := g.checkBudget(plan); err != nil {
+		return err
+	}
 	views := make([]memberView, len(g.in.Members))
 	for i := range views {
 		views[i] = g.view(i)
@@ -655,6 +719,15 @@ func (g fuzzGroup) check(plan Plan) error {
 		want = 0
 	}
 	if held {
+		want = 0
+	}
+	if want > 0 && g.holdStops(v.name) {
+		if plan.Reason != v1alpha1.ReasonWaitingForDisruption {
+			return fmt.Errorf("%s held by %+v: reason %s, want %s", v.name, *g.in.DisruptionHold, plan.Reason, v1alpha1.ReasonWaitingForDisruption)
+		}
+		if until := g.holdUntil().Sub(testNow); plan.RequeueAfter <= 0 || plan.RequeueAfter > until {
+			return fmt.Errorf("%s held for %v more: RequeueAfter = %v", v.name, until, plan.RequeueAfter)
+		}
 		want = 0
 	}
 	if len(plan.Delete) != want {

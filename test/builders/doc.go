@@ -5,8 +5,8 @@ Licensed under the Apache License, Version 2.0.
 */
 
 // Package builders makes the objects Echelon's tests work on — StatefulSets,
-// their pods, RolloutGroups, ScalingPolicies and DelayedDownscales — with
-// fluent wrappers in the manner of Kueue's pkg/util/testing:
+// their pods, RolloutGroups, ScalingPolicies, DelayedDownscales and zone
+// budgets — with fluent wrappers in the manner of Kueue's pkg/util/testing:
 //
 //	sts := builders.MakeStatefulSet(ns, "ingester-zone-a").Replicas(3).OnDelete().Revision("r2").Obj()
 //	pod := builders.MakePod(ns, "ingester-zone-a", 0).ControlledBy(sts).Revision("r1").Obj()

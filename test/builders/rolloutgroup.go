@@ -69,6 +69,12 @@ func (w *RolloutGroupWrapper) MaxUnavailablePercent(percent int) *RolloutGroupWr
 	return w
 }
 
+// MaxUnavailableFrom sets spec.maxUnavailableFrom.
+func (w *RolloutGroupWrapper) MaxUnavailableFrom(from v1alpha1.MaxUnavailableSource) *RolloutGroupWrapper {
+	w.rg.Spec.MaxUnavailableFrom = from
+	return w
+}
+
 // Paused sets spec.paused.
 func (w *RolloutGroupWrapper) Paused() *RolloutGroupWrapper {
 	w.rg.Spec.Paused = true

@@ -78,6 +78,7 @@ func TestDocsQuoteRealRefusals(t *testing.T) {
 		{quotes: "downscale of StatefulSet ingester-zone-b from 6 to 4 denied: pod ingester-zone-b-5 did not prepare", run: prepareRefusedByOnePod},
 		{quotes: `RolloutGroup.echelon.dev "ingester" is invalid: spec.analysis.checks[1].query`, run: groupWithUnknownVariable},
 		{quotes: `DelayedDownscale.echelon.dev "ingester-zone-a-2" is invalid: spec.targetRef.name`, run: secondDelayedDownscale},
+		{quotes: "RolloutGroup ingester: zone ingester-zone-a (1 not available) is disrupted; evict ingester-zone-b-4 later", run: evictWhileZoneDown},
 	}
 	quoted := quotedRefusals(t)
 	if len(quoted) == 0 {

@@ -175,3 +175,18 @@ func TestValidate(t *testing.T) {
 	g.Expect(e.admin.Create(ctx, builders.MakeScalingPolicy(ns, "b2").Target("", "zone-b").Obj())).To(MatchError(ContainSubstring("spec.targetRef.name: Invalid value: \"zone-b\": StatefulSet zone-b is already the target of ScalingPolicy b1")))
 	g.Expect(e.admin.Create(ctx, builders.MakeScalingPolicy(ns, "c").Target("", "zone-c").Obj())).To(Succeed(), "a policy for a free target")
 }
+
+// TestValidateZoneBudgets: the API server refuses a ZoneDisruptionBudget, or
+// a RolloutGroup's disruptionBudget, whose partition regex Go cannot
+// compile, naming the field.
+func TestValidateZoneBudgets(t *testing.T) {
+	e, g, ns := begin(t)
+	ctx := context.Background()
+	bad := builders.MakeZoneBudget().Partitions(`^ingester-zone-[a-z]-(\d+$`)
+	g.Expect(e.admin.Create(ctx, builders.MakeZoneDisruptionBudget(ns, "store", "app", "store", bad))).To(MatchError(And(
+		ContainSubstring(`admission webhook "validate.echelon.dev" denied the request`),
+		ContainSubstring(`spec.podNamePartitionRegex: Invalid value: "^ingester-zone-[a-z]-(\\d+$": error parsing regexp: missing closing )`))))
+	g.Expect(e.admin.Create(ctx, builders.MakeRolloutGroup(ns, "ingester").Members("ingester-zone-a").DisruptionBudget(bad).Obj())).To(MatchError(
+		ContainSubstring(`spec.disruptionBudget.podNamePartitionRegex: Invalid value`)))
+	g.Expect(e.admin.Create(ctx, builders.MakeZoneDisruptionBudget(ns, "store", "app", "store", builders.MakeZoneBudget().Partitions(`-(\d+)$`)))).To(Succeed())
+}

@@ -9,6 +9,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - pods
   verbs:
   - delete
+  - get
   - list
   - watch
 - apiGroups:
@@ -70,6 +71,8 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - delayeddownscales
+  - rolloutgroups
+  - zonedisruptionbudgets
   verbs:
   - get
   - list
@@ -86,9 +89,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
 - apiGroups:
   - echelon.dev
   resources:
-  - rolloutgroups
   - scalingpolicies
-  - zonedisruptionbudgets
   verbs:
   - list
   - watch
@@ -99,6 +100,13 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   verbs:
   - create
   - patch
+- apiGroups:
+  - policy
+  resources:
+  - poddisruptionbudgets
+  verbs:
+  - list
+  - watch
 {{- end }}
 
 {{- /* The rules a Role in each watched namespace grants. */}}
@@ -109,6 +117,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - pods
   verbs:
   - delete
+  - get
   - list
   - watch
 - apiGroups:
@@ -152,6 +161,8 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - delayeddownscales
+  - rolloutgroups
+  - zonedisruptionbudgets
   verbs:
   - get
   - list
@@ -168,9 +179,7 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
 - apiGroups:
   - echelon.dev
   resources:
-  - rolloutgroups
   - scalingpolicies
-  - zonedisruptionbudgets
   verbs:
   - list
   - watch
@@ -181,6 +190,13 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   verbs:
   - create
   - patch
+- apiGroups:
+  - policy
+  resources:
+  - poddisruptionbudgets
+  verbs:
+  - list
+  - watch
 {{- end }}
 
 {{- /* The rules on cluster-scoped resources, which only a ClusterRole can grant. */}}

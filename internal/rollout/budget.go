@@ -1,0 +1,89 @@
+package rollout
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/disruption"
+	"github.com/echelon-operator/echelon/internal/kube"
+)
+
+// BudgetDecision is the group's one disruption budget's answer to a batch:
+// the request the planner made for it and disruption.Decide's verdict.
+type BudgetDecision struct {
+	Request disruption.Request
+	Verdict disruption.Verdict
+}
+
+// Record reports whether the batch may go only once Verdict.Hold is recorded
+// in the group's status.disruption (budget.Acquire).
+func (b *BudgetDecision) Record() bool {
+	return b != nil && b.Verdict.Allowed && b.Verdict.Record
+}
+
+// BudgetView is the view of the group the budget judges a batch on, built
+// from the planner's own input: each member with a StatefulSet a zone, with
+// its rollout maxUnavailable, and the hold recorded in the group's status.
+// budget.ViewOf builds the same view from the same members, for the decision
+// made again on the hold read live.
+func BudgetView(in Input) disruption.View {
+	v := disruption.View{Now: in.Now, Hold: in.DisruptionHold}
+	for _, m := range in.Members {
+		if m.StatefulSet == nil {
+			continue
+		}
+		opts := disruption.ZoneOptions{
+			MaxUnavailable:  ResolveMaxUnavailable(m.MaxUnavailable, kube.Replicas(m.StatefulSet)),
+			MinReadySeconds: in.MinReadySeconds,
+			Now:             in.Now,
+			Deleting:        in.Deleting,
+		}
+		v.Zones = append(v.Zones, disruption.ZoneOf(m.StatefulSet, m.Pods, opts))
+	}
+	return v
+}
+
+// BatchRequest is the request for a batch of pods of member, by holder.
+func BatchRequest(member string, pods []*corev1.Pod, holder string) disruption.Request {
+	names := make([]string, 0, len(pods))
+	for _, p := range pods {
+		names = append(names, p.Name)
+	}
+	return disruption.Request{Zone: member, Reason: v1alpha1.DisruptionRollout, Pods: names, Holder: holder}
+}
+
+// askBudget asks the budget about the batch the plan deletes, and holds it
+// back when the budget refuses.
+func askBudget(in Input, p *Plan) {
+	if len(p.Delete) == 0 {
+		return
+	}
+	req := BatchRequest(p.Current, p.Delete, in.Holder)
+	p.Budget = &BudgetDecision{Request: req, Verdict: disruption.Decide(BudgetView(in), req)}
+	if !p.Budget.Verdict.Allowed {
+		p.WaitForBudget(p.Budget.Verdict)
+	}
+}
+
+// WaitForBudget turns the plan into a wait for the group's disruption budget,
+// which refused its batch (v): nothing is deleted, the reason is
+// WaitingForDisruption, the message says who holds the budget or which zone
+// is disrupted, and the group looks again when the hold lapses.
+func (p *Plan) WaitForBudget(v disruption.Verdict) {
+	p.Delete = nil
+	p.Reason = v1alpha1.ReasonWaitingForDisruption
+	p.RequeueAfter = MinPositive(p.RequeueAfter, v.RetryAfter)
+	if p.Budget != nil {
+		p.Budget.Verdict = v
+	}
+	for i := range p.Members {
+		ms := &p.Members[i]
+		if ms.Name != p.Current {
+			continue
+		}
+		ms.Message = "waiting: " + v.Message
+		p.Message = fmt.Sprintf("%s: %d/%d updated, waiting: %s", ms.Name, ms.Updated, ms.Replicas, v.Message)
+	}
+}

@@ -1,0 +1,231 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/budget"
+	"github.com/echelon-operator/echelon/internal/disruption"
+	"github.com/echelon-operator/echelon/internal/lookup"
+	"github.com/echelon-operator/echelon/internal/metrics"
+)
+
+// What the eviction webhook reads to find and decide a pod's budget, and
+// writes: the budget's hold, and the Event of a refusal.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups;zonedisruptionbudgets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups/status;zonedisruptionbudgets/status,verbs=patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Kinds of the budgets that judge evictions.
+const (
+	KindRolloutGroup         = "RolloutGroup"
+	KindZoneDisruptionBudget = "ZoneDisruptionBudget"
+)
+
+// errBudgetGone says the budget was deleted after it was found: it judges
+// nothing any more.
+var errBudgetGone = errors.New("the budget no longer exists")
+
+// Budget is one budget that judges evictions of a pod.
+type Budget struct {
+	// Kind is KindRolloutGroup or KindZoneDisruptionBudget.
+	Kind      string
+	Namespace string
+	Name      string
+	UID       types.UID
+	// Zone is the pod's zone: the StatefulSet that owns it.
+	Zone string
+}
+
+// String is "RolloutGroup ingester", for messages.
+func (b Budget) String() string { return b.Kind + " " + b.Name }
+
+// EvictionBudgets finds the budgets of a pod and decides an eviction on
+// them. The eviction webhook takes it as an interface so that its unit tests
+// give it fixed answers; the operator's (NewEvictionBudgets) finds budgets in
+// the cache and decides on what the API server holds.
+type EvictionBudgets interface {
+	// Pod is the pod to evict, nil when it does not exist.
+	Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error)
+	// Judging lists the budgets that judge evictions of pod: every
+	// RolloutGroup claiming its StatefulSet, or else every
+	// ZoneDisruptionBudget selecting it. unusable says, for each budget that
+	// covers the pod but cannot judge it (an invalid partition regex, a pod
+	// no StatefulSet owns), why.
+	Judging(ctx context.Context, pod *corev1.Pod) (budgets []Budget, unusable []string, err error)
+	// Acquire decides the eviction of pod on b as the API server holds it,
+	// and records the hold the decision allows unless dryRun
+	// (budget.Acquire). errBudgetGone when b no longer exists.
+	Acquire(ctx context.Context, b Budget, pod *corev1.Pod, dryRun bool) (disruption.Verdict, error)
+}
+
+// liveBudgets is the operator's EvictionBudgets: which budgets cover a pod
+// comes from the cache (a budget created a moment ago may be missed, as a
+// PodDisruptionBudget the disruption controller has not observed is), the
+// decision from the API server.
+type liveBudgets struct {
+	cache  client.Reader
+	live   client.Reader
+	writer client.Client
+	now    func() time.Time
+}
+
+// NewEvictionBudgets returns the operator's EvictionBudgets: it finds
+// budgets through cache (the manager's, with lookup's indexes), reads what a
+// decision needs from live (the API server) and records holds through
+// writer.
+func NewEvictionBudgets(cache, live client.Reader, writer client.Client, now func() time.Time) EvictionBudgets {
+	return &liveBudgets{cache: cache, live: live, writer: writer, now: now}
+}
+
+func (b *liveBudgets) Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	pod := &corev1.Pod{}
+	err := b.cache.Get(ctx, key, pod)
+	if apierrors.IsNotFound(err) {
+		// A pod created a moment ago may not be cached yet; an eviction of
+		// a pod that does not exist is answered 404 by the API server.
+		err = b.live.Get(ctx, key, pod)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get pod %s: %w", name, err)
+	}
+	return pod, nil
+}
+
+func (b *liveBudgets) Judging(ctx context.Context, pod *corev1.Pod) ([]Budget, []string, error) {
+	owner := lookup.OwnerStatefulSet(pod)
+	if owner != "" {
+		sts := &appsv1.StatefulSet{}
+		if err := getOrNil(ctx, b.cache, pod.Namespace, owner, sts); err != nil {
+			return nil, nil, err
+		}
+		if sts.Name == "" {
+			sts = nil
+		}
+		groups, err := lookup.GroupsClaiming(ctx, b.cache, pod.Namespace, owner, sts)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(groups) > 0 {
+			budgets, unusable := groupBudgets(groups, owner)
+			return budgets, unusable, nil
+		}
+	}
+	var list v1alpha1.ZoneDisruptionBudgetList
+	if err := b.cache.List(ctx, &list, client.InNamespace(pod.Namespace)); err != nil {
+		return nil, nil, fmt.Errorf("list ZoneDisruptionBudgets: %w", err)
+	}
+	budgets, unusable := zdbBudgets(list.Items, pod, owner)
+	return budgets, unusable, nil
+}
+
+// groupBudgets are the budgets of the groups that claim the StatefulSet
+// zone, by name. A pod of a group is judged by the group alone, whatever
+// ZoneDisruptionBudget also selects it: the group's hold orders its
+// rollouts, downscales and evictions.
+func groupBudgets(groups []v1alpha1.RolloutGroup, zone string) (budgets []Budget, unusable []string) {
+	slices.SortFunc(groups, func(a, b v1alpha1.RolloutGroup) int { return strings.Compare(a.Name, b.Name) })
+	for i := range groups {
+		rg := &groups[i]
+		if _, err := budget.PartitionOf(rg.Spec.DisruptionBudget); err != nil {
+			unusable = append(unusable, fmt.Sprintf("RolloutGroup %s: spec.disruptionBudget.%v; it judges no eviction until fixed", rg.Name, err))
+			continue
+		}
+		budgets = append(budgets, Budget{Kind: KindRolloutGroup, Namespace: rg.Namespace, Name: rg.Name, UID: rg.UID, Zone: zone})
+	}
+	return budgets, unusable
+}
+
+// zdbBudgets are the budgets of the ZoneDisruptionBudgets that select pod,
+// by name; owner is the StatefulSet that owns it ("" when none). A budget
+// whose selector is invalid selects nothing (its status says so).
+func zdbBudgets(zdbs []v1alpha1.ZoneDisruptionBudget, pod *corev1.Pod, owner string) (budgets []Budget, unusable []string) {
+	slices.SortFunc(zdbs, func(a, b v1alpha1.ZoneDisruptionBudget) int { return strings.Compare(a.Name, b.Name) })
+	for i := range zdbs {
+		zdb := &zdbs[i]
+		sel, err := budget.ZDBSelector(zdb)
+		if err != nil || !sel.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		if owner == "" {
+			unusable = append(unusable, fmt.Sprintf("ZoneDisruptionBudget %s selects pod %s, which no StatefulSet owns: its zones are StatefulSets, so it does not judge this pod", zdb.Name, pod.Name))
+			continue
+		}
+		if _, err := budget.PartitionOf(&zdb.Spec.ZoneBudget); err != nil {
+			unusable = append(unusable, fmt.Sprintf("ZoneDisruptionBudget %s: spec.%v; it judges no eviction until fixed", zdb.Name, err))
+			continue
+		}
+		budgets = append(budgets, Budget{Kind: KindZoneDisruptionBudget, Namespace: zdb.Namespace, Name: zdb.Name, UID: zdb.UID, Zone: owner})
+	}
+	return budgets, unusable
+}
+
+func (b *liveBudgets) Acquire(ctx context.Context, bud Budget, pod *corev1.Pod, dryRun bool) (disruption.Verdict, error) {
+	key := types.NamespacedName{Namespace: bud.Namespace, Name: bud.Name}
+	var v disruption.Verdict
+	var err error
+	switch bud.Kind {
+	case KindRolloutGroup:
+		v, err = budget.Acquire(ctx, b.writer, b.live, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },
+			func(ctx context.Context, rg *v1alpha1.RolloutGroup) (disruption.Verdict, error) {
+				now := b.now()
+				view, err := budget.GroupView(ctx, b.live, rg, v1alpha1.DisruptionEviction, now)
+				if err != nil {
+					return disruption.Verdict{}, fmt.Errorf("RolloutGroup %s: %w", rg.Name, err)
+				}
+				partition, _ := budget.PartitionOf(rg.Spec.DisruptionBudget) // GroupView has refused an invalid one
+				return disruption.Decide(view, evictionRequest(bud.Zone, pod.Name, partition)), nil
+			}, dryRun, metrics.RequesterEviction)
+	case KindZoneDisruptionBudget:
+		v, err = budget.Acquire(ctx, b.writer, b.live, key, func() *v1alpha1.ZoneDisruptionBudget { return &v1alpha1.ZoneDisruptionBudget{} },
+			func(ctx context.Context, zdb *v1alpha1.ZoneDisruptionBudget) (disruption.Verdict, error) {
+				now := b.now()
+				view, err := budget.ZDBView(ctx, b.live, zdb, now, b.judgedByGroup)
+				if err != nil {
+					return disruption.Verdict{}, fmt.Errorf("ZoneDisruptionBudget %s: %w", zdb.Name, err)
+				}
+				partition, _ := budget.PartitionOf(&zdb.Spec.ZoneBudget) // ZDBView has refused an invalid one
+				return disruption.Decide(view, evictionRequest(bud.Zone, pod.Name, partition)), nil
+			}, dryRun, metrics.RequesterEviction)
+	default:
+		return disruption.Verdict{}, fmt.Errorf("budget kind %q", bud.Kind)
+	}
+	if apierrors.IsNotFound(err) {
+		return v, fmt.Errorf("%s: %w", bud, errBudgetGone)
+	}
+	return v, err
+}
+
+// judgedByGroup says whether a RolloutGroup claims sts: a
+// ZoneDisruptionBudget leaves such a StatefulSet to the group.
+func (b *liveBudgets) judgedByGroup(ctx context.Context, sts *appsv1.StatefulSet) (bool, error) {
+	groups, err := lookup.GroupsClaiming(ctx, b.cache, sts.Namespace, sts.Name, sts)
+	return len(groups) > 0, err
+}
+
+// evictionRequest asks to evict the pod named pod from zone.
+func evictionRequest(zone, pod string, partition func(string) string) disruption.Request {
+	req := disruption.Request{Zone: zone, Reason: v1alpha1.DisruptionEviction, Pods: []string{pod}, Holder: "eviction of pod " + pod}
+	if partition != nil {
+		req.Partition = partition(pod)
+	}
+	return req
+}
