@@ -93,9 +93,9 @@ var _ = Describe("One disruption budget", func() {
 					version[z] = v
 					actions = append(actions, rollAction(g, z, v))
 				}
-				// One zone scaled, or two beside a rollout of one, up or down, by
-				// a merge patch of
-				// the policy or through its scale subresource.
+				// One zone scaled, or two beside a rollout of one, up or
+				// down, by a merge patch of the policy or through its scale
+				// subresource.
 				for _, zi := range rng.Perm(len(g.zones))[:1+rng.IntN(3-rolled)] {
 					z := g.zones[zi]
 					from := g.replicasOf(z)

@@ -43,11 +43,10 @@ type specNodes struct {
 }
 
 // newSpecNodes creates perZone kwok nodes for each zone (StatefulSet) and
-// waits until the scheduler can use the first of each. When the spec ends
-// it deletes the namespace's StatefulSets, waits for their pods to go (kwok
-// finishes a pod's deletion only while its node exists), then the nodes.
-// Call it before starting the operator, so that this runs after the
-// operator has stopped.
+// waits until kwok has made them Ready. When the spec ends it deletes the
+// namespace's StatefulSets, waits for their pods to go (kwok finishes a pod's
+// deletion only while its node exists), then the nodes. Call it before
+// starting the operator, so that this runs after the operator has stopped.
 func newSpecNodes(ctx context.Context, ns string, zones []string, perZone int) *specNodes {
 	GinkgoHelper()
 	n := &specNodes{ns: ns, byZone: map[string][]string{}}
@@ -80,9 +79,9 @@ func newSpecNodes(ctx context.Context, ns string, zones []string, perZone int) *
 	}
 	DeferCleanup(n.remove, all)
 	Eventually(func(gm Gomega) {
-		for _, zone := range zones {
+		for _, name := range all {
 			node := &corev1.Node{}
-			gm.Expect(k8s.Get(ctx, client.ObjectKey{Name: n.byZone[zone][0]}, node)).To(Succeed())
+			gm.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, node)).To(Succeed())
 			gm.Expect(nodeReady(node)).To(BeTrue(), "kwok made node %s Ready", node.Name)
 			for _, t := range node.Spec.Taints {
 				gm.Expect(t.Key).NotTo(Equal(corev1.TaintNodeNotReady), "node %s still tainted not-ready", node.Name)
@@ -236,16 +235,6 @@ func (d *drain) output() string {
 	return d.out.String()
 }
 
-// running reports whether kubectl has not exited yet.
-func (d *drain) running() bool {
-	select {
-	case <-d.done:
-		return false
-	default:
-		return true
-	}
-}
-
 // wait waits until kubectl exits and expects it to have drained the node;
 // it returns how long the drain took.
 func (d *drain) wait(ctx context.Context, timeout time.Duration) time.Duration {
@@ -275,17 +264,6 @@ func (d *drain) refusals() []string {
 	var out []string
 	for _, line := range strings.Split(d.output(), "\n") {
 		if strings.Contains(line, "will retry after") {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-// refusalsOf returns the refusals of the evictions of pod.
-func (d *drain) refusalsOf(pod string) []string {
-	var out []string
-	for _, line := range d.refusals() {
-		if strings.Contains(line, fmt.Sprintf("pods/%q", pod)) {
 			out = append(out, line)
 		}
 	}
