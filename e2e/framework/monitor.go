@@ -218,9 +218,16 @@ func (m *Monitor) SetReplicas(member string, replicas int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	wm := m.member(member)
-	// The ordinals given up are new again if a later scale-up wants them.
+	// The ordinals given up are new again if a later scale-up wants them;
+	// those wanted again while their pods are still there and Ready (a
+	// scale-down that did not happen) have lost nothing.
 	for ordinal := replicas; ordinal < wm.Replicas; ordinal++ {
 		m.established.Delete(fmt.Sprintf("%s-%d", member, ordinal))
+	}
+	for ordinal := wm.Replicas; ordinal < replicas; ordinal++ {
+		if name := fmt.Sprintf("%s-%d", member, ordinal); readyAndLive(m.pods[name]) {
+			m.established.Insert(name)
+		}
 	}
 	wm.Replicas = replicas
 }

@@ -264,6 +264,16 @@ func TestMonitorCountsAScaleUpPodOnlyOnceItWasReady(t *testing.T) {
 	m.SetReplicas("b", 3)
 	update(m, fakePod("b", 2, 1, notReady))
 	expectBreaches(t, m, 0, "")
+
+	// A scale-down taken back before it happened leaves Ready pods that
+	// count again at once.
+	m = armedMonitor(t, 3, intstr.FromInt32(1))
+	m.JudgeEveryMoment()
+	m.SetReplicas("b", 2)
+	m.SetReplicas("b", 3)
+	update(m, fakePod("a", 0, 0, notReady))
+	update(m, fakePod("b", 2, 0, terminating))
+	expectBreaches(t, m, 2, "a-0 Running not Ready")
 }
 
 func TestMonitorWithPartitionsJudgesWithinAPartition(t *testing.T) {
