@@ -134,6 +134,67 @@ var _ = Describe("One disruption budget", func() {
 	})
 })
 
+var _ = Describe("One disruption budget", func() {
+	Context("kubectl scale of two zones at the same moment", func() {
+		It("admits one through the prepare-downscale webhook and refuses the other, naming the zone that holds the budget, until it lapses", func(ctx SpecContext) {
+			g := newZoneGroup(ctx, 4, nil)
+			pods := startPreparePods()
+			pods.learnPods(ctx, g.ns)
+			zones := []string{zoneA, zoneB}
+			for _, z := range zones {
+				createPolicy(ctx, g.ns, z, preparedBy(pods))
+			}
+			startWebhookOperator(ctx, "echelon", g.ns, fastLeaderElection...)
+			g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
+			mon := g.monitor(ctx)
+			mon.JudgeEveryMoment()
+			// Told before: whichever is admitted, its removed pods are not
+			// rolled ones. The refused zone's pods stay Ready, above the
+			// wanted ordinals, which costs it nothing.
+			for _, z := range zones {
+				mon.SetReplicas(z, 2)
+			}
+
+			outs, oks := make([]string, 2), make([]bool, 2)
+			var wg sync.WaitGroup
+			for i, z := range zones {
+				wg.Go(func() { outs[i], oks[i] = scaleWithKubectl(ctx, g.ns, "StatefulSet", z, 2) })
+			}
+			wg.Wait()
+			Expect(oks).To(ConsistOf(true, false), "one of two downscales sent at once is admitted: %q", outs)
+			admitted, refused := 0, 1
+			if !oks[0] {
+				admitted, refused = 1, 0
+			}
+			AddReportEntry("the refused kubectl scale", outs[refused])
+			Expect(outs[refused]).To(And(ContainSubstring("RolloutGroup "+g.name), ContainSubstring(zones[admitted])),
+				"the refusal names the budget and the zone that holds it")
+			Expect(pods.callsTo(zones[refused]+"-2", "")).To(BeEmpty(), "the refused downscale called no pod")
+			mon.SetReplicas(zones[refused], 4)
+			g.scaled[zones[admitted]] = 2
+			g.only(zones[admitted]).waitPodsOn(ctx, "v1")
+
+			// As a person would: ask again until the hold has lapsed.
+			Eventually(func() bool {
+				mon.SetReplicas(zones[refused], 2)
+				_, ok := scaleWithKubectl(ctx, g.ns, "StatefulSet", zones[refused], 2)
+				if !ok {
+					mon.SetReplicas(zones[refused], 4)
+				}
+				return ok
+			}).WithTimeout(time.Minute).WithPolling(2 * time.Second).Should(BeTrue())
+			g.scaled[zones[refused]] = 2
+			g.waitPodsOn(ctx, "v1")
+			for _, z := range zones {
+				for _, ordinal := range []int{2, 3} {
+					Expect(pods.callsTo(fmt.Sprintf("%s-%d", z, ordinal), "POST")).To(HaveLen(1), "%s-%d prepared once", z, ordinal)
+				}
+			}
+			expectNoBreaches(mon)
+		})
+	})
+})
+
 // rollAction changes zone's pod template to version.
 func rollAction(g *zoneGroup, zone, version string) timedAction {
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, versionAnnotation, version)
