@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/disruption"
 	"github.com/echelon-operator/echelon/internal/fuzzinput"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
@@ -32,10 +34,12 @@ const fuzzFailingPod = "a-6"
 
 // fuzzWebhooks are the three handlers over one fixed cluster: StatefulSet a
 // with a policy that forbids downscales and prepares them, Deployment gateway
-// with a policy that forbids them, and a group whose other member is Ready.
+// with a policy that forbids them, and a group whose disruption budget
+// answers as the fuzzer says.
 type fuzzWebhooks struct {
 	pods     *webhookstest.PodServer
 	cluster  *fakeCluster
+	budget   *fakeBudget
 	prepare  *PrepareDownscale
 	handlers map[string]http.Handler
 }
@@ -50,16 +54,17 @@ func newFuzzWebhooks(t testing.TB) *fuzzWebhooks {
 		},
 		sets:  []appsv1.StatefulSet{*builders.MakeStatefulSet(testNS, "a").Replicas(5).TypeMeta().Obj()},
 		pods:  runningPods("a", pods),
-		group: &scaling.Group{Name: "g", Others: []scaling.Member{{Name: "b", Ready: true}}},
+		group: &scaling.Group{Name: "g", Others: []scaling.Member{{Name: "b"}}},
 		objs: NamespaceObjects{
 			RolloutGroups:   []v1alpha1.RolloutGroup{*builders.MakeRolloutGroup(testNS, "g").Members("a", "b").Obj()},
 			ScalingPolicies: []v1alpha1.ScalingPolicy{*builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Obj()},
 		},
 	}
 	id := Identity{Username: operatorUser}
-	prepare := &PrepareDownscale{Cluster: cluster, Identity: id, Pods: NewPodClient(),
+	budget := allowingBudget()
+	prepare := &PrepareDownscale{Cluster: cluster, Budget: budget, Identity: id, Pods: NewPodClient(),
 		Addressing: podcall.Addressing{PodAddressIP: true}, Now: func() time.Time { return testNow }}
-	return &fuzzWebhooks{pods: pods, cluster: cluster, prepare: prepare, handlers: map[string]http.Handler{
+	return &fuzzWebhooks{pods: pods, cluster: cluster, budget: budget, prepare: prepare, handlers: map[string]http.Handler{
 		"fuzz-no-downscale":      handler("fuzz-no-downscale", &NoDownscale{Cluster: cluster, Identity: id}, &eventRecorder{}),
 		"fuzz-prepare-downscale": handler("fuzz-prepare-downscale", prepare, &eventRecorder{}),
 		"fuzz-validate":          handler("fuzz-validate", &Validate{Cluster: cluster}, &eventRecorder{}),
@@ -143,7 +148,11 @@ func FuzzDownscaleDecision(f *testing.F) {
 		resource := []string{"statefulsets", "statefulsets/scale", "deployments/scale"}[in.Intn(3)]
 		old, new := int32(in.Intn(9)), int32(in.Intn(9))
 		dryRun, own, ready, forbid := in.Rare(4), in.Rare(3), !in.Rare(5), !in.Rare(2)
-		w.cluster.group.Others[0].Ready = ready
+		w.budget.answer = disruption.Verdict{Allowed: true}
+		if !ready {
+			w.budget.answer = disruption.Verdict{Code: disruption.CodeOtherZoneDisrupted, Message: "zone b (1 missing) is disrupted"}
+		}
+		w.budget.asked = nil
 		for i := range w.cluster.policies {
 			w.cluster.policies[i].Spec.Downscale.Allowed = ptr.To(!forbid)
 		}
@@ -164,7 +173,7 @@ func FuzzDownscaleDecision(f *testing.F) {
 		}
 		body := req.review()
 		decrease := new < old
-		desc := fmt.Sprintf("%s %d->%d dryRun=%v own=%v othersReady=%v forbid=%v", resource, old, new, dryRun, own, ready, forbid)
+		desc := fmt.Sprintf("%s %d->%d dryRun=%v own=%v budgetAllows=%v forbid=%v", resource, old, new, dryRun, own, ready, forbid)
 
 		_, answer := serveRaw(w.handlers["fuzz-no-downscale"], body)
 		if got := allowedIn(t, answer); got != (!decrease || !forbid || own) {
@@ -191,6 +200,17 @@ func FuzzDownscaleDecision(f *testing.F) {
 		wantAllowed := !decrease || !refused && (dryRun || !failing)
 		if allowed != wantAllowed {
 			t.Fatalf("prepare-downscale: %s: allowed %v, want %v: %s", desc, allowed, wantAllowed, answer)
+		}
+		// The budget is asked once for every downscale by another than the
+		// operator that the policy lets through, recording nothing on a dry run.
+		asked := w.budget.questions()
+		switch {
+		case !decrease || own || forbid:
+			if asked != "" {
+				t.Fatalf("prepare-downscale: %s: asked the disruption budget %q", desc, asked)
+			}
+		case asked == "" || strings.Count(asked, "\n") != 0 || strings.HasSuffix(asked, " dry-run") != dryRun:
+			t.Fatalf("prepare-downscale: %s: asked the disruption budget %q, want once, dry-run %v", desc, asked, dryRun)
 		}
 		for _, c := range calls {
 			method, pod, _ := cut(c)

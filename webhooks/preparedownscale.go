@@ -15,8 +15,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/disruption"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/internal/podname"
@@ -25,19 +27,20 @@ import (
 
 // Reasons of the prepare-downscale webhook's decisions (metric label).
 const (
-	reasonNoPrepare       = "no-prepare"
-	reasonDryRun          = "dry-run"
-	reasonPrepared        = "prepared"
-	reasonZoneDelay       = "zone-delay"
-	reasonMembersNotReady = "members-not-ready"
-	reasonPrepareFailed   = "prepare-failed"
-	reasonRecordFailed    = "record-failed"
+	reasonNoPrepare     = "no-prepare"
+	reasonDryRun        = "dry-run"
+	reasonPrepared      = "prepared"
+	reasonZoneDelay     = "zone-delay"
+	reasonDisruption    = "disruption-budget"
+	reasonPrepareFailed = "prepare-failed"
+	reasonRecordFailed  = "record-failed"
 )
 
 // Event reasons of the prepare-downscale webhook's denials, on the StatefulSet.
 const (
-	// EventReasonDownscaleTooEarly: the zone delay has not passed, or another
-	// member of the RolloutGroup is not Ready.
+	// EventReasonDownscaleTooEarly: the zone delay has not passed, or the
+	// RolloutGroup's disruption budget allows no downscale of the zone now
+	// (a rollout open, another zone held or not whole).
 	EventReasonDownscaleTooEarly = "DownscaleTooEarly"
 	// EventReasonPrepareFailed: a pod did not prepare, or the downscale could
 	// not be recorded; the pods prepared were told to cancel.
@@ -55,11 +58,14 @@ const defaultPrepareTimeout = 5 * time.Second
 // prepare endpoint of every pod a downscale of a StatefulSet removes before
 // admitting it, as the StatefulSet's ScalingPolicy's spec.downscale.prepare
 // says. Any failure cancels the calls that may have taken effect and denies.
-// It also denies a downscale the zone delay or another member's readiness
-// holds, as the ScalingPolicy controller would, so that a person's kubectl
-// scale follows the rules the controller follows.
+// It also denies a downscale the zone delay or the RolloutGroup's disruption
+// budget holds, as the ScalingPolicy controller would, so that a person's
+// kubectl scale follows the rules the controller follows.
 type PrepareDownscale struct {
-	Cluster    Cluster
+	Cluster Cluster
+	// Budget judges a downscale of a member of a RolloutGroup on the API
+	// server, and records the group's hold before the pods are prepared.
+	Budget     DownscaleBudget
 	Identity   Identity
 	Pods       *podcall.Client
 	Addressing podcall.Addressing
@@ -112,9 +118,10 @@ func (h *PrepareDownscale) decide(ctx context.Context, req *admissionv1.Admissio
 		return v
 	}
 	// The controller applies the gate itself, with a live read, just before
-	// it patches: its own downscale is not judged again on the cache.
+	// it patches, and has recorded the group's hold: its own downscale is
+	// not judged again.
 	if !own {
-		if v, closed := h.gate(ctx, sts, change, policy); closed {
+		if v, closed := h.gate(ctx, req, sts, change, policy); closed {
 			return v
 		}
 	}
@@ -237,28 +244,64 @@ func (h *PrepareDownscale) statefulSet(ctx context.Context, req *admissionv1.Adm
 	return sts, verdict{}
 }
 
-// gate applies scaling.DownscaleGate, the controller's own rule.
-func (h *PrepareDownscale) gate(ctx context.Context, sts *appsv1.StatefulSet, change replicaChange, policy *v1alpha1.ScalingPolicy) (verdict, bool) {
+// gate applies the controller's own rules to a downscale of a member of a
+// RolloutGroup: the zone delay (scaling.DownscaleGate, on the cache), then
+// the group's disruption budget, on the API server, which records the
+// group's hold for this zone when it allows the downscale (not for a dry
+// run): a second admission made at the same moment for another zone sees
+// the hold and is refused. A hold recorded for a downscale that is refused
+// later (a pod that does not prepare, a later webhook) only lapses.
+func (h *PrepareDownscale) gate(ctx context.Context, req *admissionv1.AdmissionRequest, sts *appsv1.StatefulSet, change replicaChange, policy *v1alpha1.ScalingPolicy) (verdict, bool) {
 	group, err := h.Cluster.DownscaleGroup(ctx, sts)
 	if err != nil {
 		return failed(reasonLookupFailed, http.StatusInternalServerError, err), true
+	}
+	if group == nil {
+		return verdict{}, false
 	}
 	var delay time.Duration
 	if d := policy.Spec.MinTimeBetweenZoneDownscales; d != nil {
 		delay = d.Duration
 	}
-	gate := scaling.DownscaleGate(h.Now(), delay, group)
-	if gate.Open {
+	if gate := scaling.DownscaleGate(h.Now(), delay, group); !gate.Open {
+		return tooEarly(reasonZoneDelay, fmt.Sprintf("downscale of %s from %d to %d denied: ScalingPolicy %s lets it happen %s",
+			change, *change.Old, *change.New, policy.Name, gate.Why), change), true
+	}
+	ask := disruption.Request{Zone: sts.Name, Reason: v1alpha1.DisruptionDownscale, Count: *change.Old - *change.New,
+		Holder: holderOf(req, change)}
+	answer, err := h.Budget.AcquireDownscale(ctx, client.ObjectKey{Namespace: sts.Namespace, Name: group.Name}, ask, isDryRun(req))
+	if err != nil {
+		return failed(reasonLookupFailed, http.StatusInternalServerError, fmt.Errorf("downscale of %s from %d to %d: %w", change, *change.Old, *change.New, err)), true
+	}
+	if answer.Allowed {
 		return verdict{}, false
 	}
-	reason := reasonMembersNotReady
-	if gate.Reason == v1alpha1.ScalingReasonZoneDelay {
-		reason = reasonZoneDelay
+	msg := fmt.Sprintf("downscale of %s from %d to %d denied: the disruption budget of RolloutGroup %s lets one zone at a time lose pods: %s",
+		change, *change.Old, *change.New, group.Name, answer.Message)
+	if answer.RetryAfter > 0 {
+		msg += fmt.Sprintf("; retry in %s", answer.RetryAfter.Round(time.Second))
 	}
-	v := deny(reason, fmt.Sprintf("downscale of %s from %d to %d denied: ScalingPolicy %s lets it happen %s",
-		change, *change.Old, *change.New, policy.Name, gate.Why))
+	return tooEarly(reasonDisruption, msg, change), true
+}
+
+// tooEarly refuses a downscale that may be admitted later, with a Warning
+// Event on the workload.
+func tooEarly(reason, msg string, change replicaChange) verdict {
+	v := deny(reason, msg)
 	v.event = &denialEvent{regarding: workloadRef(change), reason: EventReasonDownscaleTooEarly, action: "Deny"}
-	return v, true
+	return v
+}
+
+// maxHolderLength is status.disruption.holder's limit.
+const maxHolderLength = 512
+
+// holderOf names who asks for a downscale, for the group's hold.
+func holderOf(req *admissionv1.AdmissionRequest, change replicaChange) string {
+	holder := fmt.Sprintf("downscale of %s by %s", change, req.UserInfo.Username)
+	if len(holder) > maxHolderLength {
+		holder = strings.ToValidUTF8(holder[:maxHolderLength], "")
+	}
+	return holder
 }
 
 // maxPreparedPods bounds the pods one request may prepare: the calls, eight

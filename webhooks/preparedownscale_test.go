@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/disruption"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/internal/scaling"
@@ -49,6 +50,10 @@ type prepareCase struct {
 	// never came).
 	later    []string
 	recorded bool
+	// budget is the answer of the RolloutGroup's disruption budget (allowed
+	// when nil), and asked what the webhook must have asked it ("" nothing).
+	budget *disruption.Verdict
+	asked  string
 }
 
 func TestPrepareDownscale(t *testing.T) {
@@ -105,18 +110,39 @@ func TestPrepareDownscale(t *testing.T) {
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 4).operatorOwn() }, allowed: true, reason: reasonPrepared,
 			calls: []string{"POST a-4"}, recorded: true},
-		{name: "another member not Ready",
+		{name: "a member of a group: the group's disruption budget allows, and records the hold before the pods are called",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
-				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: false}, {Name: "c", Ready: true}}}
+				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b"}, {Name: "c"}}}
 			},
-			req: func() *reqBuilder { return stsUpdate("a", 5, 3) }, reason: reasonMembersNotReady, code: http.StatusForbidden,
-			message: []string{"downscale of StatefulSet a from 5 to 3 denied: ScalingPolicy a-scaling lets it happen once every other member of RolloutGroup ingester is Ready (not Ready: b)"},
-			event:   EventReasonDownscaleTooEarly},
-		{name: "zone delay not passed",
+			req: func() *reqBuilder { return stsUpdate("a", 5, 3) }, allowed: true, reason: reasonPrepared,
+			calls: []string{"POST a-3", "POST a-4"}, recorded: true,
+			asked: `ingester Downscale a -2 by "downscale of StatefulSet a by alice"`},
+		{name: "another zone disrupted: refused before any call, naming it",
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
+				withPolicy(c, p, nil)
+				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b"}, {Name: "c"}}}
+			},
+			budget: &disruption.Verdict{Code: disruption.CodeOtherZoneDisrupted, Message: "zone b (1 terminating) is disrupted"},
+			req:    func() *reqBuilder { return stsUpdate("a", 5, 3) }, reason: reasonDisruption, code: http.StatusForbidden,
+			message: []string{"downscale of StatefulSet a from 5 to 3 denied: the disruption budget of RolloutGroup ingester lets one zone at a time lose pods: zone b (1 terminating) is disrupted"},
+			event:   EventReasonDownscaleTooEarly,
+			asked:   `ingester Downscale a -2 by "downscale of StatefulSet a by alice"`},
+		{name: "another zone holds the budget: refused, saying when to retry",
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
+				withPolicy(c, p, nil)
+				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b"}}}
+			},
+			budget: &disruption.Verdict{Code: disruption.CodeHeldByOtherZone, RetryAfter: 12 * time.Second,
+				Message: "zone b holds the disruption budget (Downscale, downscale of StatefulSet b by bob) until 2026-11-22T12:00:12Z"},
+			req: func() *reqBuilder { return scaleUpdate("statefulsets", "a", 5, 4) }, reason: reasonDisruption, code: http.StatusForbidden,
+			message: []string{"zone b holds the disruption budget (Downscale, downscale of StatefulSet b by bob)", "; retry in 12s"},
+			event:   EventReasonDownscaleTooEarly,
+			asked:   `ingester Downscale a -1 by "downscale of StatefulSet a by alice"`},
+		{name: "zone delay not passed: the budget is not asked",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, func(b *builders.ScalingPolicyWrapper) { b.ZoneDelay(time.Hour) })
-				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: true, LastDownscale: testNow.Add(-10 * time.Minute)}}}
+				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", LastDownscale: testNow.Add(-10 * time.Minute)}}}
 			},
 			req: func() *reqBuilder { return scaleUpdate("statefulsets", "a", 5, 3) }, reason: reasonZoneDelay, code: http.StatusForbidden,
 			message: []string{"lets it happen at 2026-11-22T12:50:00Z, 1h0m0s after StatefulSet b was downscaled (minTimeBetweenZoneDownscales)"},
@@ -124,22 +150,34 @@ func TestPrepareDownscale(t *testing.T) {
 		{name: "zone delay passed",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, func(b *builders.ScalingPolicyWrapper) { b.ZoneDelay(time.Hour) })
-				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: true, LastDownscale: testNow.Add(-time.Hour)}}}
+				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", LastDownscale: testNow.Add(-time.Hour)}}}
 			},
-			req: func() *reqBuilder { return stsUpdate("a", 5, 4) }, allowed: true, reason: reasonPrepared, calls: []string{"POST a-4"}, recorded: true},
-		{name: "the controller's own downscale skips the gate",
+			req: func() *reqBuilder { return stsUpdate("a", 5, 4) }, allowed: true, reason: reasonPrepared, calls: []string{"POST a-4"}, recorded: true,
+			asked: `ingester Downscale a -1 by "downscale of StatefulSet a by alice"`},
+		{name: "the controller's own downscale skips the gate: it holds the budget already",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, func(b *builders.ScalingPolicyWrapper) { b.ZoneDelay(time.Hour).Leader("z") })
-				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: false, LastDownscale: testNow}}}
+				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", LastDownscale: testNow}}}
 			},
-			req: func() *reqBuilder { return stsUpdate("a", 5, 4).operatorOwn() }, allowed: true, reason: reasonPrepared, calls: []string{"POST a-4"}, recorded: true},
-		{name: "dry run still applies the gate",
+			budget: &disruption.Verdict{Code: disruption.CodeHeldByOtherZone, Message: "zone a holds the disruption budget"},
+			req:    func() *reqBuilder { return stsUpdate("a", 5, 4).operatorOwn() }, allowed: true, reason: reasonPrepared, calls: []string{"POST a-4"}, recorded: true},
+		{name: "dry run still applies the gate, asking the budget without a record",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
 				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b"}}}
 			},
-			req: func() *reqBuilder { return stsUpdate("a", 5, 3).dryRun() }, reason: reasonMembersNotReady, code: http.StatusForbidden,
-			message: []string{"not Ready: b"}},
+			budget: &disruption.Verdict{Code: disruption.CodeRolloutInProgress, Message: "a rollout of the group is under way (at b)"},
+			req:    func() *reqBuilder { return stsUpdate("a", 5, 3).dryRun() }, reason: reasonDisruption, code: http.StatusForbidden,
+			message: []string{"a rollout of the group is under way (at b)"},
+			asked:   `ingester Downscale a -2 by "downscale of StatefulSet a by alice" dry-run`},
+		{name: "an allowed dry run is not recorded",
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
+				withPolicy(c, p, nil)
+				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b"}}}
+			},
+			req: func() *reqBuilder { return stsUpdate("a", 5, 4).dryRun() }, allowed: true, reason: reasonDryRun,
+			warning: "dry run: the prepare endpoint of pods a-4 was not called",
+			asked:   `ingester Downscale a -1 by "downscale of StatefulSet a by alice" dry-run`},
 		{name: "one pod answers 500: the prepared pods are cancelled, the failing one named",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
@@ -251,7 +289,11 @@ func runPrepareCase(t *testing.T, tc prepareCase) {
 	webhook := "test-prepare"
 	decision := decisionOf(tc.allowed, tc.code)
 	before := testutil.ToFloat64(metrics.WebhookRequests.WithLabelValues(webhook, decision, tc.reason))
-	prep := &PrepareDownscale{Cluster: cluster, Identity: Identity{Username: operatorUser}, Pods: NewPodClient(),
+	budget := allowingBudget()
+	if tc.budget != nil {
+		budget.answer = *tc.budget
+	}
+	prep := &PrepareDownscale{Cluster: cluster, Budget: budget, Identity: Identity{Username: operatorUser}, Pods: NewPodClient(),
 		Addressing: podcall.Addressing{PodAddressIP: true}, Now: func() time.Time { return testNow }}
 	query := tc.query
 	if query == "" {
@@ -286,6 +328,9 @@ func runPrepareCase(t *testing.T, tc prepareCase) {
 		t.Errorf("downscale recorded %v, want %v", ok, tc.recorded)
 	} else if ok && !cluster.recorded["a-scaling"].Equal(testNow) {
 		t.Errorf("downscale recorded at %v, want %v", cluster.recorded["a-scaling"], testNow)
+	}
+	if got := budget.questions(); got != tc.asked {
+		t.Errorf("asked the disruption budget %q, want %q", got, tc.asked)
 	}
 	if tc.event == "" {
 		checkEvent(t, events.list(), "", "", "")
@@ -511,7 +556,7 @@ func TestPrepareOperatorExemptionOnlyForScalingPolicies(t *testing.T) {
 		{name: "prepare-only policy: the gate applies",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				c.policies = append(c.policies, *builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Prepare(path, p.Port, 2*time.Second).ZoneDelay(time.Hour).Obj())
-				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", Ready: true, LastDownscale: testNow.Add(-10 * time.Minute)}}}
+				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", LastDownscale: testNow.Add(-10 * time.Minute)}}}
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 4).operatorOwn() }, reason: reasonZoneDelay, code: http.StatusForbidden,
 			message: []string{"after StatefulSet b was downscaled"}, event: EventReasonDownscaleTooEarly},

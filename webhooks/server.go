@@ -67,7 +67,8 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 	cluster := NewCluster(mgr.GetClient(), mgr.GetClient(), cfg.Namespaces)
 	events := mgr.GetEventRecorder("echelon")
 	log := ctrl.Log.WithName("webhooks")
-	prepare := &PrepareDownscale{Cluster: cluster, Identity: cfg.Identity, Pods: NewPodClient(), Addressing: cfg.Addressing, Now: time.Now}
+	prepare := &PrepareDownscale{Cluster: cluster, Budget: NewDownscaleBudget(mgr.GetClient(), mgr.GetAPIReader()),
+		Identity: cfg.Identity, Pods: NewPodClient(), Addressing: cfg.Addressing, Now: time.Now}
 	eviction := &Eviction{Cluster: cluster, Budgets: NewEvictionBudgets(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetClient(), time.Now)}
 	for path, d := range map[string]struct {
 		name string

@@ -258,14 +258,18 @@ const (
 	// ScalingReasonZoneDelay: a downscale waits for minTimeBetweenZoneDownscales
 	// after another member's downscale.
 	ScalingReasonZoneDelay = "WaitingForZoneDelay"
-	// ScalingReasonMembersNotReady: a downscale waits for every other member of
-	// the RolloutGroup to be Ready.
+	// ScalingReasonMembersNotReady: a downscale waited for every other member
+	// of the RolloutGroup to be Ready, as their StatefulSets' status said. No
+	// longer set: the group's disruption budget judges the members on their
+	// pods (ScalingReasonDisruption); kept for status written before.
 	ScalingReasonMembersNotReady = "WaitingForMembersReady"
 	// ScalingReasonLeaderNotReady: an upscale waits for every leader replica to
 	// be Ready (upscaleOnlyWhenLeaderReady).
 	ScalingReasonLeaderNotReady = "WaitingForLeaderReady"
-	// ScalingReasonRollout: the RolloutGroup is rolling the target; the scale
-	// waits for it.
+	// ScalingReasonRollout: the RolloutGroup is rolling the target, and a
+	// scale either way waits for it; or a rollout of the group is open at any
+	// member, in any phase (progressing, analyzing, paused or failed
+	// half-way), and a downscale waits until it completes.
 	ScalingReasonRollout = "WaitingForRollout"
 	// ScalingReasonDisruption: another zone of the target's RolloutGroup
 	// holds the disruption budget (a rollout, a downscale or an eviction) or

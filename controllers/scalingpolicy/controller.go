@@ -59,6 +59,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	plan := scaling.Decide(obs.in)
+	if plan.AskDisruption != nil {
+		if plan, err = r.askDisruption(ctx, sp, &obs, plan); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if isDownscale(plan) && obs.in.FloorSource != "" {
 		in, held, err := r.confirmDelayed(ctx, obs, plan)
 		if err != nil {
@@ -72,8 +77,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				"not shrinking StatefulSet %s past a pod DelayedDownscale %s has not prepared: %s", obs.target.Name, obs.in.FloorSource, held)
 		}
 	}
-	if isDownscale(plan) && obs.in.Group != nil {
-		if plan, err = r.confirmDownscale(ctx, obs); err != nil {
+	// Only a downscale the cache allows pays the live reads, and records the
+	// group's hold before the StatefulSet is patched.
+	if isDownscale(plan) && obs.group != nil {
+		if plan, err = r.confirmDownscale(ctx, sp, &obs); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -117,7 +124,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if actErr != nil {
 		return ctrl.Result{}, actErr
 	}
-	return ctrl.Result{RequeueAfter: plan.RequeueAfter}, nil
+	return ctrl.Result{RequeueAfter: requeueAfter(obs.in, plan)}, nil
 }
 
 func isDownscale(p scaling.Plan) bool { return p.Scale != nil && *p.Scale < p.Current }

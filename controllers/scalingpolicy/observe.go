@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/kube"
@@ -35,6 +34,8 @@ type observation struct {
 	// guardedSelector is a guarded Deployment's or ReplicaSet's pod selector,
 	// from its scale subresource.
 	guardedSelector string
+	// group is the cached RolloutGroup that claims the target, nil when none.
+	group *v1alpha1.RolloutGroup
 }
 
 // observe reads the target, the source and the target's RolloutGroup. The
@@ -74,7 +75,7 @@ func (r *Reconciler) observe(ctx context.Context, sp *v1alpha1.ScalingPolicy) (o
 		return obs, err
 	}
 	if target != nil {
-		if in.Group, err = r.observeGroup(ctx, target); err != nil {
+		if err := r.observeGroup(ctx, target, &obs); err != nil {
 			return obs, err
 		}
 		if err := r.observeDelayed(ctx, sp, target, in); err != nil {
@@ -230,10 +231,17 @@ func (r *Reconciler) observeResource(ctx context.Context, sp *v1alpha1.ScalingPo
 	return r.sources.watch(ctx, gvk)
 }
 
-// observeGroup returns the RolloutGroup that claims the target, with its other
-// members' readiness and last downscales; nil when none does.
-func (r *Reconciler) observeGroup(ctx context.Context, target *appsv1.StatefulSet) (*scaling.Group, error) {
-	return lookup.DownscaleGroup(ctx, r.Client, target)
+// observeGroup reads the RolloutGroup that claims the target, if any, and
+// its other members' last downscales. The group's disruption budget is asked
+// only for a downscale the plan would make (see disruption.go).
+func (r *Reconciler) observeGroup(ctx context.Context, target *appsv1.StatefulSet, obs *observation) error {
+	rg, err := lookup.ClaimingGroup(ctx, r.Client, target)
+	if err != nil || rg == nil {
+		return err
+	}
+	obs.group = rg
+	obs.in.Group, err = lookup.DownscaleGroupOf(ctx, r.Client, rg, target)
+	return err
 }
 
 func (r *Reconciler) statefulSet(ctx context.Context, namespace, name string) (*appsv1.StatefulSet, error) {
@@ -249,40 +257,4 @@ func (r *Reconciler) statefulSet(ctx context.Context, namespace, name string) (*
 
 func (r *Reconciler) policiesFor(ctx context.Context, namespace, kind, name string) ([]v1alpha1.ScalingPolicy, error) {
 	return lookup.PoliciesForTarget(ctx, r.Client, namespace, kind, name)
-}
-
-// confirmDownscale plans a downscale again with the other members of the
-// target's RolloutGroup read from the API server rather than the cache: their
-// StatefulSets (Ready?) and their policies' lastDownscaleTime (zone delay). A
-// policy of another zone may have downscaled a moment ago, and the cache not
-// show it yet; two zones must not both go down inside the delay. One read per
-// member and one of the namespace's policies, per downscale.
-func (r *Reconciler) confirmDownscale(ctx context.Context, obs observation) (scaling.Plan, error) {
-	in := obs.in
-	group := *in.Group
-	var policies v1alpha1.ScalingPolicyList
-	if err := r.apiReader.List(ctx, &policies, client.InNamespace(obs.target.Namespace)); err != nil {
-		return scaling.Plan{}, fmt.Errorf("live read of ScalingPolicies: %w", err)
-	}
-	group.Others = slices.Clone(group.Others)
-	for i := range group.Others {
-		m := &group.Others[i]
-		sts := &appsv1.StatefulSet{}
-		err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: obs.target.Namespace, Name: m.Name}, sts)
-		switch {
-		case apierrors.IsNotFound(err):
-			m.Ready = false
-		case err != nil:
-			return scaling.Plan{}, fmt.Errorf("live read of StatefulSet %s: %w", m.Name, err)
-		default:
-			m.Ready = kube.StatefulSetReady(sts)
-		}
-		for _, p := range policies.Items {
-			if t := p.Status.LastDownscaleTime; p.Spec.TargetRef.Name == m.Name && t != nil && t.After(m.LastDownscale) {
-				m.LastDownscale = t.Time
-			}
-		}
-	}
-	in.Group = &group
-	return scaling.Decide(in), nil
 }

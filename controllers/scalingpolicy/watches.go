@@ -22,7 +22,7 @@ import (
 
 // requestsForStatefulSet maps a StatefulSet event to the policies that scale it
 // or follow it, and to the policies of the other members of its RolloutGroups,
-// whose downscales wait for it to be Ready.
+// whose downscales wait for it to be whole again.
 func (r *Reconciler) requestsForStatefulSet(ctx context.Context, o client.Object) []reconcile.Request {
 	sts, ok := o.(*appsv1.StatefulSet)
 	if !ok {
@@ -147,9 +147,13 @@ func dedupe(reqs []reconcile.Request) []reconcile.Request {
 }
 
 // groupRolloutChanged passes RolloutGroup updates that change which member is
-// rolled, or whether a rollout runs: what the interlock reads.
+// rolled, or whether a rollout is open: what the interlock and the group's
+// disruption budget read. A hold recorded in status.disruption is not: a
+// downscale it stops asks again when it lapses.
 var groupRolloutChanged = predicates.UpdatedWhen(func(o, n *v1alpha1.RolloutGroup) bool {
-	return o.Generation != n.Generation || o.Status.Phase != n.Status.Phase || o.Status.CurrentStatefulSet != n.Status.CurrentStatefulSet
+	return o.Generation != n.Generation || o.Status.Phase != n.Status.Phase || o.Status.CurrentStatefulSet != n.Status.CurrentStatefulSet ||
+		!equality.Semantic.DeepEqual(o.Status.RolloutStartTime, n.Status.RolloutStartTime) ||
+		!equality.Semantic.DeepEqual(o.Status.RolloutCompletionTime, n.Status.RolloutCompletionTime)
 })
 
 // policyChanged passes ScalingPolicy updates that other policies read: a new

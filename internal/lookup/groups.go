@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/internal/rollout"
 	"github.com/echelon-operator/echelon/internal/scaling"
 )
@@ -139,22 +138,34 @@ func InvalidSelectorReason(err error) string {
 	return fmt.Sprintf("blocked: spec.selector is invalid: %v", err)
 }
 
+// ClaimingGroup returns the RolloutGroup that claims target, nil when none
+// does. A StatefulSet claimed by two groups blocks both; the first by name
+// is the one whose rules its downscales follow.
+func ClaimingGroup(ctx context.Context, c client.Reader, target *appsv1.StatefulSet) (*v1alpha1.RolloutGroup, error) {
+	groups, err := GroupsClaiming(ctx, c, target.Namespace, target.Name, target)
+	if err != nil || len(groups) == 0 {
+		return nil, err
+	}
+	slices.SortFunc(groups, func(a, b v1alpha1.RolloutGroup) int { return strings.Compare(a.Name, b.Name) })
+	return &groups[0], nil
+}
+
 // DownscaleGroup returns the RolloutGroup that claims target, with its other
-// members' readiness and last downscales (from their ScalingPolicies'
+// members' last downscales (from their ScalingPolicies'
 // status.lastDownscaleTime): what scaling.DownscaleGate needs. Nil when no
 // group claims target.
 func DownscaleGroup(ctx context.Context, c client.Reader, target *appsv1.StatefulSet) (*scaling.Group, error) {
-	groups, err := GroupsClaiming(ctx, c, target.Namespace, target.Name, target)
-	if err != nil {
+	rg, err := ClaimingGroup(ctx, c, target)
+	if err != nil || rg == nil {
 		return nil, err
 	}
-	if len(groups) == 0 {
-		return nil, nil
-	}
-	// A StatefulSet claimed by two groups blocks both; the first by name is
-	// enough to space downscales.
-	slices.SortFunc(groups, func(a, b v1alpha1.RolloutGroup) int { return strings.Compare(a.Name, b.Name) })
-	rg := &groups[0]
+	return DownscaleGroupOf(ctx, c, rg, target)
+}
+
+// DownscaleGroupOf is DownscaleGroup for rg, known to claim target. Whether
+// the other members are whole is not read here: the group's disruption
+// budget judges that on their pods (package budget).
+func DownscaleGroupOf(ctx context.Context, c client.Reader, rg *v1alpha1.RolloutGroup, target *appsv1.StatefulSet) (*scaling.Group, error) {
 	g := &scaling.Group{Name: rg.Name,
 		RollingTarget: rg.Status.CurrentStatefulSet == target.Name &&
 			(rg.Status.Phase == v1alpha1.PhaseProgressing || rg.Status.Phase == v1alpha1.PhaseStalled)}
@@ -166,7 +177,7 @@ func DownscaleGroup(ctx context.Context, c client.Reader, target *appsv1.Statefu
 		if m.Name == target.Name {
 			continue
 		}
-		member := scaling.Member{Name: m.Name, Ready: m.StatefulSet != nil && kube.StatefulSetReady(m.StatefulSet)}
+		member := scaling.Member{Name: m.Name}
 		policies, err := PoliciesForTarget(ctx, c, target.Namespace, v1alpha1.TargetKindStatefulSet, m.Name)
 		if err != nil {
 			return nil, err

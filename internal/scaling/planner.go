@@ -1,18 +1,20 @@
 // Package scaling decides, without any client, whether and how far a
 // ScalingPolicy scales its target StatefulSet now. The controller observes the
 // target, the source and the target's RolloutGroup into an Input, calls Decide
-// and carries out the result; every rule (zone delay, members Ready, leader
-// Ready, the rollout interlock, force and pause) lives here, where it is tested
-// with tables and fuzzed.
+// and carries out the result; every rule (zone delay, the group's disruption
+// budget, leader Ready, the rollout interlock, force and pause) lives here,
+// where it is tested with tables and fuzzed. The disruption budget's answer
+// is an input: disruption.Decide gives it, on a view of the group's pods that
+// the controller reads.
 package scaling
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/disruption"
 )
 
 // SourceKind is where the desired replicas come from.
@@ -54,8 +56,6 @@ type Source struct {
 // Member is another StatefulSet of the target's RolloutGroup.
 type Member struct {
 	Name string
-	// Ready is true when every replica of the member exists and is Ready.
-	Ready bool
 	// LastDownscale is when the member was last downscaled, from its
 	// ScalingPolicy's status; zero when never, or when it has no policy.
 	LastDownscale time.Time
@@ -91,6 +91,11 @@ type Input struct {
 	// now (its pods prepared long enough); FloorSource names it.
 	Floor       *int32
 	FloorSource string
+	// Disruption is the answer of the group's one disruption budget
+	// (disruption.Decide) to a downscale of the target; nil while not asked.
+	// A member of a RolloutGroup is scaled down only on an allowed answer:
+	// without one, the plan says what to ask (Plan.AskDisruption).
+	Disruption *disruption.Verdict
 }
 
 // Plan is the planner's decision.
@@ -108,6 +113,11 @@ type Plan struct {
 	WaitingUntil time.Time
 	// RequeueAfter is non-zero when the decision changes with time alone.
 	RequeueAfter time.Duration
+	// AskDisruption, when set, is the spec.replicas a downscale of a member
+	// of a RolloutGroup would write, but for the answer of the group's
+	// disruption budget, not asked yet (Input.Disruption nil): the plan
+	// waits; the controller asks, and plans again with the answer.
+	AskDisruption *int32
 }
 
 // Decide decides what to do now. It keeps these rules:
@@ -119,8 +129,10 @@ type Plan struct {
 //  3. nothing is scaled while the target's RolloutGroup rolls the target;
 //  4. an upscale following a leader with upscaleOnlyWhenLeaderReady waits
 //     until every leader replica is Ready;
-//  5. a downscale waits until every other member of the target's RolloutGroup
-//     is Ready and none was downscaled within the zone delay;
+//  5. a downscale of a member of a RolloutGroup waits until no other member
+//     was downscaled within the zone delay, and goes ahead only when the
+//     group's disruption budget allows it (no rollout of the group open, no
+//     other zone holding the budget or disrupted: Input.Disruption);
 //  6. with a DelayedDownscale, a downscale goes no further than its floor: the
 //     pods it passes have been prepared for the delay.
 func Decide(in Input) Plan {
@@ -185,21 +197,48 @@ func Decide(in Input) Plan {
 			return p
 		}
 	}
+	to, message := want, fmt.Sprintf("scaled down from %d to %d (%s)", p.Current, want, source)
 	if in.Floor != nil && *in.Floor > want {
 		if *in.Floor >= p.Current {
 			return waiting(p, v1alpha1.ScalingReasonDelayedDownscale, fmt.Sprintf(
 				"waiting: scaling down from %d to %d as the pods of DelayedDownscale %s are prepared long enough", p.Current, want, in.FloorSource))
 		}
-		floor := *in.Floor
-		p.Scale = &floor
-		p.Phase, p.Reason = v1alpha1.ScalingPhaseScalingDown, v1alpha1.ScalingReasonScaledDown
-		p.Message = fmt.Sprintf("scaled down from %d to %d of %d (%s), as far as DelayedDownscale %s allows", p.Current, floor, want, source, in.FloorSource)
-		return p
+		to = *in.Floor
+		message = fmt.Sprintf("scaled down from %d to %d of %d (%s), as far as DelayedDownscale %s allows", p.Current, to, want, source, in.FloorSource)
 	}
-	p.Scale = &want
-	p.Phase, p.Reason = v1alpha1.ScalingPhaseScalingDown, v1alpha1.ScalingReasonScaledDown
-	p.Message = fmt.Sprintf("scaled down from %d to %d (%s)", p.Current, want, source)
+	if in.Group != nil {
+		if wait, ok := disruptionWait(p, in, to); ok {
+			return wait
+		}
+	}
+	p.Scale = &to
+	p.Phase, p.Reason, p.Message = v1alpha1.ScalingPhaseScalingDown, v1alpha1.ScalingReasonScaledDown, message
 	return p
+}
+
+// disruptionWait is the plan of a downscale of a member of in.Group to
+// replicas to that the group's disruption budget has not allowed: not asked
+// yet (the plan says what to ask), or refused (the plan says why, and looks
+// again when time alone may change the answer). ok is false when allowed.
+func disruptionWait(p Plan, in Input, to int32) (Plan, bool) {
+	v := in.Disruption
+	switch {
+	case v == nil:
+		p = waiting(p, v1alpha1.ScalingReasonDisruption, fmt.Sprintf(
+			"waiting: scaling down from %d to %d once the disruption budget of RolloutGroup %s allows it", p.Current, to, in.Group.Name))
+		p.AskDisruption = &to
+		return p, true
+	case v.Allowed:
+		return p, false
+	}
+	reason := v1alpha1.ScalingReasonDisruption
+	if v.Code == disruption.CodeRolloutInProgress {
+		reason = v1alpha1.ScalingReasonRollout
+	}
+	p = waiting(p, reason, fmt.Sprintf("waiting: scaling down from %d to %d waits for the disruption budget of RolloutGroup %s: %s",
+		p.Current, to, in.Group.Name, v.Message))
+	p.RequeueAfter = max(v.RetryAfter, 0)
+	return p, true
 }
 
 // settled is the plan for a target at its desired replicas: Stable, or still
@@ -240,23 +279,14 @@ type Gate struct {
 	Until  time.Time
 }
 
-// DownscaleGate is the rule both the ScalingPolicy controller and the
-// prepare-downscale webhook apply to a downscale of a member of group: every
-// other member is Ready, and none was downscaled within zoneDelay.
+// DownscaleGate is the zone delay both the ScalingPolicy controller and the
+// prepare-downscale webhook apply to a downscale of a member of group: no
+// other member was downscaled within zoneDelay. Whether the other members
+// are whole is the group's disruption budget's to say (Input.Disruption),
+// on their pods rather than their StatefulSets' status.
 func DownscaleGate(now time.Time, zoneDelay time.Duration, group *Group) Gate {
 	if group == nil {
 		return Gate{Open: true}
-	}
-	var notReady []string
-	for _, m := range group.Others {
-		if !m.Ready {
-			notReady = append(notReady, m.Name)
-		}
-	}
-	if len(notReady) > 0 {
-		slices.Sort(notReady)
-		return Gate{Reason: v1alpha1.ScalingReasonMembersNotReady, Why: fmt.Sprintf(
-			"once every other member of RolloutGroup %s is Ready (not Ready: %s)", group.Name, strings.Join(notReady, ", "))}
 	}
 	if last, who := lastDownscale(group.Others); zoneDelay > 0 && !last.IsZero() && now.Before(last.Add(zoneDelay)) {
 		until := last.Add(zoneDelay)

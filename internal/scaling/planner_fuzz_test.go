@@ -8,14 +8,17 @@ import (
 
 	"k8s.io/utils/ptr"
 
+	"github.com/echelon-operator/echelon/internal/disruption"
 	"github.com/echelon-operator/echelon/internal/fuzzinput"
 )
 
 // FuzzDecide builds random policies and checks every plan against rules
 // written here independently of the planner: replicas only ever move to the
 // desired count, between the current and the source's count, never below 0; a
-// downscale is never issued inside the zone delay, while another member is not
-// Ready, while the group rolls the target, or while paused or blocked.
+// downscale of a member of a group is never issued inside the zone delay,
+// without an allowed answer of the group's disruption budget, while the group
+// rolls the target, or while paused or blocked; and what a plan asks the
+// budget about is exactly the downscale an allowed answer then makes.
 func FuzzDecide(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{5, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0})
@@ -33,6 +36,9 @@ func FuzzDecide(f *testing.F) {
 		p := Decide(in)
 		if err := check(in, p); err != nil {
 			t.Fatalf("%v\ninput: %s\nplan: %+v scale=%v", err, describe(in), p, ptrString(p.Scale))
+		}
+		if err := checkAsk(in, p); err != nil {
+			t.Fatalf("%v\ninput: %s\nplan: %+v scale=%v ask=%v", err, describe(in), p, ptrString(p.Scale), ptrString(p.AskDisruption))
 		}
 	})
 }
@@ -65,13 +71,21 @@ func generate(b *fuzzinput.Bytes) Input {
 	if !b.Rare(4) {
 		g := &Group{Name: "ingester", RollingTarget: b.Rare(6)}
 		for i := range b.Intn(4) {
-			m := Member{Name: fmt.Sprintf("zone-%c", 'c'+i), Ready: !b.Rare(5)}
+			m := Member{Name: fmt.Sprintf("zone-%c", 'c'+i)}
 			if b.Intn(2) == 1 {
 				m.LastDownscale = now.Add(-time.Duration(b.Intn(48)) * 30 * time.Minute)
 			}
 			g.Others = append(g.Others, m)
 		}
 		in.Group = g
+	}
+	switch b.Intn(4) {
+	case 0:
+	case 1:
+		code := []string{disruption.CodeRolloutInProgress, disruption.CodeHeldByOtherZone, disruption.CodeOtherZoneDisrupted}[b.Intn(3)]
+		in.Disruption = &disruption.Verdict{Code: code, Message: "refused", RetryAfter: time.Duration(b.Intn(3)) * 10 * time.Second}
+	default:
+		in.Disruption = &disruption.Verdict{Allowed: true}
 	}
 	return in
 }
@@ -84,6 +98,9 @@ func describe(in Input) string {
 	}
 	if in.Group != nil {
 		s += fmt.Sprintf(" group=%+v", *in.Group)
+	}
+	if in.Disruption != nil {
+		s += fmt.Sprintf(" disruption=%+v", *in.Disruption)
 	}
 	return s
 }
@@ -135,14 +152,38 @@ func check(in Input, p Plan) error {
 		return fmt.Errorf("upscales while the leader is not Ready")
 	}
 	if scale < cur && in.Group != nil {
+		if in.Disruption == nil || !in.Disruption.Allowed {
+			return fmt.Errorf("downscales a member of a group without an allowed answer of its disruption budget")
+		}
 		for _, m := range in.Group.Others {
-			if !m.Ready {
-				return fmt.Errorf("downscales while %s is not Ready", m.Name)
-			}
 			if in.ZoneDelay > 0 && !m.LastDownscale.IsZero() && now.Sub(m.LastDownscale) < in.ZoneDelay {
 				return fmt.Errorf("downscales %s after %s's downscale, inside the zone delay %s", now.Sub(m.LastDownscale), m.Name, in.ZoneDelay)
 			}
 		}
+	}
+	return nil
+}
+
+// checkAsk: a plan asks the disruption budget only about a downscale of a
+// member of a group it has not asked yet, and only about the downscale an
+// allowed answer then makes; a plan that an allowed answer lets downscale
+// asks about it when not asked.
+func checkAsk(in Input, p Plan) error {
+	asked := in
+	asked.Disruption = &disruption.Verdict{Allowed: true}
+	allowed := Decide(asked)
+	unasked := in
+	unasked.Disruption = nil
+	ask := Decide(unasked).AskDisruption
+	switch {
+	case p.AskDisruption != nil && (in.Disruption != nil || in.Group == nil || p.Scale != nil):
+		return fmt.Errorf("asks the disruption budget with an answer, without a group, or while scaling")
+	case in.Group == nil:
+		return nil
+	case allowed.Scale != nil && *allowed.Scale < allowed.Current && (ask == nil || *ask != *allowed.Scale):
+		return fmt.Errorf("an allowed answer downscales to %d, but the plan not asked asks about %s", *allowed.Scale, ptrString(ask))
+	case ask != nil && (allowed.Scale == nil || *allowed.Scale != *ask):
+		return fmt.Errorf("asks about a downscale to %d, but an allowed answer scales to %s", *ask, ptrString(allowed.Scale))
 	}
 	return nil
 }

@@ -9,22 +9,29 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/disruption"
 )
 
 var now = time.Date(2026, time.June, 1, 12, 0, 0, 0, time.UTC)
 
 // follower is zone-b following leader zone-a, at current replicas, the leader
-// asking for source, in a group whose other members are Ready and never
-// downscaled.
+// asking for source, in a group whose other members were never downscaled and
+// whose disruption budget allows a downscale.
 func follower(current, source int32) Input {
 	return Input{
 		Now:    now,
 		Target: &Target{Name: "zone-b", Replicas: current, StatusReplicas: current, ReadyReplicas: current},
 		Source: Source{Kind: SourceLeader, Name: "leader zone-a", Replicas: ptr.To(source), LeaderReady: true},
 		Group: &Group{Name: "ingester", Others: []Member{
-			{Name: "zone-a", Ready: true}, {Name: "zone-c", Ready: true},
+			{Name: "zone-a"}, {Name: "zone-c"},
 		}},
+		Disruption: &disruption.Verdict{Allowed: true},
 	}
+}
+
+// refused is a refusal of the disruption budget.
+func refused(code, message string, retry time.Duration) *disruption.Verdict {
+	return &disruption.Verdict{Code: code, Message: message, RetryAfter: retry}
 }
 
 func with(in Input, change func(*Input)) Input {
@@ -38,6 +45,8 @@ type want struct {
 	scale   *int32
 	requeue time.Duration
 	message string
+	// ask is the downscale the plan asks the disruption budget about.
+	ask *int32
 }
 
 func TestDownscaleGate(t *testing.T) {
@@ -52,12 +61,11 @@ func TestDownscaleGate(t *testing.T) {
 		until  time.Time
 	}{
 		{name: "no group", delay: delay, open: true},
-		{name: "all Ready, never downscaled", delay: delay, group: group(Member{Name: "a", Ready: true}), open: true},
-		{name: "a member not Ready", delay: delay, group: group(Member{Name: "a", Ready: true}, Member{Name: "c"}), reason: v1alpha1.ScalingReasonMembersNotReady},
-		{name: "inside the delay", delay: delay, group: group(Member{Name: "a", Ready: true, LastDownscale: now.Add(-time.Minute)}),
+		{name: "never downscaled", delay: delay, group: group(Member{Name: "a"}, Member{Name: "c"}), open: true},
+		{name: "inside the delay", delay: delay, group: group(Member{Name: "a", LastDownscale: now.Add(-time.Minute)}),
 			reason: v1alpha1.ScalingReasonZoneDelay, until: now.Add(59 * time.Minute)},
-		{name: "the delay just ended", delay: delay, group: group(Member{Name: "a", Ready: true, LastDownscale: now.Add(-delay)}), open: true},
-		{name: "no delay", group: group(Member{Name: "a", Ready: true, LastDownscale: now}), open: true},
+		{name: "the delay just ended", delay: delay, group: group(Member{Name: "a", LastDownscale: now.Add(-delay)}), open: true},
+		{name: "no delay", group: group(Member{Name: "a", LastDownscale: now}), open: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,7 +90,7 @@ func TestDecide(t *testing.T) {
 		name: "no source: guards only, never scales, whatever the group",
 		in: with(follower(5, 5), func(in *Input) {
 			in.Source = Source{Kind: SourceNone}
-			in.Group.Others[0].Ready = false
+			in.Disruption = refused(disruption.CodeOtherZoneDisrupted, "zone zone-a (1 missing) is disrupted", 0)
 		}),
 		want: want{phase: v1alpha1.ScalingPhaseStable, reason: v1alpha1.ScalingReasonGuardOnly, message: "only guards downscales"},
 	}, {
@@ -109,10 +117,11 @@ func TestDecide(t *testing.T) {
 		in:   follower(5, 8),
 		want: want{phase: v1alpha1.ScalingPhaseScalingUp, reason: v1alpha1.ScalingReasonScaledUp, scale: ptr.To[int32](8)},
 	}, {
-		name: "upscale ignores the zone delay and other members' readiness",
+		name: "upscale ignores the zone delay and the disruption budget",
 		in: with(follower(5, 8), func(in *Input) {
 			in.ZoneDelay = delay
-			in.Group.Others = []Member{{Name: "zone-a", Ready: false, LastDownscale: now.Add(-time.Minute)}}
+			in.Group.Others = []Member{{Name: "zone-a", LastDownscale: now.Add(-time.Minute)}}
+			in.Disruption = refused(disruption.CodeOtherZoneDisrupted, "zone zone-a (1 missing) is disrupted", 0)
 		}),
 		want: want{phase: v1alpha1.ScalingPhaseScalingUp, reason: v1alpha1.ScalingReasonScaledUp, scale: ptr.To[int32](8)},
 	}, {
@@ -171,9 +180,41 @@ func TestDecide(t *testing.T) {
 		in:   with(follower(8, 5), func(in *Input) { in.Group.Others[0].LastDownscale = now.Add(-time.Second) }),
 		want: want{phase: v1alpha1.ScalingPhaseScalingDown, reason: v1alpha1.ScalingReasonScaledDown, scale: ptr.To[int32](5)},
 	}, {
-		name: "downscale waits while another member is not Ready",
-		in:   with(follower(8, 5), func(in *Input) { in.Group.Others[1].Ready = false }),
-		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonMembersNotReady, message: "zone-c"},
+		name: "downscale of a member not judged by the disruption budget yet: waits and asks",
+		in:   with(follower(8, 5), func(in *Input) { in.Disruption = nil }),
+		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonDisruption, ask: ptr.To[int32](5),
+			message: "once the disruption budget of RolloutGroup ingester allows it"},
+	}, {
+		name: "downscale waits while another zone is disrupted, until its pods change",
+		in: with(follower(8, 5), func(in *Input) {
+			in.Disruption = refused(disruption.CodeOtherZoneDisrupted, "zone zone-c (1 terminating) is disrupted", 0)
+		}),
+		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonDisruption,
+			message: "waits for the disruption budget of RolloutGroup ingester: zone zone-c (1 terminating) is disrupted"},
+	}, {
+		name: "downscale waits while another zone holds the budget, and looks again when the hold lapses",
+		in: with(follower(8, 5), func(in *Input) {
+			in.Disruption = refused(disruption.CodeHeldByOtherZone, "zone zone-c holds the disruption budget (Eviction, eviction of pod zone-c-3)", 9*time.Second)
+		}),
+		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonDisruption, requeue: 9 * time.Second, message: "(Eviction, eviction of pod zone-c-3)"},
+	}, {
+		name: "downscale waits for a rollout of the group, in any member",
+		in: with(follower(8, 5), func(in *Input) {
+			in.Disruption = refused(disruption.CodeRolloutInProgress, "a rollout of the group is under way (at zone-a)", 0)
+		}),
+		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonRollout, message: "(at zone-a)"},
+	}, {
+		name: "the zone delay is told before the disruption budget",
+		in: with(follower(8, 5), func(in *Input) {
+			in.ZoneDelay = delay
+			in.Group.Others[0].LastDownscale = now.Add(-time.Hour)
+			in.Disruption = nil
+		}),
+		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonZoneDelay, requeue: delay - time.Hour},
+	}, {
+		name: "a target in no RolloutGroup needs no disruption budget",
+		in:   with(follower(8, 5), func(in *Input) { in.Group, in.Disruption = nil, nil }),
+		want: want{phase: v1alpha1.ScalingPhaseScalingDown, reason: v1alpha1.ScalingReasonScaledDown, scale: ptr.To[int32](5)},
 	}, {
 		name: "a target in no RolloutGroup downscales at once",
 		in:   with(follower(8, 5), func(in *Input) { in.Group, in.ZoneDelay = nil, delay }),
@@ -259,8 +300,11 @@ func TestDecide(t *testing.T) {
 			if p.RequeueAfter != tt.want.requeue {
 				t.Errorf("RequeueAfter = %s, want %s", p.RequeueAfter, tt.want.requeue)
 			}
-			if tt.want.requeue > 0 && !p.WaitingUntil.Equal(now.Add(tt.want.requeue)) {
+			if tt.want.reason == v1alpha1.ScalingReasonZoneDelay && !p.WaitingUntil.Equal(now.Add(tt.want.requeue)) {
 				t.Errorf("WaitingUntil = %s, want %s", p.WaitingUntil, now.Add(tt.want.requeue))
+			}
+			if ptrString(p.AskDisruption) != ptrString(tt.want.ask) {
+				t.Errorf("AskDisruption = %s, want %s", ptrString(p.AskDisruption), ptrString(tt.want.ask))
 			}
 			if !strings.Contains(p.Message, tt.want.message) {
 				t.Errorf("message %q does not contain %q", p.Message, tt.want.message)
@@ -301,6 +345,16 @@ func TestDecideWithADelayedDownscale(t *testing.T) {
 		}),
 		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonZoneDelay, requeue: 59 * time.Minute},
 	}, {
+		name: "a partial downscale asks the disruption budget about the floor",
+		in: with(follower(8, 5), func(in *Input) {
+			in.Floor, in.FloorSource, in.Disruption = ptr.To[int32](6), "dd", nil
+		}),
+		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonDisruption, ask: ptr.To[int32](6), message: "from 8 to 6"},
+	}, {
+		name: "no pod prepared long enough: nothing to ask the disruption budget",
+		in:   with(follower(8, 5), func(in *Input) { in.Floor, in.FloorSource, in.Disruption = ptr.To[int32](8), "dd", nil }),
+		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonDelayedDownscale},
+	}, {
 		name: "an upscale ignores the floor",
 		in:   with(follower(5, 8), func(in *Input) { in.Floor = ptr.To[int32](5) }),
 		want: want{phase: v1alpha1.ScalingPhaseScalingUp, reason: v1alpha1.ScalingReasonScaledUp, scale: ptr.To[int32](8)},
@@ -309,8 +363,9 @@ func TestDecideWithADelayedDownscale(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := Decide(tt.in)
 			if p.Phase != tt.want.phase || p.Reason != tt.want.reason || (p.Scale == nil) != (tt.want.scale == nil) ||
-				p.Scale != nil && *p.Scale != *tt.want.scale || p.RequeueAfter != tt.want.requeue || !strings.Contains(p.Message, tt.want.message) {
-				t.Errorf("got %s %s scale %s requeue %s message %q, want %+v", p.Phase, p.Reason, ptrString(p.Scale), p.RequeueAfter, p.Message, tt.want)
+				p.Scale != nil && *p.Scale != *tt.want.scale || p.RequeueAfter != tt.want.requeue || !strings.Contains(p.Message, tt.want.message) ||
+				ptrString(p.AskDisruption) != ptrString(tt.want.ask) {
+				t.Errorf("got %s %s scale %s requeue %s ask %s message %q, want %+v", p.Phase, p.Reason, ptrString(p.Scale), p.RequeueAfter, ptrString(p.AskDisruption), p.Message, tt.want)
 			}
 		})
 	}
