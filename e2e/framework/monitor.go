@@ -6,6 +6,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +60,22 @@ type Breach struct {
 // scale-up, a readiness probe failing) from counting against Echelon, while
 // Echelon's next roll still has to respect it.
 //
+// With JudgeEveryMoment, every state is judged as well: two members short at
+// once is a breach whoever caused it (a roll, an eviction, a scale-down), which
+// is what a zone-replicated store cannot survive. A member is short when a pod
+// at a wanted ordinal that has been Ready is missing, terminating or not Ready,
+// or a pod above the wanted ordinals is still there but not Ready and live. A
+// pod a scale-up adds counts only once it has been Ready: until then the member
+// has lost nothing. In this mode rolls are judged the same way: a scale-up is
+// no disruption, Echelon does not order it with its rolls, and it may land
+// between Echelon's last read and its deletion.
+//
+// With partitions (SetPartitions), pods whose names give the same partition
+// across members hold copies of the same data, as Mimir's partition ingesters
+// do: other members' unavailable pods count against a roll, and two members
+// short count as a breach, only within one partition. A pod whose name gives
+// no partition counts against every partition.
+//
 // The monitor also records every pod deletion it sees, once per pod UID, and
 // every pod that vanished without terminating first: Echelon deletes and evicts
 // gracefully, so such a pod was force-deleted by someone else, which no spec
@@ -76,6 +93,18 @@ type Monitor struct {
 	seenDeleted sets.Set[types.UID]
 	forced      []string
 	peak        map[string]int
+
+	// everyMoment turns on the judging of every state (JudgeEveryMoment);
+	// overlapping is true while two members are short, so that one episode
+	// is one breach.
+	everyMoment bool
+	overlapping bool
+	// established holds the names of wanted pods seen Ready since their
+	// ordinal became wanted: only they can make a member short.
+	established sets.Set[string]
+	// partition gives a pod name's partition, "" when it has none; nil
+	// judges zone-wise.
+	partition func(pod string) string
 }
 
 // Deletion is a pod the monitor saw start terminating, or vanish.
@@ -133,7 +162,50 @@ func StartMonitor(ctx context.Context, cs kubernetes.Interface, namespace string
 
 func newMonitor(members []WatchedMember) *Monitor {
 	return &Monitor{members: slices.Clone(members), stop: func() {}, pods: map[string]*corev1.Pod{},
-		peak: map[string]int{}, seenDeleted: sets.New[types.UID]()}
+		peak: map[string]int{}, seenDeleted: sets.New[types.UID](), established: sets.New[string]()}
+}
+
+// JudgeEveryMoment makes every state with two members short at once a breach,
+// not only the rolls made in one (see Monitor). A spec that makes pods
+// unavailable itself (a readiness flip) while another member is short must
+// not turn it on.
+func (m *Monitor) JudgeEveryMoment() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.everyMoment = true
+	m.track(time.Now())
+}
+
+// SetPartitions makes the monitor partition-aware: group of re, matched
+// against a pod's name, is its partition (see Monitor).
+func (m *Monitor) SetPartitions(re *regexp.Regexp, group int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.partition = func(pod string) string {
+		if sub := re.FindStringSubmatch(pod); sub != nil && group < len(sub) {
+			return sub[group]
+		}
+		return ""
+	}
+}
+
+// SetMaxUnavailable changes member's limit, e.g. when the PodDisruptionBudget
+// it comes from changes. Call it before the change can take effect, so that
+// a roll the new limit allows is never judged against the old one.
+func (m *Monitor) SetMaxUnavailable(member string, limit intstr.IntOrString) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.member(member).MaxUnavailable = limit
+}
+
+// member returns the watched member named name. Caller holds mu.
+func (m *Monitor) member(name string) *WatchedMember {
+	for i := range m.members {
+		if m.members[i].Name == name {
+			return &m.members[i]
+		}
+	}
+	panic(fmt.Sprintf("monitor: no member %s", name))
 }
 
 // Stop ends the watch.
@@ -145,13 +217,19 @@ func (m *Monitor) Stop() { m.stop() }
 func (m *Monitor) SetReplicas(member string, replicas int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for i := range m.members {
-		if m.members[i].Name == member {
-			m.members[i].Replicas = replicas
-			return
+	wm := m.member(member)
+	// The ordinals given up are new again if a later scale-up wants them;
+	// those wanted again while their pods are still there and Ready (a
+	// scale-down that did not happen) have lost nothing.
+	for ordinal := replicas; ordinal < wm.Replicas; ordinal++ {
+		m.established.Delete(fmt.Sprintf("%s-%d", member, ordinal))
+	}
+	for ordinal := wm.Replicas; ordinal < replicas; ordinal++ {
+		if name := fmt.Sprintf("%s-%d", member, ordinal); readyAndLive(m.pods[name]) {
+			m.established.Insert(name)
 		}
 	}
-	panic(fmt.Sprintf("monitor: no member %s", member))
+	wm.Replicas = replicas
 }
 
 func (m *Monitor) observe(o any, deleted bool, now time.Time) {
@@ -174,6 +252,9 @@ func (m *Monitor) observe(o any, deleted bool, now time.Time) {
 		m.pods[pod.Name] = pod
 	}
 	wm, ordinal := m.memberOf(pod.Name)
+	if wm != nil && ordinal < wm.Replicas && !deleted && readyAndLive(pod) {
+		m.established.Insert(pod.Name)
+	}
 	if wm != nil && (pod.DeletionTimestamp != nil || deleted) && !m.seenDeleted.Has(pod.UID) {
 		m.seenDeleted.Insert(pod.UID)
 		d := Deletion{At: now, Pod: pod.Name, UID: pod.UID, Member: wm.Name, ScaledAway: ordinal >= wm.Replicas,
@@ -183,7 +264,7 @@ func (m *Monitor) observe(o any, deleted bool, now time.Time) {
 			m.judgeRoll(now, wm, pod.Name)
 		}
 	}
-	m.track()
+	m.track(now)
 }
 
 // judgeRoll checks the guarantees at the moment a pod of wm is seen rolled.
@@ -191,24 +272,102 @@ func (m *Monitor) observe(o any, deleted bool, now time.Time) {
 func (m *Monitor) judgeRoll(now time.Time, wm *WatchedMember, pod string) {
 	for i := range m.members {
 		other := &m.members[i]
-		why := m.unavailable(other)
-		switch {
-		case other.Name == wm.Name:
-			if limit := MaxUnavailableOf(wm.MaxUnavailable, wm.Replicas); len(why) > limit {
+		gaps := m.unavailable(other)
+		if m.everyMoment {
+			gaps = m.lost(gaps)
+		}
+		if other.Name == wm.Name {
+			if limit := MaxUnavailableOf(wm.MaxUnavailable, wm.Replicas); len(gaps) > limit {
 				m.breaches = append(m.breaches, Breach{At: now, Detail: fmt.Sprintf(
 					"%s rolled while %s has %d pods unavailable, above maxUnavailable %d: %s",
-					pod, wm.Name, len(why), limit, strings.Join(why, "; "))})
+					pod, wm.Name, len(gaps), limit, details(gaps))})
 			}
-		case len(why) > 0:
+			continue
+		}
+		in := ""
+		if p := m.partitionOf(pod); p != "" {
+			gaps = slices.DeleteFunc(gaps, func(g gap) bool { return !samePartition(m.partitionOf(g.pod), p) })
+			in = " in partition " + p
+		}
+		if len(gaps) > 0 {
 			m.breaches = append(m.breaches, Breach{At: now, Detail: fmt.Sprintf(
-				"%s rolled while %s has %d pods unavailable: %s", pod, other.Name, len(why), strings.Join(why, "; "))})
+				"%s rolled while %s has %d pods unavailable%s: %s", pod, other.Name, len(gaps), in, details(gaps))})
 		}
 	}
 }
 
+// judgeMoment records a breach when two members are short at once (in one
+// partition, when partition-aware), once per episode. Caller holds mu.
+func (m *Monitor) judgeMoment(now time.Time) {
+	type short struct {
+		member string
+		gaps   []gap
+	}
+	var shorts []short
+	for i := range m.members {
+		if gaps := m.lost(m.unavailable(&m.members[i])); len(gaps) > 0 {
+			shorts = append(shorts, short{m.members[i].Name, gaps})
+		}
+	}
+	var overlap []string
+	for i, a := range shorts {
+		for _, b := range shorts[i+1:] {
+			if p, ok := m.sharedPartition(a.gaps, b.gaps); ok {
+				where := ""
+				if p != "" {
+					where = " in partition " + p
+				}
+				overlap = append(overlap, fmt.Sprintf("%s and %s short at once%s: %s; %s", a.member, b.member, where, details(a.gaps), details(b.gaps)))
+			}
+		}
+	}
+	if len(overlap) > 0 && !m.overlapping {
+		m.breaches = append(m.breaches, Breach{At: now, Detail: strings.Join(overlap, " | ")})
+	}
+	m.overlapping = len(overlap) > 0
+}
+
+// lost keeps the gaps that cost the member availability it had: it leaves
+// out the wanted pods a scale-up adds until they have been Ready. Caller
+// holds mu.
+func (m *Monitor) lost(gaps []gap) []gap {
+	return slices.DeleteFunc(gaps, func(g gap) bool { return g.wanted && !m.established.Has(g.pod) })
+}
+
+// sharedPartition reports whether two members' gaps meet: zone-wise always,
+// partition-aware when they share a partition (or one has a pod of none), and
+// the partition they share. Caller holds mu.
+func (m *Monitor) sharedPartition(a, b []gap) (string, bool) {
+	if m.partition == nil {
+		return "", true
+	}
+	for _, x := range a {
+		for _, y := range b {
+			px, py := m.partitionOf(x.pod), m.partitionOf(y.pod)
+			if samePartition(px, py) {
+				return max(px, py), true
+			}
+		}
+	}
+	return "", false
+}
+
+// partitionOf is pod's partition, "" when the monitor is not partition-aware
+// or the name gives none. Caller holds mu.
+func (m *Monitor) partitionOf(pod string) string {
+	if m.partition == nil {
+		return ""
+	}
+	return m.partition(pod)
+}
+
+// samePartition reports whether two pods' partitions meet; a pod of no
+// partition meets every one.
+func samePartition(a, b string) bool { return a == "" || b == "" || a == b }
+
 // track arms the monitor once every member is fully available and keeps the
 // peak of unavailable pods per member. Caller holds mu.
-func (m *Monitor) track() {
+func (m *Monitor) track(now time.Time) {
 	all := 0
 	for i := range m.members {
 		n := len(m.unavailable(&m.members[i]))
@@ -220,17 +379,37 @@ func (m *Monitor) track() {
 	if !m.armed && all == 0 {
 		m.armed = true
 	}
+	if m.armed && m.everyMoment {
+		m.judgeMoment(now)
+	}
+}
+
+// gap is one unavailable pod of a member.
+type gap struct {
+	pod string
+	// wanted is false for a pod above the wanted ordinals.
+	wanted bool
+	detail string
+}
+
+// details joins the gaps' descriptions, for breach reports.
+func details(gaps []gap) string {
+	out := make([]string, len(gaps))
+	for i, g := range gaps {
+		out[i] = g.detail
+	}
+	return strings.Join(out, "; ")
 }
 
 // unavailable describes each unavailable pod of wm: wanted pods that are not
 // Ready and live, and pods above the wanted ordinals that are still there but
 // not Ready and live. Caller holds mu.
-func (m *Monitor) unavailable(wm *WatchedMember) []string {
-	var why []string
+func (m *Monitor) unavailable(wm *WatchedMember) []gap {
+	var why []gap
 	for i := 0; i < wm.Replicas; i++ {
 		name := fmt.Sprintf("%s-%d", wm.Name, i)
 		if pod := m.pods[name]; !readyAndLive(pod) {
-			why = append(why, describe(name, pod))
+			why = append(why, gap{pod: name, wanted: true, detail: describe(name, pod)})
 		}
 	}
 	var away []int
@@ -242,7 +421,7 @@ func (m *Monitor) unavailable(wm *WatchedMember) []string {
 	slices.Sort(away)
 	for _, ordinal := range away {
 		name := fmt.Sprintf("%s-%d", wm.Name, ordinal)
-		why = append(why, describe(name, m.pods[name])+", above the wanted ordinals")
+		why = append(why, gap{pod: name, detail: describe(name, m.pods[name]) + ", above the wanted ordinals"})
 	}
 	return why
 }
@@ -308,12 +487,7 @@ func (m *Monitor) Armed() bool {
 func (m *Monitor) Available(member string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for i := range m.members {
-		if m.members[i].Name == member {
-			return len(m.unavailable(&m.members[i])) == 0
-		}
-	}
-	panic(fmt.Sprintf("monitor: no member %s", member))
+	return len(m.unavailable(m.member(member))) == 0
 }
 
 // Breaches returns every breach seen so far.

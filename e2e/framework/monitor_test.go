@@ -2,6 +2,7 @@ package framework
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -207,4 +208,115 @@ func TestMonitorJudgesNothingBeforeItIsArmed(t *testing.T) {
 	if len(m.Deletions()) != 2 {
 		t.Errorf("deletions %v, want both recorded", m.Deletions())
 	}
+}
+
+func TestMonitorJudgingEveryMomentFlagsTwoMembersShortAtOnce(t *testing.T) {
+	m := armedMonitor(t, 3, intstr.FromInt32(1))
+	m.JudgeEveryMoment()
+	update(m, fakePod("b", 2, 0, notReady))
+	expectBreaches(t, m, 0, "")
+	// A scale-down is no roll, so only the moment judges it.
+	m.SetReplicas("a", 2)
+	update(m, fakePod("a", 2, 0, terminating))
+	expectBreaches(t, m, 1, "a and b short at once: a-2 terminating")
+	// One episode is one breach, however long it lasts.
+	update(m, fakePod("a", 1, 0, notReady))
+	remove(m, fakePod("a", 2, 0, terminating))
+	expectBreaches(t, m, 1, "")
+	update(m, fakePod("a", 1, 0, ready))
+	update(m, fakePod("b", 2, 0, ready))
+	update(m, fakePod("b", 0, 0, terminating))
+	update(m, fakePod("a", 0, 0, notReady))
+	if got := m.Breaches(); len(got) != 2 || !strings.Contains(got[1].Detail, "a-0") || !strings.Contains(got[1].Detail, "b-0 terminating") {
+		t.Errorf("breaches %v, want a second one naming a-0 and b-0", got)
+	}
+}
+
+func TestMonitorJudgesMomentsOnlyWhenAsked(t *testing.T) {
+	m := armedMonitor(t, 3, intstr.FromInt32(1))
+	update(m, fakePod("b", 2, 0, notReady))
+	m.SetReplicas("a", 2)
+	update(m, fakePod("a", 2, 0, terminating))
+	expectBreaches(t, m, 0, "")
+	m.JudgeEveryMoment()
+	expectBreaches(t, m, 1, "a and b short at once")
+}
+
+func TestMonitorCountsAScaleUpPodOnlyOnceItWasReady(t *testing.T) {
+	m := armedMonitor(t, 3, intstr.FromInt32(1))
+	m.JudgeEveryMoment()
+	update(m, fakePod("a", 0, 0, notReady))
+	m.SetReplicas("b", 4)
+	update(m, fakePod("b", 3, 0, notReady))
+	expectBreaches(t, m, 0, "")
+	update(m, fakePod("b", 3, 0, ready))
+	update(m, fakePod("b", 3, 0, notReady))
+	expectBreaches(t, m, 1, "b-3 Running not Ready")
+
+	// An ordinal given up by a scale-down is new again when a scale-up
+	// wants it back.
+	m = armedMonitor(t, 3, intstr.FromInt32(1))
+	m.JudgeEveryMoment()
+	m.SetReplicas("b", 2)
+	update(m, fakePod("b", 2, 0, terminating))
+	remove(m, fakePod("b", 2, 0, terminating))
+	update(m, fakePod("a", 0, 0, notReady))
+	m.SetReplicas("b", 3)
+	update(m, fakePod("b", 2, 1, notReady))
+	expectBreaches(t, m, 0, "")
+
+	// A scale-down taken back before it happened leaves Ready pods that
+	// count again at once.
+	m = armedMonitor(t, 3, intstr.FromInt32(1))
+	m.JudgeEveryMoment()
+	m.SetReplicas("b", 2)
+	m.SetReplicas("b", 3)
+	update(m, fakePod("a", 0, 0, notReady))
+	update(m, fakePod("b", 2, 0, terminating))
+	expectBreaches(t, m, 2, "a-0 Running not Ready")
+}
+
+func TestMonitorWithPartitionsJudgesWithinAPartition(t *testing.T) {
+	m := armedMonitor(t, 3, intstr.FromInt32(1))
+	m.SetPartitions(regexp.MustCompile(`^[a-z]-([0-9]+)$`), 1)
+	m.JudgeEveryMoment()
+	update(m, fakePod("a", 0, 0, notReady))
+	update(m, fakePod("b", 1, 0, terminating))
+	expectBreaches(t, m, 0, "")
+	remove(m, fakePod("b", 1, 0, terminating))
+	update(m, fakePod("b", 1, 1, ready))
+	update(m, fakePod("b", 0, 0, terminating))
+	got := m.Breaches()
+	if len(got) != 2 {
+		t.Fatalf("got %d breaches, want the roll and the moment: %v", len(got), got)
+	}
+	for _, b := range got {
+		if !strings.Contains(b.Detail, "in partition 0") || !strings.Contains(b.Detail, "a-0") {
+			t.Errorf("breach %q does not name partition 0 and a-0", b.Detail)
+		}
+	}
+}
+
+func TestMonitorJudgesRollsAgainstAChangedMaxUnavailable(t *testing.T) {
+	m := armedMonitor(t, 4, intstr.FromInt32(1))
+	m.SetMaxUnavailable("a", intstr.FromInt32(2))
+	update(m, fakePod("a", 0, 0, terminating))
+	update(m, fakePod("a", 1, 0, terminating))
+	expectBreaches(t, m, 0, "")
+	update(m, fakePod("a", 2, 0, terminating))
+	expectBreaches(t, m, 1, "above maxUnavailable 2")
+}
+
+func TestMonitorJudgingEveryMomentLeavesAScaleUpOutOfRolls(t *testing.T) {
+	m := armedMonitor(t, 3, intstr.FromInt32(1))
+	m.JudgeEveryMoment()
+	m.SetReplicas("b", 4)
+	update(m, fakePod("a", 0, 0, terminating))
+	expectBreaches(t, m, 0, "")
+	remove(m, fakePod("a", 0, 0, terminating))
+	update(m, fakePod("a", 0, 1, ready))
+	update(m, fakePod("b", 3, 0, ready))
+	update(m, fakePod("b", 3, 0, notReady))
+	update(m, fakePod("a", 1, 0, terminating))
+	expectBreaches(t, m, 2, "b-3 Running not Ready")
 }
