@@ -101,11 +101,29 @@ type DisruptionHold struct {
 	// out by the API server after the webhook answers, so a second
 	// eviction judged a moment later may not see the first pod go yet (a
 	// PodDisruptionBudget's status.disruptedPods does the same).
+	// An entry counts no more once the pod it names is seen gone,
+	// terminating or replaced (another UID); a hold of evictions whose pods
+	// are all seen so stops other zones no longer than its zone takes to be
+	// whole again.
 	// +optional
-	// +listType=set
+	// +listType=map
+	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=256
-	// +kubebuilder:validation:items:MaxLength=253
-	EvictedPods []string `json:"evictedPods,omitempty"`
+	EvictedPods []EvictedPod `json:"evictedPods,omitempty"`
+}
+
+// EvictedPod is a pod whose eviction a hold admitted.
+type EvictedPod struct {
+	// name is the pod's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// uid is the pod's UID when the eviction was admitted, so that a pod
+	// recreated under the name is told apart.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	UID string `json:"uid,omitempty"`
 }
 
 // DisruptionHold returns the group's recorded hold (status.disruption).

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 )
 
@@ -51,6 +53,8 @@ const (
 // that does not exist is a Pod too, with Missing set.
 type Pod struct {
 	Name string
+	// UID tells a pod from one recreated under its name; "" for a missing pod.
+	UID types.UID
 	// Wanted is false for a pod outside the zone's wanted ordinals: a
 	// scale-down's pod still leaving, terminating or not.
 	Wanted bool
@@ -105,10 +109,11 @@ func (z *Zone) Unavailable() int32 {
 
 // unavailableCounting counts the zone's pods that use its availability,
 // those named in evicted included.
-func (z *Zone) unavailableCounting(evicted map[string]bool) int32 {
+func (z *Zone) unavailableCounting(evicted map[string]types.UID) int32 {
 	var n int32
 	for _, p := range z.Pods {
-		if p.unavailable() || evicted[p.Name] {
+		uid, ok := evicted[p.Name]
+		if p.unavailable() || ok && (uid == "" || uid == p.UID) {
 			n++
 		}
 	}
@@ -185,10 +190,38 @@ type Hold struct {
 	Renewed time.Time
 	Lease   time.Duration
 	// Evicted names the zone's pods whose eviction was admitted under the
-	// hold; until it lapses they count as unavailable whatever the view
-	// shows, since the API server removes an evicted pod only after the
-	// admission that allowed it.
-	Evicted []string
+	// hold; until it lapses each counts as unavailable while the view shows
+	// it still there (the API server removes an evicted pod only after the
+	// admission that allowed it), and no more once the view shows it
+	// terminating, gone or replaced.
+	Evicted []Evicted
+}
+
+// Evicted is a pod whose eviction a hold admitted: its name and its UID then
+// ("" when the view did not show it).
+type Evicted struct {
+	Name string
+	UID  types.UID
+}
+
+// settledIn reports whether every eviction the hold admitted shows in zone
+// z: each pod terminating, gone or replaced by a pod of another UID. Such a
+// hold of evictions has nothing left in flight: other zones need to wait
+// only for its zone to be whole again, not for its lease.
+func (h *Hold) settledIn(z *Zone) bool {
+	if h.Reason != v1alpha1.DisruptionEviction || len(h.Evicted) == 0 {
+		return false
+	}
+	for _, e := range h.Evicted {
+		if e.UID == "" {
+			return false
+		}
+		i := slices.IndexFunc(z.Pods, func(p Pod) bool { return p.Name == e.Name })
+		if i >= 0 && z.Pods[i].UID == e.UID && !z.Pods[i].Terminating && !z.Pods[i].Missing {
+			return false
+		}
+	}
+	return true
 }
 
 // maxEvicted bounds Hold.Evicted, as the API does: a drain that evicts more
@@ -285,7 +318,7 @@ func Decide(v View, req Request) Verdict {
 		return deny(CodeHeldByOtherZone, fmt.Sprintf("zone %s holds the disruption budget (%s, %s) until %s; a %s waits for it",
 			h.Zone, h.Reason, orSomeone(h.Holder), h.Until().UTC().Format(time.RFC3339), strings.ToLower(string(req.Reason))), h.Until().Sub(v.Now))
 	}
-	if h := v.Hold; h != nil && h.Zone != req.Zone && !h.Lapsed(v.Now) {
+	if h := v.Hold; h != nil && h.Zone != req.Zone && !h.Lapsed(v.Now) && !h.settledIn(zoneNamed(v, h.Zone)) {
 		return deny(CodeHeldByOtherZone, fmt.Sprintf("zone %s holds the disruption budget (%s, %s) until %s",
 			h.Zone, h.Reason, orSomeone(h.Holder), h.Until().UTC().Format(time.RFC3339)), h.Until().Sub(v.Now))
 	}
@@ -378,10 +411,14 @@ func allow(v View, req Request) Verdict {
 	// eviction of the zone judged before the API server removes this pod
 	// counts it, and the optimistic lock orders the two.
 	if req.Reason == v1alpha1.DisruptionEviction {
+		zone := zoneNamed(v, req.Zone)
 		for _, name := range req.Pods {
-			if !slices.Contains(hold.Evicted, name) {
-				hold.Evicted = append(hold.Evicted, name)
+			e := Evicted{Name: name}
+			if i := slices.IndexFunc(zone.Pods, func(p Pod) bool { return p.Name == name }); i >= 0 {
+				e.UID = zone.Pods[i].UID
 			}
+			hold.Evicted = slices.DeleteFunc(hold.Evicted, func(old Evicted) bool { return old.Name == name })
+			hold.Evicted = append(hold.Evicted, e)
 		}
 		record = true
 	}
@@ -401,20 +438,28 @@ func deny(code, msg string, retry time.Duration) Verdict {
 
 // evictedUnder is the set of pods of zone an unlapsed hold of it records
 // as evicted.
-func evictedUnder(h *Hold, zone string, now time.Time) map[string]bool {
+func evictedUnder(h *Hold, zone string, now time.Time) map[string]types.UID {
 	if h == nil || h.Zone != zone || h.Lapsed(now) || len(h.Evicted) == 0 {
 		return nil
 	}
-	evicted := make(map[string]bool, len(h.Evicted))
-	for _, name := range h.Evicted {
-		evicted[name] = true
+	evicted := make(map[string]types.UID, len(h.Evicted))
+	for _, e := range h.Evicted {
+		evicted[e.Name] = e.UID
 	}
 	return evicted
 }
 
+// zoneNamed is the view's zone of that name; an empty zone when none.
+func zoneNamed(v View, name string) *Zone {
+	if i := slices.IndexFunc(v.Zones, func(z Zone) bool { return z.Name == name }); i >= 0 {
+		return &v.Zones[i]
+	}
+	return &Zone{Name: name}
+}
+
 // retryEvicted is when a refusal that counted recorded evictions may change
 // through time alone: when the hold that records them lapses.
-func retryEvicted(evicted map[string]bool, v View) time.Duration {
+func retryEvicted(evicted map[string]types.UID, v View) time.Duration {
 	if len(evicted) == 0 {
 		return 0
 	}

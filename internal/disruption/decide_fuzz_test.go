@@ -273,7 +273,7 @@ func (s *sequence) comeBack(b *fuzzinput.Bytes) {
 		})
 		for j := range z.pods {
 			if p := &z.pods[j]; p.state != stAvailable && (p.taken && !s.w.now.Before(p.backAt) || !p.taken && i == heal) {
-				*p = fuzzPod{ord: p.ord, partition: p.partition, state: stAvailable, since: s.w.now}
+				*p = fuzzPod{ord: p.ord, partition: p.partition, state: stAvailable, since: s.w.now, gen: p.gen + 1}
 			}
 		}
 		if i == heal {

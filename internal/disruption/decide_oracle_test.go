@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 )
 
@@ -40,6 +42,9 @@ type fuzzPod struct {
 	// taken is set while a pod a decision took away is not back.
 	taken  bool
 	backAt time.Time
+	// gen counts the pods made under this ordinal: a pod that comes back
+	// is another pod, with another UID.
+	gen int
 }
 
 func (p fuzzPod) leaving() bool { return p.state == stLeaving || p.state == stLeavingTerminating }
@@ -55,6 +60,14 @@ type fuzzZone struct {
 }
 
 func (z fuzzZone) podName(p fuzzPod) string { return fmt.Sprintf("%s-%d", z.name, p.ord) }
+
+// podUID is the UID of the pod as a view shows it; "" for a missing one.
+func (z fuzzZone) podUID(p fuzzPod) types.UID {
+	if p.state == stMissing {
+		return ""
+	}
+	return types.UID(fmt.Sprintf("%s/%d", z.podName(p), p.gen))
+}
 
 func (z fuzzZone) clone() fuzzZone {
 	z.pods = slices.Clone(z.pods)
@@ -89,7 +102,7 @@ func (w *fuzzWorld) toView(zones []fuzzZone) View {
 		}
 		vz := Zone{Name: z.name, Replicas: z.replicas, StatusReplicas: statusReplicas, StatusReady: statusReady, MaxUnavailable: z.maxUnavailable}
 		for _, p := range z.pods {
-			vp := Pod{Name: z.podName(p), Wanted: !p.leaving(), Partition: p.partition}
+			vp := Pod{Name: z.podName(p), UID: z.podUID(p), Wanted: !p.leaving(), Partition: p.partition}
 			switch p.state {
 			case stAvailable, stLeaving:
 				vp.Available, vp.AvailableSince = true, p.since
@@ -144,7 +157,7 @@ func (w *fuzzWorld) expect(zones []fuzzZone, req Request) expectation {
 	if holdLeft > 0 {
 		pair := []v1alpha1.DisruptionReason{req.Reason, w.hold.Reason}
 		crossing := slices.Contains(pair, v1alpha1.DisruptionRollout) && slices.Contains(pair, v1alpha1.DisruptionDownscale)
-		if crossing || w.hold.Zone != req.Zone {
+		if crossing || w.hold.Zone != req.Zone && !evictionsShown(zones, w.hold) {
 			return refuse(CodeHeldByOtherZone, holdLeft, w.hold.Zone)
 		}
 	}
@@ -199,9 +212,14 @@ func (w *fuzzWorld) expect(zones []fuzzZone, req Request) expectation {
 	// Pods an unlapsed hold of the zone records as evicted count as down,
 	// whatever their state: the API server removes them after admission.
 	if req.Reason != v1alpha1.DisruptionDownscale {
-		var evicted []string
+		var evicted []Evicted
 		if holdLeft > 0 && w.hold.Zone == req.Zone {
 			evicted = w.hold.Evicted
+		}
+		stillThere := func(p fuzzPod) bool {
+			return slices.ContainsFunc(evicted, func(e Evicted) bool {
+				return e.Name == z.podName(p) && (e.UID == "" || e.UID == z.podUID(p))
+			})
 		}
 		down, cost := 0, 0
 		for _, p := range z.pods {
@@ -212,23 +230,48 @@ func (w *fuzzWorld) expect(zones []fuzzZone, req Request) expectation {
 				} else {
 					down++
 				}
-			case p.state != stAvailable || slices.Contains(evicted, z.podName(p)):
+			case p.state != stAvailable || stillThere(p):
 				down++
 			}
 		}
 		if cost > 0 && down+cost > int(z.maxUnavailable) {
 			retry := time.Duration(0)
-			if slices.ContainsFunc(evicted, func(name string) bool { return !slices.Contains(req.Pods, name) }) {
+			if slices.ContainsFunc(evicted, func(e Evicted) bool { return !slices.Contains(req.Pods, e.Name) }) {
 				retry = holdLeft
 			}
 			return refuse(CodeZoneBudget, retry, z.name)
 		}
 	}
-	return w.grant(req, holdLeft)
+	return w.grant(z, req, holdLeft)
+}
+
+// evictionsShown reports whether h is a hold of evictions whose every pod
+// the view shows terminating, gone or made again: nothing it admitted is in
+// flight any more.
+func evictionsShown(zones []fuzzZone, h *Hold) bool {
+	if h.Reason != v1alpha1.DisruptionEviction || len(h.Evicted) == 0 {
+		return false
+	}
+	zi := slices.IndexFunc(zones, func(z fuzzZone) bool { return z.name == h.Zone })
+	for _, e := range h.Evicted {
+		if e.UID == "" {
+			return false
+		}
+		if zi < 0 {
+			continue
+		}
+		z := zones[zi]
+		for _, p := range z.pods {
+			if z.podName(p) == e.Name && z.podUID(p) == e.UID && p.state != stTerminating && p.state != stLeavingTerminating {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // grant is the allowed verdict: the hold to record and whether to write it.
-func (w *fuzzWorld) grant(req Request, holdLeft time.Duration) expectation {
+func (w *fuzzWorld) grant(z fuzzZone, req Request, holdLeft time.Duration) expectation {
 	lease := w.lease
 	if lease == 0 {
 		lease = 15 * time.Second
@@ -241,9 +284,14 @@ func (w *fuzzWorld) grant(req Request, holdLeft time.Duration) expectation {
 	// An admitted eviction is written with its pod, always.
 	if req.Reason == v1alpha1.DisruptionEviction {
 		for _, name := range req.Pods {
-			if !slices.Contains(e.hold.Evicted, name) {
-				e.hold.Evicted = append(e.hold.Evicted, name)
+			var uid types.UID
+			for _, p := range z.pods {
+				if z.podName(p) == name {
+					uid = z.podUID(p)
+				}
 			}
+			e.hold.Evicted = slices.DeleteFunc(e.hold.Evicted, func(old Evicted) bool { return old.Name == name })
+			e.hold.Evicted = append(e.hold.Evicted, Evicted{Name: name, UID: uid})
 		}
 		e.record = true
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 )
 
@@ -28,8 +30,18 @@ type zoneWrapper struct{ z Zone }
 func makeZone(name string, n int) *zoneWrapper {
 	w := &zoneWrapper{z: Zone{Name: name, Replicas: int32(n), StatusReplicas: int32(n), StatusReady: int32(n), MaxUnavailable: 1}}
 	for i := range n {
-		w.z.Pods = append(w.z.Pods, Pod{Name: fmt.Sprintf("%s-%d", name, i), Wanted: true, Available: true, Partition: fmt.Sprint(i)})
+		pod := fmt.Sprintf("%s-%d", name, i)
+		w.z.Pods = append(w.z.Pods, Pod{Name: pod, UID: uidOf(pod), Wanted: true, Available: true, Partition: fmt.Sprint(i)})
 	}
+	return w
+}
+
+// uidOf is the UID makeZone gives a pod.
+func uidOf(pod string) types.UID { return types.UID("uid-" + pod) }
+
+// Replaced: pod i is another pod under the same name, available.
+func (w *zoneWrapper) Replaced(i int) *zoneWrapper {
+	w.z.Pods[i].UID += "-again"
 	return w
 }
 
@@ -116,9 +128,18 @@ func granted(req Request) Verdict {
 	v := Verdict{Allowed: true, Record: true, Hold: Hold{Zone: req.Zone, Reason: req.Reason, Holder: req.Holder,
 		Since: testNow, Renewed: testNow, Lease: DefaultLease}}
 	if req.Reason == eviction {
-		v.Hold.Evicted = req.Pods
+		v.Hold.Evicted = evictedPods(req.Pods...)
 	}
 	return v
+}
+
+// evictedPods records the evictions of pods as makeZone made them.
+func evictedPods(pods ...string) []Evicted {
+	var out []Evicted
+	for _, p := range pods {
+		out = append(out, Evicted{Name: p, UID: uidOf(p)})
+	}
+	return out
 }
 
 func denied(code string, retry time.Duration) Verdict {
@@ -391,13 +412,13 @@ func TestDecideHoldReason(t *testing.T) {
 func TestDecideEvictedPods(t *testing.T) {
 	evicted := func(renewedAgo time.Duration, pods ...string) View {
 		v := withHold(group(), "zone-a", eviction, renewedAgo)
-		v.Hold.Evicted = pods
+		v.Hold.Evicted = evictedPods(pods...)
 		return v
 	}
 	again := granted(evict("zone-a-0"))
 	again.Hold.Since = testNow.Add(-time.Hour)
 	withOther := granted(evict("zone-a-1"))
-	withOther.Hold.Since, withOther.Hold.Evicted = testNow.Add(-time.Hour), []string{"zone-a-0", "zone-a-1"}
+	withOther.Hold.Since, withOther.Hold.Evicted = testNow.Add(-time.Hour), evictedPods("zone-a-0", "zone-a-1")
 	runDecideCases(t, []decideCase{
 		{name: "a second pod while the first one's eviction is recorded", view: evicted(time.Second, "zone-a-0"),
 			req: evict("zone-a-1"), want: denied(CodeZoneBudget, DefaultLease-time.Second), message: []string{"zone-a", "maxUnavailable 1"}},
@@ -411,5 +432,44 @@ func TestDecideEvictedPods(t *testing.T) {
 			v.Zones[0].MaxUnavailable = 2
 			return v
 		}(), req: evict("zone-a-1"), want: withOther},
+	})
+}
+
+// TestDecideEvictionsShown: a recorded eviction counts only while the view
+// shows its pod still there; and a hold of evictions whose pods the view
+// shows all gone, terminating or replaced stops another zone only until its
+// zone is whole again, not for the rest of its lease (a drain moves to the
+// next zone as soon as the first is back).
+func TestDecideEvictionsShown(t *testing.T) {
+	evictedIn := func(v View, pods ...string) View {
+		v = withHold(v, "zone-a", eviction, time.Second)
+		v.Hold.Evicted = evictedPods(pods...)
+		return v
+	}
+	replaced := func(i int) func(a, _, _ *zoneWrapper) { return func(a, _, _ *zoneWrapper) { a.Replaced(i) } }
+	runDecideCases(t, []decideCase{
+		{name: "a replaced pod's record costs nothing in its zone", view: evictedIn(group(replaced(0)), "zone-a-0"),
+			req: evict("zone-a-1"), want: func() Verdict {
+				v := granted(evict("zone-a-1"))
+				v.Hold.Since, v.Hold.Evicted = testNow.Add(-time.Hour), evictedPods("zone-a-0", "zone-a-1")
+				return v
+			}()},
+		{name: "another zone waits while the evicted pod is still there", view: evictedIn(group(), "zone-a-0"),
+			req: evict("zone-b-0"), want: denied(CodeHeldByOtherZone, DefaultLease-time.Second), message: []string{"zone-a"}},
+		{name: "another zone waits while the evicted pod terminates", view: evictedIn(group(func(a, _, _ *zoneWrapper) { a.Terminating(0) }), "zone-a-0"),
+			req: evict("zone-b-0"), want: denied(CodeOtherZoneDisrupted, 0), message: []string{"zone-a"}},
+		{name: "another zone goes once the evicted pod is back", view: evictedIn(group(replaced(0)), "zone-a-0"),
+			req: evict("zone-b-0"), want: granted(evict("zone-b-0"))},
+		{name: "a rollout goes once the evicted pods are back", view: evictedIn(group(replaced(0), replaced(1)), "zone-a-0", "zone-a-1"),
+			req: roll("zone-b", "zone-b-0"), want: granted(roll("zone-b", "zone-b-0"))},
+		{name: "one evicted pod of two still there holds the zone", view: evictedIn(group(replaced(0)), "zone-a-0", "zone-a-1"),
+			req: evict("zone-b-0"), want: denied(CodeHeldByOtherZone, DefaultLease-time.Second)},
+		{name: "a record without a UID waits out the lease", view: func() View {
+			v := evictedIn(group(replaced(0)), "zone-a-0")
+			v.Hold.Evicted[0].UID = ""
+			return v
+		}(), req: evict("zone-b-0"), want: denied(CodeHeldByOtherZone, DefaultLease-time.Second)},
+		{name: "a rollout's hold waits out its lease whatever the pods show", view: withHold(group(), "zone-a", rollout, time.Second),
+			req: evict("zone-b-0"), want: denied(CodeHeldByOtherZone, DefaultLease-time.Second)},
 	})
 }

@@ -3,7 +3,6 @@ package disruption
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -44,7 +43,7 @@ func ZoneOf(sts *appsv1.StatefulSet, pods []*corev1.Pod, o ZoneOptions) Zone {
 		if !ok {
 			continue
 		}
-		p := Pod{Name: pod.Name, Wanted: ord >= lo && ord < hi,
+		p := Pod{Name: pod.Name, UID: pod.UID, Wanted: ord >= lo && ord < hi,
 			Terminating: pod.DeletionTimestamp != nil || o.Deleting.Has(pod.UID)}
 		if p.Wanted {
 			seen[ord] = true
@@ -103,14 +102,30 @@ func HoldOf(h *v1alpha1.DisruptionHold) *Hold {
 		return nil
 	}
 	return &Hold{Zone: h.Zone, Reason: h.Reason, Holder: h.Holder, Since: h.Since.Time,
-		Renewed: h.RenewTime.Time, Lease: time.Duration(h.LeaseSeconds) * time.Second, Evicted: slices.Clone(h.EvictedPods)}
+		Renewed: h.RenewTime.Time, Lease: time.Duration(h.LeaseSeconds) * time.Second, Evicted: evictedOf(h.EvictedPods)}
 }
 
 // Record is the hold as written into an object's status.
 func (h Hold) Record() *v1alpha1.DisruptionHold {
 	return &v1alpha1.DisruptionHold{Zone: h.Zone, Reason: h.Reason, Holder: h.Holder,
 		Since: metav1.NewTime(h.Since.Truncate(time.Second)), RenewTime: metav1.NewTime(h.Renewed.Truncate(time.Second)),
-		LeaseSeconds: int32(max(1, (h.Lease+time.Second-1)/time.Second)), EvictedPods: slices.Clone(h.Evicted)}
+		LeaseSeconds: int32(max(1, (h.Lease+time.Second-1)/time.Second)), EvictedPods: evictedRecord(h.Evicted)}
+}
+
+func evictedOf(pods []v1alpha1.EvictedPod) []Evicted {
+	var out []Evicted
+	for _, p := range pods {
+		out = append(out, Evicted{Name: p.Name, UID: types.UID(p.UID)})
+	}
+	return out
+}
+
+func evictedRecord(pods []Evicted) []v1alpha1.EvictedPod {
+	var out []v1alpha1.EvictedPod
+	for _, p := range pods {
+		out = append(out, v1alpha1.EvictedPod{Name: p.Name, UID: string(p.UID)})
+	}
+	return out
 }
 
 // Describe says in a few words who holds what, for messages: "zone-a

@@ -36,7 +36,12 @@ func checkPods(t *testing.T, z Zone, want map[string]Pod) {
 	got := zonePods(t, z)
 	for name, w := range want {
 		w.Name = name
-		if g, ok := got[name]; !ok {
+		g, ok := got[name]
+		if ok && g.Missing != (g.UID == "") {
+			t.Errorf("pod %s: Missing %v with UID %q; a pod the view shows carries its UID, a missing one none", name, g.Missing, g.UID)
+		}
+		g.UID = ""
+		if !ok {
 			t.Errorf("zone %s has no pod %s", z.Name, name)
 		} else if !reflect.DeepEqual(g, w) {
 			t.Errorf("pod %s = %+v\nwant     %+v", name, g, w)
