@@ -193,7 +193,8 @@ type Hold struct {
 	// hold; until it lapses each counts as unavailable while the view shows
 	// it still there (the API server removes an evicted pod only after the
 	// admission that allowed it), and no more once the view shows it
-	// terminating, gone or replaced.
+	// terminating, gone or replaced (then the view counts it, or its
+	// replacement is what the view shows).
 	Evicted []Evicted
 }
 
@@ -202,26 +203,6 @@ type Hold struct {
 type Evicted struct {
 	Name string
 	UID  types.UID
-}
-
-// settledIn reports whether every eviction the hold admitted shows in zone
-// z: each pod terminating, gone or replaced by a pod of another UID. Such a
-// hold of evictions has nothing left in flight: other zones need to wait
-// only for its zone to be whole again, not for its lease.
-func (h *Hold) settledIn(z *Zone) bool {
-	if h.Reason != v1alpha1.DisruptionEviction || len(h.Evicted) == 0 {
-		return false
-	}
-	for _, e := range h.Evicted {
-		if e.UID == "" {
-			return false
-		}
-		i := slices.IndexFunc(z.Pods, func(p Pod) bool { return p.Name == e.Name })
-		if i >= 0 && z.Pods[i].UID == e.UID && !z.Pods[i].Terminating && !z.Pods[i].Missing {
-			return false
-		}
-	}
-	return true
 }
 
 // maxEvicted bounds Hold.Evicted, as the API does: a drain that evicts more
@@ -318,7 +299,7 @@ func Decide(v View, req Request) Verdict {
 		return deny(CodeHeldByOtherZone, fmt.Sprintf("zone %s holds the disruption budget (%s, %s) until %s; a %s waits for it",
 			h.Zone, h.Reason, orSomeone(h.Holder), h.Until().UTC().Format(time.RFC3339), strings.ToLower(string(req.Reason))), h.Until().Sub(v.Now))
 	}
-	if h := v.Hold; h != nil && h.Zone != req.Zone && !h.Lapsed(v.Now) && !h.settledIn(zoneNamed(v, h.Zone)) {
+	if h := v.Hold; h != nil && h.Zone != req.Zone && !h.Lapsed(v.Now) {
 		return deny(CodeHeldByOtherZone, fmt.Sprintf("zone %s holds the disruption budget (%s, %s) until %s",
 			h.Zone, h.Reason, orSomeone(h.Holder), h.Until().UTC().Format(time.RFC3339)), h.Until().Sub(v.Now))
 	}

@@ -157,7 +157,7 @@ func (w *fuzzWorld) expect(zones []fuzzZone, req Request) expectation {
 	if holdLeft > 0 {
 		pair := []v1alpha1.DisruptionReason{req.Reason, w.hold.Reason}
 		crossing := slices.Contains(pair, v1alpha1.DisruptionRollout) && slices.Contains(pair, v1alpha1.DisruptionDownscale)
-		if crossing || w.hold.Zone != req.Zone && !evictionsShown(zones, w.hold) {
+		if crossing || w.hold.Zone != req.Zone {
 			return refuse(CodeHeldByOtherZone, holdLeft, w.hold.Zone)
 		}
 	}
@@ -243,31 +243,6 @@ func (w *fuzzWorld) expect(zones []fuzzZone, req Request) expectation {
 		}
 	}
 	return w.grant(z, req, holdLeft)
-}
-
-// evictionsShown reports whether h is a hold of evictions whose every pod
-// the view shows terminating, gone or made again: nothing it admitted is in
-// flight any more.
-func evictionsShown(zones []fuzzZone, h *Hold) bool {
-	if h.Reason != v1alpha1.DisruptionEviction || len(h.Evicted) == 0 {
-		return false
-	}
-	zi := slices.IndexFunc(zones, func(z fuzzZone) bool { return z.name == h.Zone })
-	for _, e := range h.Evicted {
-		if e.UID == "" {
-			return false
-		}
-		if zi < 0 {
-			continue
-		}
-		z := zones[zi]
-		for _, p := range z.pods {
-			if z.podName(p) == e.Name && z.podUID(p) == e.UID && p.state != stTerminating && p.state != stLeavingTerminating {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // grant is the allowed verdict: the hold to record and whether to write it.

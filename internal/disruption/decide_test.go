@@ -435,11 +435,9 @@ func TestDecideEvictedPods(t *testing.T) {
 	})
 }
 
-// TestDecideEvictionsShown: a recorded eviction counts only while the view
-// shows its pod still there; and a hold of evictions whose pods the view
-// shows all gone, terminating or replaced stops another zone only until its
-// zone is whole again, not for the rest of its lease (a drain moves to the
-// next zone as soon as the first is back).
+// TestDecideEvictionsShown: a recorded eviction counts against its zone
+// only while the view shows its pod still there; a hold stops other zones
+// for its whole lease, whatever the pods show.
 func TestDecideEvictionsShown(t *testing.T) {
 	evictedIn := func(v View, pods ...string) View {
 		v = withHold(v, "zone-a", eviction, time.Second)
@@ -454,22 +452,12 @@ func TestDecideEvictionsShown(t *testing.T) {
 				v.Hold.Since, v.Hold.Evicted = testNow.Add(-time.Hour), evictedPods("zone-a-0", "zone-a-1")
 				return v
 			}()},
-		{name: "another zone waits while the evicted pod is still there", view: evictedIn(group(), "zone-a-0"),
-			req: evict("zone-b-0"), want: denied(CodeHeldByOtherZone, DefaultLease-time.Second), message: []string{"zone-a"}},
-		{name: "another zone waits while the evicted pod terminates", view: evictedIn(group(func(a, _, _ *zoneWrapper) { a.Terminating(0) }), "zone-a-0"),
-			req: evict("zone-b-0"), want: denied(CodeOtherZoneDisrupted, 0), message: []string{"zone-a"}},
-		{name: "another zone goes once the evicted pod is back", view: evictedIn(group(replaced(0)), "zone-a-0"),
-			req: evict("zone-b-0"), want: granted(evict("zone-b-0"))},
-		{name: "a rollout goes once the evicted pods are back", view: evictedIn(group(replaced(0), replaced(1)), "zone-a-0", "zone-a-1"),
-			req: roll("zone-b", "zone-b-0"), want: granted(roll("zone-b", "zone-b-0"))},
-		{name: "one evicted pod of two still there holds the zone", view: evictedIn(group(replaced(0)), "zone-a-0", "zone-a-1"),
-			req: evict("zone-b-0"), want: denied(CodeHeldByOtherZone, DefaultLease-time.Second)},
-		{name: "a record without a UID waits out the lease", view: func() View {
+		{name: "a record without a UID counts until the hold lapses", view: func() View {
 			v := evictedIn(group(replaced(0)), "zone-a-0")
 			v.Hold.Evicted[0].UID = ""
 			return v
-		}(), req: evict("zone-b-0"), want: denied(CodeHeldByOtherZone, DefaultLease-time.Second)},
-		{name: "a rollout's hold waits out its lease whatever the pods show", view: withHold(group(), "zone-a", rollout, time.Second),
-			req: evict("zone-b-0"), want: denied(CodeHeldByOtherZone, DefaultLease-time.Second)},
+		}(), req: evict("zone-a-1"), want: denied(CodeZoneBudget, DefaultLease-time.Second)},
+		{name: "another zone waits out the lease though the evicted pod is back", view: evictedIn(group(replaced(0)), "zone-a-0"),
+			req: evict("zone-b-0"), want: denied(CodeHeldByOtherZone, DefaultLease-time.Second), message: []string{"zone-a"}},
 	})
 }
