@@ -7,7 +7,7 @@ Licensed under the Apache License, Version 2.0.
 // Command bench measures a RolloutGroup rollout against the fastest rollout the
 // control plane allows: `make bench`, or
 //
-//	go run ./test/performance [--scenarios=single,sigterm,sigkill,scale,follow,webhook,analysis] [--pod-start=1s,5s] [--json=bench.json]
+//	go run ./test/performance [--scenarios=single,sigterm,sigkill,scale,follow,webhook,eviction,drain,analysis] [--pod-start=1s,5s] [--json=bench.json]
 //
 // Every run starts a fresh local control plane whose pods take a fixed time
 // from creation to Ready (played by kwok with no jitter), runs the echelon
@@ -28,6 +28,19 @@ Licensed under the Apache License, Version 2.0.
 //     fixed offered rate (open loop): latency at --webhook-rate, each step of
 //     --webhook-steps and the highest step with p99 <= 10ms, then the same
 //     rate across a rotation of the self-signed certificate (webhook.go);
+//   - eviction: a three-zone group with pods and StatefulSets guarded by
+//     ScalingPolicies; --eviction-clients clients send dry-run evictions of
+//     the group's pods and dry-run scales of the guarded StatefulSets through
+//     the API server, which calls the eviction and the no-downscale webhooks
+//     of one operator, at --eviction-rate each, in --eviction-rounds
+//     alternating rounds: p50/p99/max of each, end to end and from the
+//     webhook's own histogram, their ratio, and the decisions; then every pod
+//     of one zone evicted for real at that rate (eviction.go);
+//   - drain: the group's 3 x --replicas pods on 3 fake nodes per zone, one
+//     `kubectl drain` per node, all 9 at once, timed to every pod Ready again
+//     against the floor (--max-unavailable pods replaced at a time, zone by
+//     zone), with the evictions admitted and refused and every moment two
+//     zones were short, at --disruption-pod-start (drain.go);
 //   - analysis: a real Prometheus (`make prometheus`) scrapes an exporter the
 //     bench sets; the time from a gate's metric turning bad to the rollback's
 //     first pod deletion, at each --analysis-intervals, and the queries
@@ -99,6 +112,9 @@ func main() {
 	flag.IntVar(&opts.scaleGroups, "scale-groups", 50, "Groups of the scale scenario, the rolling one included.")
 	flag.IntVar(&opts.followChanges, "follow-changes", 50, "Changes of the leader's replicas the follow scenario times.")
 	bindWebhookFlags(flag.CommandLine, &opts.webhook)
+	flag.DurationVar(&opts.disruptionPodStart, "disruption-pod-start", time.Second, "Pod start time of the eviction and drain scenarios.")
+	bindEvictionFlags(flag.CommandLine, &opts.eviction)
+	bindDrainFlags(flag.CommandLine, &opts.drain)
 	bindAnalysisFlags(flag.CommandLine, &opts.analysis)
 	flag.StringVar(&jsonPath, "json", "", "Also write the results as JSON to this file.")
 	flag.IntVar(&floorRepeats, "floor-repeats", 5, "How many batches to time with no operator; the floor uses their median.")
@@ -115,9 +131,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(2)
 	}
-	if err := opts.analysis.validate(); err != nil {
-		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
-		os.Exit(2)
+	for _, validate := range []func() error{opts.eviction.validate, opts.drain.validate, opts.analysis.validate} {
+		if err := validate(); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			os.Exit(2)
+		}
 	}
 	runs, err := cases(opts)
 	if err != nil {
@@ -132,13 +150,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s := scenario{members: len(memberNames), replicas: int32(replicas), maxUnavailable: int32(maxUnavailable)}
-	if err := bench(ctx, runs, jsonPath, floorRepeats, opts.followChanges, opts.webhook, opts.analysis, s, logLevel, timeout); err != nil {
+	if err := bench(ctx, runs, jsonPath, floorRepeats, opts, s, logLevel, timeout); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats, followChanges int, webhook webhookOptions, analysis analysisOptions, s scenario, logLevel string, timeout time.Duration) error {
+func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats int, opts caseOptions, s scenario, logLevel string, timeout time.Duration) error {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return err
@@ -168,6 +186,8 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats,
 		results  []*result
 		follows  []*followResult
 		webhooks []*webhookResult
+		evicts   []*evictionResult
+		drains   []*drainResult
 		analyses []*analysisResult
 		failed   []error
 	)
@@ -185,7 +205,7 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats,
 		}
 		if c.kind == kindFollow {
 			fmt.Printf("Measuring %s:\n", c.title(s))
-			f, err := runFollow(ctx, cfg, followChanges)
+			f, err := runFollow(ctx, cfg, opts.followChanges)
 			if err != nil {
 				failed = append(failed, fmt.Errorf("%s: %w", c.slug(), err))
 				fmt.Printf("  [%s] failed: %v\n", c.slug(), err)
@@ -196,7 +216,7 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats,
 		}
 		if c.kind == kindWebhook {
 			fmt.Printf("Measuring the %s:\n", c.title(s))
-			wr, err := runWebhook(ctx, cfg, webhook)
+			wr, err := runWebhook(ctx, cfg, opts.webhook)
 			if err != nil {
 				failed = append(failed, fmt.Errorf("%s: %w", c.slug(), err))
 				fmt.Printf("  [%s] failed: %v\n", c.slug(), err)
@@ -205,9 +225,31 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats,
 			webhooks = append(webhooks, wr)
 			continue
 		}
+		if c.kind == kindEviction {
+			fmt.Printf("Measuring the %s, pod start %s:\n", c.title(s), c.podStart)
+			er, err := runEviction(ctx, cfg, opts.eviction)
+			if err != nil {
+				failed = append(failed, fmt.Errorf("%s: %w", c.slug(), err))
+				fmt.Printf("  [%s] failed: %v\n", c.slug(), err)
+				continue
+			}
+			evicts = append(evicts, er)
+			continue
+		}
+		if c.kind == kindDrain {
+			fmt.Printf("Measuring a %s, pod start %s:\n", c.title(s), c.podStart)
+			dr, err := runDrain(ctx, cfg, opts.drain)
+			if err != nil {
+				failed = append(failed, fmt.Errorf("%s: %w", c.slug(), err))
+				fmt.Printf("  [%s] failed: %v\n", c.slug(), err)
+				continue
+			}
+			drains = append(drains, dr)
+			continue
+		}
 		if c.kind == kindAnalysis {
 			fmt.Printf("Measuring %s:\n", c.title(s))
-			ar, err := runAnalysis(ctx, cfg, analysis)
+			ar, err := runAnalysis(ctx, cfg, opts.analysis)
 			if err != nil {
 				failed = append(failed, fmt.Errorf("%s: %w", c.slug(), err))
 				fmt.Printf("  [%s] failed: %v\n", c.slug(), err)
@@ -231,10 +273,12 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats,
 	}
 	printFollow(os.Stdout, follows)
 	printWebhook(os.Stdout, webhooks)
+	printEviction(os.Stdout, evicts)
+	printDrain(os.Stdout, drains)
 	printAnalysis(os.Stdout, analyses)
 	fmt.Printf("\nOperator logs and request logs: %s (took %s in all)\n", workDir, since(began))
-	if jsonPath != "" && len(results)+len(follows)+len(webhooks) > 0 {
-		if err := writeJSON(jsonPath, s, results, follows, webhooks); err != nil {
+	if jsonPath != "" && len(results)+len(follows)+len(webhooks)+len(evicts)+len(drains) > 0 {
+		if err := writeJSON(jsonPath, s, report{Results: results, Follow: follows, Webhook: webhooks, Eviction: evicts, Drain: drains}); err != nil {
 			return err
 		}
 		fmt.Printf("Results written to %s\n", jsonPath)

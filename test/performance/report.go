@@ -182,12 +182,14 @@ type report struct {
 	Follow []*followResult `json:"follow,omitempty"`
 	// Webhook holds the webhook scenario's figures.
 	Webhook []*webhookResult `json:"webhook,omitempty"`
+	// Eviction and Drain hold the eviction and drain scenarios' figures.
+	Eviction []*evictionResult `json:"eviction,omitempty"`
+	Drain    []*drainResult    `json:"drain,omitempty"`
 }
 
-func writeJSON(path string, s scenario, results []*result, follows []*followResult, webhooks []*webhookResult) error {
-	var r report
+// writeJSON writes r, with the scenario s, to path.
+func writeJSON(path string, s scenario, r report) error {
 	r.Scenario.StatefulSets, r.Scenario.Replicas, r.Scenario.MaxUnavailable = s.members, int(s.replicas), int(s.maxUnavailable)
-	r.Results, r.Follow, r.Webhook = results, follows, webhooks
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err

@@ -200,8 +200,12 @@ func startControlPlane(ctx context.Context, cfg runConfig) (_ *controlplane.Cont
 	// PodReadyDelay from there to Ready; the bench puts all of it in the second,
 	// so the pod start is one fixed delay with no jitter. No pod start means
 	// Ready as soon as scheduled.
+	n := nodes
+	if cfg.nodes > 0 {
+		n = cfg.nodes
+	}
 	cp, err := controlplane.Start(ctx, controlplane.Options{
-		Nodes:         nodes,
+		Nodes:         n,
 		PodReadyDelay: cfg.podStart,
 		CRDDirs:       []string{controlplane.CRDBasesDir},
 		Scheme:        operator.NewScheme(),
@@ -252,9 +256,25 @@ func startUp(ctx context.Context, cfg runConfig, w *watcher, ns string, groups [
 	return leader, nil
 }
 
-// measureFloor times cfg.floorRepeats batches with no operator and returns
-// their median.
+// measureFloor times cfg.floorRepeats batches with no operator, records
+// them and the floor in res, and returns their median.
 func measureFloor(ctx context.Context, cfg runConfig, c client.Client, w *watcher, ns string, res *result) (time.Duration, error) {
+	batches, err := measureBatches(ctx, cfg, c, w, ns)
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range batches {
+		res.BatchSeconds = append(res.BatchSeconds, d.Seconds())
+	}
+	batch := median(batches)
+	res.BatchMedianSeconds = batch.Seconds()
+	res.FloorSeconds = cfg.floor(batch).Seconds()
+	return batch, nil
+}
+
+// measureBatches times cfg.floorRepeats batches of cfg.maxUnavailable pods
+// of the StatefulSet floorName replaced with no operator (measureBatch).
+func measureBatches(ctx context.Context, cfg runConfig, c client.Client, w *watcher, ns string) ([]time.Duration, error) {
 	var batches []time.Duration
 	for i := range cfg.floorRepeats {
 		var d time.Duration
@@ -264,15 +284,11 @@ func measureFloor(ctx context.Context, cfg runConfig, c client.Client, w *watche
 			return err
 		})
 		if err != nil {
-			return 0, fmt.Errorf("floor batch %d: %w", i+1, err)
+			return nil, fmt.Errorf("floor batch %d: %w", i+1, err)
 		}
 		batches = append(batches, d)
-		res.BatchSeconds = append(res.BatchSeconds, d.Seconds())
 	}
-	batch := median(batches)
-	res.BatchMedianSeconds = batch.Seconds()
-	res.FloorSeconds = (time.Duration(cfg.batches()) * batch).Seconds()
-	return batch, nil
+	return batches, nil
 }
 
 // roll changes the template of every member of g, fails the leader

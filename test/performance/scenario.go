@@ -32,6 +32,14 @@ func (s scenario) batches() int {
 	return s.members * perMember
 }
 
+// floor is the least time the group's pods take to be replaced zone by zone
+// at its budget, a rollout's or a drain's: batches of maxUnavailable pods one
+// after the other, each taking batch, the time one batch of pods takes to be
+// replaced with no operator at all.
+func (s scenario) floor(batch time.Duration) time.Duration {
+	return time.Duration(s.batches()) * batch
+}
+
 // deletedAfterBatches is how many pods the first n batches of a rollout at the
 // floor delete: batches never span two members, so the last batch of a member
 // may be short.
@@ -61,6 +69,8 @@ type benchCase struct {
 	idleGroups int
 	// apiServerOnly starts etcd and kube-apiserver and nothing else.
 	apiServerOnly bool
+	// nodes is the number of fake nodes; 0 means the default, nodes.
+	nodes int
 }
 
 // The kinds of run `--scenarios` selects from.
@@ -75,13 +85,20 @@ const (
 	// kindWebhook loads the no-downscale admission webhook (webhook.go); it
 	// needs no pods, so its control plane is etcd and kube-apiserver alone.
 	kindWebhook = "webhook"
+	// kindEviction loads the eviction webhook through the API server with
+	// dry-run evictions, beside the no-downscale webhook at the same rate,
+	// then evicts one zone's pods for real (eviction.go).
+	kindEviction = "eviction"
+	// kindDrain drains every node of a three-zone group at once with
+	// `kubectl drain` and times it against the floor (drain.go).
+	kindDrain = "drain"
 	// kindAnalysis times metric-gated rollouts against a real Prometheus
 	// (analysis.go): a gate's failure to the rollback's first deletion, and
 	// the queries of many pending gates.
 	kindAnalysis = "analysis"
 )
 
-var allKinds = []string{kindSingle, kindSIGTERM, kindSIGKILL, kindScale, kindFollow, kindWebhook, kindAnalysis}
+var allKinds = []string{kindSingle, kindSIGTERM, kindSIGKILL, kindScale, kindFollow, kindWebhook, kindEviction, kindDrain, kindAnalysis}
 
 // caseOptions are the flags that decide the cases of an invocation.
 type caseOptions struct {
@@ -92,7 +109,12 @@ type caseOptions struct {
 	scaleGroups      int // in all, the rolling one included
 	followChanges    int // changes of the leader the follow scenario times
 	webhook          webhookOptions
-	analysis         analysisOptions
+	// disruptionPodStart is the pod start time of the eviction and drain
+	// scenarios.
+	disruptionPodStart time.Duration
+	eviction           evictionOptions
+	drain              drainOptions
+	analysis           analysisOptions
 }
 
 // cases lists the runs of an invocation in the order of allKinds, so that
@@ -123,6 +145,10 @@ func cases(o caseOptions) ([]benchCase, error) {
 			out = append(out, benchCase{kind: k, operators: 1})
 		case kindWebhook:
 			out = append(out, benchCase{kind: k, operators: 1, apiServerOnly: true})
+		case kindEviction:
+			out = append(out, benchCase{kind: k, podStart: o.disruptionPodStart, operators: 1})
+		case kindDrain:
+			out = append(out, benchCase{kind: k, podStart: o.disruptionPodStart, operators: 1, nodes: drainNodes})
 		case kindAnalysis:
 			out = append(out, benchCase{kind: k, operators: 1})
 		}
@@ -135,7 +161,7 @@ func (c benchCase) groups() int { return 1 + c.idleGroups }
 
 // slug names the run's files.
 func (c benchCase) slug() string {
-	if c.kind == kindFollow || c.kind == kindWebhook || c.kind == kindAnalysis {
+	if c.kind == kindFollow || c.kind == kindWebhook || c.kind == kindEviction || c.kind == kindDrain || c.kind == kindAnalysis {
 		return c.kind
 	}
 	return fmt.Sprintf("%s-pod-start-%s", c.kind, c.podStart)
@@ -152,6 +178,10 @@ func (c benchCase) title(s scenario) string {
 		return fmt.Sprintf("%d zones following %s", len(followers), memberNames[0])
 	case c.kind == kindWebhook:
 		return "no-downscale webhook, 1 operator"
+	case c.kind == kindEviction:
+		return "eviction and no-downscale webhooks through the API server, 1 operator"
+	case c.kind == kindDrain:
+		return fmt.Sprintf("kubectl drain of %d nodes in %d zones at once, 1 operator", drainNodes/2, len(memberNames))
 	case c.kind == kindAnalysis:
 		return "analysis gates against Prometheus, 1 operator"
 	default:

@@ -67,6 +67,7 @@ const (
 	// certificate Role grants.
 	webhookCertSecret = "echelon-webhook-tls"
 	noDownscalePath   = "/admission/no-downscale"
+	evictionPath      = "/admission/eviction"
 	webhookHost       = "127.0.0.1"
 )
 
@@ -210,9 +211,13 @@ type webhookRun struct {
 	user  *controlplane.User
 	port  int
 	trust *trust
-	load  *loadClient
-	res   *webhookResult
-	say   func(format string, args ...any)
+	// load sends reviews straight to the no-downscale webhook; nil in runs
+	// that do not load it that way.
+	load *loadClient
+	res  *webhookResult
+	// logs are the log files of the operators started so far.
+	logs []string
+	say  func(format string, args ...any)
 }
 
 // runWebhook measures the webhook scenario on a fresh control plane: a steady
@@ -246,22 +251,13 @@ func runWebhook(ctx context.Context, cfg runConfig, o webhookOptions) (_ *webhoo
 		return nil, err
 	}
 	r.load = newLoadClient(url, o.clients, r.trust.tlsConfig(), templates)
-	if err := registerNoDownscale(ctx, cp.Client(), ns, r.port); err != nil {
-		return nil, err
-	}
-	stopWatch, err := r.watchBundle(ctx)
+	stopWatch, err := r.serve(ctx, noDownscaleWebhook)
 	if err != nil {
 		return nil, err
 	}
 	// Before the control plane stops: the API server waits for open watches.
 	defer stopWatch()
 	say("created %d StatefulSets with a guarding ScalingPolicy each and the webhook configuration in %s", o.policies, since(began))
-	if r.user, err = cp.NewOperatorUser(ctx, "echelon-operator"); err != nil {
-		return nil, err
-	}
-	if err := cp.GrantWebhookCerts(ctx, r.user.Name, ns); err != nil {
-		return nil, err
-	}
 
 	if err := r.measureSteadyAndSteps(ctx); err != nil {
 		return nil, err
@@ -269,6 +265,7 @@ func runWebhook(ctx context.Context, cfg runConfig, o webhookOptions) (_ *webhoo
 	if err := r.measureRotation(ctx); err != nil {
 		return nil, err
 	}
+	r.res.OperatorLogs = r.logs
 	return r.res, nil
 }
 
@@ -280,7 +277,7 @@ func (r *webhookRun) measureSteadyAndSteps(ctx context.Context) (retErr error) {
 	if err != nil {
 		return err
 	}
-	if err := r.checkThroughAPIServer(ctx, ops); err != nil {
+	if r.res.APIServerDenial, err = r.checkThroughAPIServer(ctx, ops); err != nil {
 		return err
 	}
 	o := r.o
@@ -402,17 +399,18 @@ func (r *webhookRun) startOperator(ctx context.Context, logDir string, flags ...
 	if err != nil {
 		return ops, err
 	}
-	r.res.OperatorLogs = append(r.res.OperatorLogs, ops[0].LogFile)
+	r.logs = append(r.logs, ops[0].LogFile)
 	if err := withTimeout(ctx, r.cfg.timeout, r.waitServing); err != nil {
 		return ops, fmt.Errorf("%w\n%s", err, operatorLogs(ops))
 	}
-	r.say("operator ready and serving %s in %s", noDownscalePath, since(began))
+	r.say("operator ready and serving its webhooks in %s", since(began))
 	return ops, nil
 }
 
 // waitServing waits until the webhook configuration carries the bundle of
-// the certificate Secret (the operator injected it) and a review sent
-// straight to the webhook is answered right.
+// the certificate Secret (the operator injected it) and, when the run loads
+// the no-downscale webhook directly, a review sent straight to it is
+// answered right.
 func (r *webhookRun) waitServing(ctx context.Context) error {
 	var last string
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
@@ -424,6 +422,9 @@ func (r *webhookRun) waitServing(ctx context.Context) error {
 		if bundle := secret.Data[certs.KeyCABundle]; len(bundle) == 0 || !bytes.Equal(bundle, r.trust.currentBundle()) {
 			last = "the webhook configuration does not carry the Secret's CA bundle yet"
 			return false, nil
+		}
+		if r.load == nil {
+			return true, nil
 		}
 		kind, detail, _ := r.load.send(ctx, r.load.sent.Add(1), true)
 		if kind != "" {
@@ -446,7 +447,7 @@ func (r *webhookRun) waitServing(ctx context.Context) error {
 // configuration, the injected CA and the handler must work together for the
 // denial to name the policy. The API server may take a moment to use a new
 // webhook configuration, so an admission is asked again.
-func (r *webhookRun) checkThroughAPIServer(ctx context.Context, ops operators) error {
+func (r *webhookRun) checkThroughAPIServer(ctx context.Context, ops operators) (denial string, _ error) {
 	c := r.cp.Client()
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: guardedName(0)}}
 	scale := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: sts.Name}, Spec: autoscalingv1.ScaleSpec{Replicas: guardedReplicas - 1}}
@@ -458,11 +459,10 @@ func (r *webhookRun) checkThroughAPIServer(ctx context.Context, ops operators) e
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("a dry-run scale of %s down through the API server: want a denial naming %s, got %v\n%s", sts.Name, policyName(0), last, operatorLogs(ops))
+		return "", fmt.Errorf("a dry-run scale of %s down through the API server: want a denial naming %s, got %v\n%s", sts.Name, policyName(0), last, operatorLogs(ops))
 	}
-	r.res.APIServerDenial = last.Error()
 	r.say("the API server denies scaling %s down: %s", sts.Name, last)
-	return nil
+	return last.Error(), nil
 }
 
 // measure runs plan and records what the operator, the bench and the rest of
@@ -640,26 +640,45 @@ func isIncrease(k, n int) bool { return (k%n+k/n)%increaseEvery == increaseEvery
 
 func webhookConfigName(ns string) string { return "echelon-bench-" + ns }
 
-// registerNoDownscale registers the no-downscale webhook as the chart does
-// (failure policy, match policy, timeout), for ns alone and at the loopback
-// URL, labelled for the operator to inject its CA bundle.
-func registerNoDownscale(ctx context.Context, c client.Client, ns string, port int) error {
-	fail, equivalent, none := admissionregistrationv1.Fail, admissionregistrationv1.Equivalent, admissionregistrationv1.SideEffectClassNone
+// servedWebhook is a webhook of the operator that a run registers with the
+// API server: its name, path and the requests it is sent, as
+// config/webhook/manifests.yaml has them.
+type servedWebhook struct {
+	name string
+	path string
+	rule admissionregistrationv1.RuleWithOperations
+}
+
+var (
+	noDownscaleWebhook = servedWebhook{name: "no-downscale.echelon.dev", path: noDownscalePath, rule: admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"},
+			Resources: []string{"statefulsets", "statefulsets/scale", "deployments", "deployments/scale", "replicasets", "replicasets/scale"}},
+	}}
+	evictionWebhook = servedWebhook{name: "eviction.echelon.dev", path: evictionPath, rule: admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/eviction"}},
+	}}
+)
+
+// registerWebhooks registers the webhooks as the chart does (failure policy,
+// match policy, side effects, timeout), for ns alone and at the loopback URL, in one
+// configuration labelled for the operator to inject its CA bundle.
+func registerWebhooks(ctx context.Context, c client.Client, ns string, port int, hooks ...servedWebhook) error {
+	fail, equivalent, noneOnDryRun := admissionregistrationv1.Fail, admissionregistrationv1.Equivalent, admissionregistrationv1.SideEffectClassNoneOnDryRun
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: webhookConfigName(ns), Labels: map[string]string{certs.InjectCALabel: ns + "." + webhookCertSecret}},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:         "no-downscale.echelon.dev",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To(fmt.Sprintf("https://%s:%d%s", webhookHost, port, noDownscalePath))},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"},
-					Resources: []string{"statefulsets", "statefulsets/scale", "deployments", "deployments/scale", "replicasets", "replicasets/scale"}},
-			}},
-			FailurePolicy: &fail, MatchPolicy: &equivalent, SideEffects: &none,
+	}
+	for _, h := range hooks {
+		vwc.Webhooks = append(vwc.Webhooks, admissionregistrationv1.ValidatingWebhook{
+			Name:          h.name,
+			ClientConfig:  admissionregistrationv1.WebhookClientConfig{URL: ptr.To(fmt.Sprintf("https://%s:%d%s", webhookHost, port, h.path))},
+			Rules:         []admissionregistrationv1.RuleWithOperations{h.rule},
+			FailurePolicy: &fail, MatchPolicy: &equivalent, SideEffects: &noneOnDryRun,
 			TimeoutSeconds:          ptr.To(int32(webhookTimeout / time.Second)),
 			AdmissionReviewVersions: []string{"v1"},
 			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
-		}},
+		})
 	}
 	if err := c.Create(ctx, vwc); err != nil {
 		return fmt.Errorf("create ValidatingWebhookConfiguration %s: %w", vwc.Name, err)

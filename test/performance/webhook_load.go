@@ -107,26 +107,38 @@ func (lc *loadClient) closeIdle() {
 // run offers plan's load and returns once every request sent is answered or
 // has timed out. ctx ends the run at once.
 func (lc *loadClient) run(ctx context.Context, plan loadPlan) loadRun {
+	return runOpenLoop(ctx, plan, lc.clients, &lc.sent, lc.send)
+}
+
+// sendFunc sends the n-th request of a load, on a connection of its own when
+// fresh, and judges the answer: the kind of failure and its detail, "" when
+// right, and the answer's protocol.
+type sendFunc func(ctx context.Context, n uint64, fresh bool) (kind, detail, proto string)
+
+// runOpenLoop offers plan's load from clients workers, numbering requests
+// with sent, and returns once every request sent is answered or has timed
+// out. ctx ends the run at once.
+func runOpenLoop(ctx context.Context, plan loadPlan, clients int, sent *atomic.Uint64, send sendFunc) loadRun {
 	type job struct {
 		n      uint64
 		queued time.Time
 		fresh  bool
 	}
-	jobs := make(chan job, max(lc.clients, int(plan.rate)))
+	jobs := make(chan job, max(clients, int(plan.rate)))
 	type workerResult struct {
 		samples   []sample
 		details   map[string]string
 		protocols map[string]int
 	}
-	results := make([]workerResult, lc.clients)
+	results := make([]workerResult, clients)
 	r := loadRun{plan: plan, began: time.Now(), details: map[string]string{}, protocols: map[string]int{}}
 	var wg sync.WaitGroup
-	for w := range lc.clients {
+	for w := range clients {
 		results[w] = workerResult{details: map[string]string{}, protocols: map[string]int{}}
 		wg.Go(func() {
 			out := &results[w]
 			for j := range jobs {
-				kind, detail, proto := lc.send(ctx, j.n, j.fresh)
+				kind, detail, proto := send(ctx, j.n, j.fresh)
 				out.samples = append(out.samples, sample{at: j.queued.Sub(r.began), latency: time.Since(j.queued), fail: kind})
 				if kind != "" && out.details[kind] == "" {
 					out.details[kind] = detail
@@ -151,7 +163,7 @@ dispatch:
 			break dispatch
 		default:
 		}
-		j := job{n: lc.sent.Add(1), queued: time.Now(), fresh: plan.freshEvery > 0 && i%plan.freshEvery == plan.freshEvery-1}
+		j := job{n: sent.Add(1), queued: time.Now(), fresh: plan.freshEvery > 0 && i%plan.freshEvery == plan.freshEvery-1}
 		select {
 		case jobs <- j:
 		default:

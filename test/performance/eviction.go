@@ -1,0 +1,546 @@
+/*
+Copyright 2026 The Echelon Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/e2e/framework"
+	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/options"
+	"github.com/echelon-operator/echelon/test/builders"
+)
+
+// The eviction scenario measures the eviction webhook's admission latency
+// at a sustained rate, the way drains reach it: through the API server. A
+// three-zone RolloutGroup with pods, and StatefulSets guarded by a
+// ScalingPolicy with downscale.allowed=false; one operator serves both
+// webhooks, registered with the API server. Open loop at one offered rate,
+// alternating in rounds so that both meet the same noise of a shared
+// machine:
+//
+//   - dry-run evictions of every pod of the group in turn: each is judged in
+//     full, the live reads of the group, its StatefulSets and their pods
+//     included, and records no hold, so the pods stay;
+//   - dry-run scales of the guarded StatefulSets (the no-downscale webhook,
+//     which answers from the cache), at the same rate, for comparison.
+//
+// Then every pod of one zone is evicted for real, once, at the same rate:
+// the zone's budget admits maxUnavailable, the webhook refuses the rest
+// with 429. The latency of each side is measured end to end by the client,
+// and by the webhook itself (echelon_webhook_request_duration_seconds).
+
+// evictionOptions are the flags of the eviction scenario.
+type evictionOptions struct {
+	rate    float64
+	round   time.Duration
+	rounds  int
+	clients int
+	guarded int
+	// kubeAPIQPS is the operator's --kube-api-qps; 0 leaves its default.
+	kubeAPIQPS float64
+}
+
+func bindEvictionFlags(fs *flag.FlagSet, o *evictionOptions) {
+	// Each eviction the webhook judges reads the group, its StatefulSets
+	// and their pods from the API server (7 requests for 3 zones), through
+	// the operator's client-side limit of --kube-api-qps (50 by default):
+	// 5 evictions a second stay under it.
+	*o = evictionOptions{rate: 5, round: 20 * time.Second, rounds: 3, clients: 16, guarded: 10}
+	fs.Float64Var(&o.rate, "eviction-rate", o.rate, "Requests per second, through the API server, of the eviction scenario's loads: dry-run evictions, dry-run scales of guarded StatefulSets, and the real evictions of one zone.")
+	fs.DurationVar(&o.round, "eviction-round", o.round, "How long each load of a round of the eviction scenario lasts.")
+	fs.IntVar(&o.rounds, "eviction-rounds", o.rounds, "Rounds of the eviction scenario; each runs both loads, in turn first.")
+	fs.IntVar(&o.clients, "eviction-clients", o.clients, "Concurrent clients of the eviction scenario's loads.")
+	fs.IntVar(&o.guarded, "eviction-guarded", o.guarded, "StatefulSets guarded by a ScalingPolicy in the eviction scenario, scaled by its no-downscale load.")
+	fs.Float64Var(&o.kubeAPIQPS, "eviction-kube-api-qps", 0, "The operator's --kube-api-qps in the eviction scenario (its burst twice that); 0 leaves the operator's default.")
+}
+
+// kubeAPIFlags are the operator's flags for a --kube-api-qps of qps, none
+// for 0; and the QPS it then runs with.
+func kubeAPIFlags(qps float64) ([]string, float64) {
+	if qps <= 0 {
+		return nil, options.Default().KubeAPIQPS
+	}
+	return []string{fmt.Sprintf("--kube-api-qps=%g", qps), fmt.Sprintf("--kube-api-burst=%d", int(2*qps))}, qps
+}
+
+func (o evictionOptions) validate() error {
+	switch {
+	case o.rate <= 0 || o.round <= 0:
+		return errors.New("--eviction-rate and --eviction-round must be positive")
+	case o.rounds < 1 || o.clients < 1 || o.guarded < 1:
+		return errors.New("--eviction-rounds, --eviction-clients and --eviction-guarded must be at least 1")
+	case o.kubeAPIQPS < 0:
+		return errors.New("--eviction-kube-api-qps must not be negative")
+	}
+	return nil
+}
+
+// evictionResult is what the eviction scenario measured.
+type evictionResult struct {
+	PodStartSeconds float64 `json:"podStartSeconds"`
+	Zones           int     `json:"zones"`
+	PodsPerZone     int     `json:"podsPerZone"`
+	MaxUnavailable  int     `json:"maxUnavailable"`
+	Guarded         int     `json:"guardedStatefulSets"`
+	Clients         int     `json:"clients"`
+	OfferedPerSec   float64 `json:"offeredPerSecond"`
+	Rounds          int     `json:"rounds"`
+	RoundSeconds    float64 `json:"roundSeconds"`
+	// OperatorKubeAPIQPS is the operator's client-side limit on its API
+	// requests, the webhook's live reads included.
+	OperatorKubeAPIQPS float64 `json:"operatorKubeAPIQPS"`
+	// APIServerDenial is what the API server answered a dry-run scale down
+	// of a guarded StatefulSet: the no-downscale webhook works end to end.
+	APIServerDenial string `json:"apiServerDenial"`
+	// Eviction and NoDownscale are the two dry-run loads over every round.
+	Eviction    admissionSide `json:"eviction"`
+	NoDownscale admissionSide `json:"noDownscale"`
+	Real        realEvictions `json:"realEvictions"`
+	// FirstErrors hold the first message of each kind of failure of any load.
+	FirstErrors  map[string]string `json:"firstErrors,omitempty"`
+	OperatorLogs []string          `json:"operatorLogs"`
+}
+
+// admissionSide is one webhook's load, over every round.
+type admissionSide struct {
+	// Client is the latency through the API server, as the client saw it.
+	Client latencySummary `json:"client"`
+	// Webhook is what the webhook's own histogram saw of the same requests.
+	Webhook histogramSummary `json:"webhook"`
+	// Decisions are the webhook's counters over the load, keyed
+	// decision/reason.
+	Decisions map[string]float64 `json:"decisions"`
+	// OperatorRequests are the operator's API requests over the load, by
+	// verb and resource: the webhook's live reads.
+	OperatorRequests   map[string]int `json:"operatorRequestsByVerb,omitempty"`
+	OperatorCPUSeconds float64        `json:"operatorCPUSeconds"`
+
+	hist    histogram
+	samples []sample
+	elapsed time.Duration
+	dropped int
+}
+
+// realEvictions is the real evictions of one zone's pods.
+type realEvictions struct {
+	Zone      string `json:"zone"`
+	Requested int    `json:"requested"`
+	// Admitted were evicted; Refused were answered 429; Errors anything else.
+	Admitted     int                `json:"admitted"`
+	Refused      int                `json:"refused"`
+	Errors       int                `json:"errors"`
+	FirstRefusal string             `json:"firstRefusal"`
+	Client       latencySummary     `json:"client"`
+	Webhook      histogramSummary   `json:"webhook"`
+	Decisions    map[string]float64 `json:"decisions"`
+	// ZoneWholeSeconds runs from the first eviction to the zone's pods all
+	// Ready again.
+	ZoneWholeSeconds float64 `json:"zoneWholeSeconds"`
+}
+
+// evictionRun is the state of one run of the scenario.
+type evictionRun struct {
+	*webhookRun
+	o   evictionOptions
+	w   *watcher
+	cs  kubernetes.Interface
+	ops operators
+	res *evictionResult
+}
+
+// runEviction measures the eviction scenario on a fresh control plane.
+func runEviction(ctx context.Context, cfg runConfig, o evictionOptions) (_ *evictionResult, retErr error) {
+	say := cfg.say
+	began := time.Now()
+	cp, ns, stop, err := startControlPlane(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer stop(&retErr)
+	say("control plane up in %s", since(began))
+	c := cp.Client()
+	cs, err := kubernetes.NewForConfig(cp.Config())
+	if err != nil {
+		return nil, err
+	}
+	podLog, err := os.Create(filepath.Join(cfg.workDir, "pods-"+cfg.slug()+".log"))
+	if err != nil {
+		return nil, err
+	}
+	defer podLog.Close()
+	w, err := startWatch(ctx, cp.Config(), ns, podLog)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+
+	began = time.Now()
+	if err := createZones(ctx, c, ns, cfg.scenario, nil); err != nil {
+		return nil, err
+	}
+	if _, err := createGuarded(ctx, c, ns, o.guarded); err != nil {
+		return nil, err
+	}
+	names := slices.Clone(memberNames[:cfg.members])
+	for i := range o.guarded {
+		names = append(names, guardedName(i))
+	}
+	if err := withTimeout(ctx, cfg.timeout, func(ctx context.Context) error {
+		return w.waitUntil(ctx, "every pod Ready", allReady(w, ns, oldImage, names...))
+	}); err != nil {
+		return nil, err
+	}
+	say("%d zones of %d pods in group %s and %d guarded StatefulSets, every pod Ready in %s", cfg.members, cfg.replicas, groupName, o.guarded, since(began))
+
+	r := &evictionRun{webhookRun: &webhookRun{cfg: cfg, cp: cp, ns: ns, say: say, trust: newTrust(webhookHost)}, o: o, w: w, cs: cs}
+	r.res = &evictionResult{
+		PodStartSeconds: cfg.podStart.Seconds(), Zones: cfg.members, PodsPerZone: int(cfg.replicas), MaxUnavailable: int(cfg.maxUnavailable),
+		Guarded: o.guarded, Clients: o.clients, OfferedPerSec: o.rate, Rounds: o.rounds, RoundSeconds: o.round.Seconds(),
+		FirstErrors: map[string]string{},
+	}
+	stopWatch, err := r.serve(ctx, evictionWebhook, noDownscaleWebhook)
+	if err != nil {
+		return nil, err
+	}
+	defer stopWatch()
+	var qpsFlags []string
+	qpsFlags, r.res.OperatorKubeAPIQPS = kubeAPIFlags(o.kubeAPIQPS)
+	r.ops, err = r.startOperator(ctx, cfg.workDir, qpsFlags...)
+	defer func() { retErr = errors.Join(retErr, r.ops.stop()) }()
+	if err != nil {
+		return nil, err
+	}
+	r.res.OperatorLogs = r.logs
+	if err := r.waitGroupComplete(ctx); err != nil {
+		return nil, err
+	}
+	if r.res.APIServerDenial, err = r.checkThroughAPIServer(ctx, r.ops); err != nil {
+		return nil, err
+	}
+	if err := waitEvictionJudged(ctx, cfg, r.ops[0], cs, ns, memberNames[0]+"-0"); err != nil {
+		return nil, err
+	}
+
+	if err := r.measureDryRuns(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.measureRealEvictions(ctx, memberNames[0]); err != nil {
+		return nil, err
+	}
+	return r.res, nil
+}
+
+// createZones creates the group's member StatefulSets, place (if set)
+// changing each first, and the group, whose disruptionBudget admits
+// maxUnavailable evictions per zone.
+func createZones(ctx context.Context, c client.Client, ns string, s scenario, place func(*appsv1.StatefulSet)) error {
+	var objs []client.Object
+	for _, name := range memberNames[:s.members] {
+		sts := statefulSet(ns, name, s.replicas, oldImage)
+		if place != nil {
+			place(sts)
+		}
+		objs = append(objs, sts)
+	}
+	objs = append(objs, builders.MakeRolloutGroup(ns, groupName).Members(memberNames[:s.members]...).MaxUnavailable(s.maxUnavailable).
+		DisruptionBudget(builders.MakeZoneBudget().MaxUnavailable(s.maxUnavailable)).Obj())
+	return forEach(ctx, len(objs), createWorkers, func(ctx context.Context, i int) error {
+		if err := c.Create(ctx, objs[i]); err != nil {
+			return fmt.Errorf("create %T %s: %w", objs[i], objs[i].GetName(), err)
+		}
+		return nil
+	})
+}
+
+// serve registers hooks at the run's port (a free one if none is set yet),
+// keeps the clients' trust on the bundle the operator injects, and creates
+// the operator's user with the rights on its certificate Secret and on the
+// configuration that the chart grants. stop ends the watch of the bundle;
+// call it before the control plane stops.
+func (r *webhookRun) serve(ctx context.Context, hooks ...servedWebhook) (stop func(), _ error) {
+	var err error
+	if r.port == 0 {
+		if r.port, err = framework.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	if err := registerWebhooks(ctx, r.cp.Client(), r.ns, r.port, hooks...); err != nil {
+		return nil, err
+	}
+	if stop, err = r.watchBundle(ctx); err != nil {
+		return nil, err
+	}
+	if r.user, err = r.cp.NewOperatorUser(ctx, "echelon-operator"); err != nil {
+		stop()
+		return nil, err
+	}
+	if err := r.cp.GrantWebhookCerts(ctx, r.user.Name, r.ns); err != nil {
+		stop()
+		return nil, err
+	}
+	// The generated RBAC lets the operator patch only the configurations
+	// named echelon; the bench names its own per namespace, as an install
+	// that renames them grants (docs/webhooks.md).
+	if err := r.cp.GrantWebhookConfigurations(ctx, r.user.Name, webhookConfigName(r.ns)); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
+}
+
+func (r *evictionRun) waitGroupComplete(ctx context.Context) error {
+	err := withTimeout(ctx, r.cfg.timeout, func(ctx context.Context) error {
+		return r.w.waitUntil(ctx, "the group to be Complete", groupsRolledOut(r.w, r.ns, oldImage, groupName))
+	})
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, operatorLogs(r.ops))
+	}
+	return nil
+}
+
+// waitEvictionJudged asks the API server, in a dry run, to evict pod until
+// the operator counts the eviction webhook's answer: the webhook
+// configuration, the injected CA and the handler work together. The API
+// server may take a moment to use a new webhook configuration.
+func waitEvictionJudged(ctx context.Context, cfg runConfig, in *instance, cs kubernetes.Interface, ns, pod string) error {
+	judged := func() (float64, error) {
+		m, err := scrapeMetrics(in)
+		if err != nil {
+			return 0, err
+		}
+		return m.counters(evictionsMetric, nil)[""], nil
+	}
+	var last error
+	err := withTimeout(ctx, cfg.timeout, func(ctx context.Context) error {
+		return wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			before, err := judged()
+			if err != nil {
+				return false, err
+			}
+			last = cs.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}, DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}},
+			})
+			after, err := judged()
+			if err != nil {
+				return false, err
+			}
+			if last == nil && after == before {
+				last = errors.New("admitted, but the eviction webhook did not count it: the API server does not call it yet")
+			}
+			return last == nil, nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("a dry-run eviction of %s through the API server, judged by the eviction webhook: %v\n%s", pod, last, in.LogTail(30))
+	}
+	cfg.say("the API server asks the eviction webhook: a dry-run eviction of %s is judged and admitted", pod)
+	return nil
+}
+
+// measureDryRuns warms both loads up, then runs them in rounds, in turn
+// first, so that a burst of a neighbour's CPU falls on both alike.
+func (r *evictionRun) measureDryRuns(ctx context.Context) error {
+	var pods []string
+	for _, m := range memberNames[:r.cfg.members] {
+		for i := range int(r.cfg.replicas) {
+			pods = append(pods, fmt.Sprintf("%s-%d", m, i))
+		}
+	}
+	evictions := &apiLoad{clients: r.o.clients, send: evictionSender(r.cs, r.ns, pods, true)}
+	scales := &apiLoad{clients: r.o.clients, send: scaleSender(r.cs, r.ns, r.o.guarded)}
+	r.say("warm-up: %s of each load at %.0f/s", webhookWarmup, r.o.rate)
+	for _, l := range []*apiLoad{evictions, scales} {
+		r.noteErrors(l.run(ctx, loadPlan{rate: r.o.rate, duration: webhookWarmup}))
+	}
+	ev, nd := &r.res.Eviction, &r.res.NoDownscale
+	for round := range r.o.rounds {
+		order := []func() error{
+			func() error { return r.measureSide(ctx, evictions, ev, metrics.WebhookEviction, evictionDecisions) },
+			func() error { return r.measureSide(ctx, scales, nd, metrics.WebhookNoDownscale, noDownscaleDecisions) },
+		}
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, measure := range order {
+			if err := measure(); err != nil {
+				return err
+			}
+		}
+		r.say("round %d of %d: eviction p99 so far %s, no-downscale %s (through the API server)", round+1, r.o.rounds,
+			ms(summarize(ev.samples, r.o.rate, ev.elapsed, ev.dropped).P99Seconds), ms(summarize(nd.samples, r.o.rate, nd.elapsed, nd.dropped).P99Seconds))
+	}
+	for _, side := range []*admissionSide{ev, nd} {
+		side.Client = summarize(side.samples, r.o.rate, side.elapsed, side.dropped)
+		side.Webhook = side.hist.summary()
+	}
+	r.say("dry-run evictions: %s", describe(ev.Client))
+	r.say("dry-run scales: %s", describe(nd.Client))
+	return nil
+}
+
+// evictionDecisions are the eviction webhook's decisions, decision/reason.
+func evictionDecisions(m metricsSnapshot) map[string]float64 {
+	return m.counters(evictionsMetric, nil, "decision", "reason")
+}
+
+// noDownscaleDecisions are the no-downscale webhook's decisions, decision/reason.
+func noDownscaleDecisions(m metricsSnapshot) map[string]float64 {
+	return m.counters(webhookRequestsMetric, map[string]string{"webhook": metrics.WebhookNoDownscale}, "decision", "reason")
+}
+
+// measureSide runs one round's load and adds to side what the client, the
+// webhook's histogram and counters, and the operator's proxy and CPU saw.
+func (r *evictionRun) measureSide(ctx context.Context, l *apiLoad, side *admissionSide, webhook string, decisions func(metricsSnapshot) map[string]float64) error {
+	s, err := r.stretch(ctx, func() loadRun { return l.run(ctx, loadPlan{rate: r.o.rate, duration: r.o.round}) }, webhook, decisions)
+	if err != nil {
+		return err
+	}
+	r.noteErrors(s.run)
+	side.samples = append(side.samples, s.run.samples...)
+	side.elapsed += s.run.elapsed
+	side.dropped += s.run.dropped
+	side.hist = side.hist.plus(s.hist)
+	side.Decisions = addCounts(side.Decisions, s.decisions)
+	side.OperatorRequests = sumCounts(side.OperatorRequests, s.requests)
+	side.OperatorCPUSeconds += s.cpuSeconds
+	return nil
+}
+
+// stretchResult is what one stretch of load saw.
+type stretchResult struct {
+	run        loadRun
+	hist       histogram
+	decisions  map[string]float64
+	requests   map[string]int
+	cpuSeconds float64
+}
+
+// stretch runs load and reads the operator's metrics, requests and CPU
+// before and after.
+func (r *evictionRun) stretch(ctx context.Context, load func() loadRun, webhook string, decisions func(metricsSnapshot) map[string]float64) (stretchResult, error) {
+	in := r.ops[0]
+	labels := map[string]string{"webhook": webhook}
+	before, err := scrapeMetrics(in)
+	if err != nil {
+		return stretchResult{}, err
+	}
+	counts := r.ops.counts()
+	cpu, err := cpuSeconds(in.pid)
+	if err != nil {
+		return stretchResult{}, err
+	}
+	run := load()
+	if err := ctx.Err(); err != nil {
+		return stretchResult{}, err
+	}
+	after, err := scrapeMetrics(in)
+	if err != nil {
+		return stretchResult{}, fmt.Errorf("%w\n%s", err, operatorLogs(r.ops))
+	}
+	cpuAfter, err := cpuSeconds(in.pid)
+	if err != nil {
+		return stretchResult{}, err
+	}
+	return stretchResult{
+		run:        run,
+		hist:       after.histogram(webhookDurationMetric, labels).minus(before.histogram(webhookDurationMetric, labels)),
+		decisions:  counterDelta(decisions(after), decisions(before)),
+		requests:   diffCounts(r.ops.counts(), counts),
+		cpuSeconds: cpuAfter - cpu,
+	}, nil
+}
+
+func (r *evictionRun) noteErrors(run loadRun) {
+	for kind, detail := range run.details {
+		if r.res.FirstErrors[kind] == "" {
+			r.res.FirstErrors[kind] = detail
+		}
+	}
+}
+
+// measureRealEvictions evicts every pod of zone once, in order, at the
+// offered rate, and waits until the zone is whole again.
+func (r *evictionRun) measureRealEvictions(ctx context.Context, zone string) error {
+	n := int(r.cfg.replicas)
+	pods := make([]string, n)
+	for i := range pods {
+		pods[i] = fmt.Sprintf("%s-%d", zone, i)
+	}
+	load := &apiLoad{clients: r.o.clients, send: evictionSender(r.cs, r.ns, pods, false)}
+	// Half a request's interval more, so that the plan's last request falls due.
+	plan := loadPlan{rate: r.o.rate, duration: time.Duration((float64(n) + 0.5) / r.o.rate * float64(time.Second))}
+	began := time.Now()
+	s, err := r.stretch(ctx, func() loadRun { return load.run(ctx, plan) }, metrics.WebhookEviction, evictionDecisions)
+	if err != nil {
+		return err
+	}
+	res := &r.res.Real
+	res.Zone, res.Requested = zone, len(s.run.samples)
+	for _, x := range s.run.samples {
+		switch x.fail {
+		case "":
+			res.Admitted++
+		case failRefused:
+			res.Refused++
+		default:
+			res.Errors++
+		}
+	}
+	res.FirstRefusal = s.run.details[failRefused]
+	delete(s.run.details, failRefused)
+	r.noteErrors(s.run)
+	res.Client = summarize(s.run.samples, r.o.rate, s.run.elapsed, s.run.dropped)
+	res.Webhook = s.hist.summary()
+	res.Decisions = s.decisions
+	r.say("real evictions of %s's %d pods: %d admitted, %d refused (429), %d other errors; decisions %s", zone, n, res.Admitted, res.Refused, res.Errors, decisionsCell(res.Decisions))
+	err = withTimeout(ctx, r.cfg.timeout, func(ctx context.Context) error {
+		return r.w.waitUntil(ctx, zone+" whole again", allReady(r.w, r.ns, oldImage, zone))
+	})
+	if err != nil {
+		return err
+	}
+	res.ZoneWholeSeconds = time.Since(began).Seconds()
+	return nil
+}
+
+// decisionsCell lists counts keyed decision/reason, the largest first.
+func decisionsCell(d map[string]float64) string {
+	if len(d) == 0 {
+		return "none"
+	}
+	keys := slices.SortedFunc(maps.Keys(d), func(a, b string) int {
+		if d[a] != d[b] {
+			if d[a] > d[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %.0f", k, d[k])
+	}
+	return strings.Join(parts, ", ")
+}
