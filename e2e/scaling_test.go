@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/e2e/framework"
 )
 
 const (
@@ -302,7 +303,12 @@ var _ = Describe("ScalingPolicy", func() {
 			Expect(rec.of(zoneB)).To(HaveLen(1))
 		})
 
-		It("holds the group's rollout while a policy scales a member down, the group naming the leaving pods, with no breach", func(ctx SpecContext) {
+		// A downscale waits while a rollout of the group is open, and a
+		// rollout waits while a downscale holds the group's budget (docs/
+		// safety.md, guarantee 5): the downscale goes first here, and the
+		// rollout started behind it waits until its pods are gone and its
+		// hold has lapsed.
+		It("holds the group's rollout while a policy scales a member down, until the removed pods are gone and the downscale's hold lapsed, with no breach", func(ctx SpecContext) {
 			g := newZoneGroup(ctx, 10, betweenBatches)
 			createPolicy(ctx, g.ns, zoneC, selfScaled(10))
 			startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
@@ -318,27 +324,35 @@ var _ = Describe("ScalingPolicy", func() {
 				leaving = append(leaving, pod)
 			}
 			mon := g.monitor(ctx)
+			// Two zones short at once is a breach whoever made them short: the
+			// downscale and the rollout must not overlap.
+			mon.JudgeEveryMoment()
 
-			g.setVersion(ctx, "v2")
-			waitForBatchDone(mon, zoneA, 2)
 			mon.SetReplicas(zoneC, 7)
 			g.scaled[zoneC] = 7
 			patchPolicy(ctx, g.ns, zoneC, `{"spec":{"replicas":7}}`)
 			waitReplicas(ctx, g.ns, zoneC, 7, 30*time.Second)
+			hold := g.get(ctx).Status.Disruption
+			Expect(hold).NotTo(BeNil(), "the downscale records its hold on the group's budget before it scales")
+			Expect([]string{hold.Zone, string(hold.Reason), hold.Holder}).To(Equal(
+				[]string{zoneC, string(v1alpha1.DisruptionDownscale), "ScalingPolicy " + zoneC}))
 			Eventually(func(gm Gomega) {
 				for _, pod := range leaving {
 					gm.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
 					gm.Expect(pod.DeletionTimestamp).NotTo(BeNil(), "pod %s", pod.Name)
 				}
 			}).Should(Succeed(), "the StatefulSet controller removes the pods above the new replicas")
-			var rg *v1alpha1.RolloutGroup
-			Eventually(func() string { rg = g.get(ctx); return rg.Status.Message }).Should(
-				And(ContainSubstring(zoneC), ContainSubstring("3 pods above the wanted ordinals still leaving (scale-down)")),
-				"the group says it waits for the scale-down")
-			rolled := len(mon.Rolls())
-			// Left alone, the group would roll zone-a's next batch minReadySeconds
-			// (3s) after the last was Ready; 5s waits that out with a margin.
-			Consistently(func() int { return len(mon.Rolls()) }).WithTimeout(5*time.Second).Should(Equal(rolled),
+
+			g.setVersion(ctx, "v2")
+			Eventually(func(gm Gomega) {
+				rg := g.get(ctx)
+				gm.Expect(rg.Status.Phase).To(Equal(v1alpha1.PhaseProgressing), "%s", rg.Status.Message)
+				gm.Expect(rg.Status.Message).To(ContainSubstring(zoneC))
+			}).Should(Succeed(), "the rollout opens and says it waits for zone-c")
+			AddReportEntry("the group waiting for the downscale", g.get(ctx).Status.Message)
+			// Left alone, the group would roll zone-a's first batch within a
+			// reconcile of the template change; 5s waits out many.
+			Consistently(func() []framework.Deletion { return mon.Rolls() }).WithTimeout(5*time.Second).Should(BeEmpty(),
 				"no member is rolled while zone-c's removed pods are leaving")
 			sp := waitPolicy(ctx, g.ns, zoneC, v1alpha1.ScalingPhaseScalingDown, v1alpha1.ScalingReasonAtDesiredReplicas, 30*time.Second)
 			Expect(sp.Status.Message).To(ContainSubstring("still leaving"))
@@ -351,7 +365,12 @@ var _ = Describe("ScalingPolicy", func() {
 			g.waitPodsOn(ctx, "v2")
 			waitStable(ctx, g.ns, zoneC)
 			expectNoBreaches(mon)
-			Expect(mon.Rolls()).To(HaveLen(27), "each outdated pod is replaced once: 10 + 10 + the 7 zone-c keeps")
+			rolls := mon.Rolls()
+			Expect(rolls).To(HaveLen(27), "each outdated pod is replaced once: 10 + 10 + the 7 zone-c keeps")
+			lapsed := hold.RenewTime.Add(time.Duration(hold.LeaseSeconds) * time.Second)
+			Expect(rolls[0].At).To(BeTemporally(">=", lapsed),
+				"the first pod (%s) is rolled once zone-c's downscale hold has lapsed, at %s", rolls[0].Pod, lapsed.Format(time.StampMilli))
+			Expect(*getStatefulSet(ctx, g.ns, zoneC).Spec.Replicas).To(Equal(int32(7)))
 			Expect(strings.Join(policyEvents(ctx, g.ns, zoneC), "\n")).To(ContainSubstring(v1alpha1.ScalingReasonScaledDown))
 		})
 	})

@@ -159,7 +159,16 @@ func (ms *MemberState) scaling() bool {
 
 // disruption says why a member uses availability now, or "" when it does not:
 // pods that are missing, terminating or not available, pods leaving after a
-// scale-down, or a StatefulSet status showing fewer Ready pods than it has.
+// scale-down, or a StatefulSet status showing fewer Ready pods than it has or
+// than the member wants.
+//
+// The StatefulSet controller counts a pod it recreated a moment after the
+// pod exists, and the cache may show the pod Ready first: its status reads
+// 9 of 9 Ready for 10 wanted, then 9 of 10, then 10 of 10. A member judged
+// whole at 9 of 9 would be complete, then waiting, then complete again (two
+// MemberComplete Events); it waits until the status counts every wanted pod.
+// A status that counts no pod at all is left to the pods: every pod it has
+// not counted is then missing, or was created since it was last written.
 func (ms *MemberState) disruption() string {
 	switch {
 	case ms.Leaving > 0:
@@ -170,6 +179,8 @@ func (ms *MemberState) disruption() string {
 		return fmt.Sprintf("%d/%d pods not available", ms.Unavailable, ms.Replicas)
 	case ms.StatusReplicas > ms.StatusReady:
 		return fmt.Sprintf("StatefulSet status shows %d of %d pods Ready", ms.StatusReady, ms.StatusReplicas)
+	case ms.StatusReplicas > 0 && ms.StatusReplicas < ms.Replicas:
+		return fmt.Sprintf("StatefulSet status shows %d of %d pods Ready", ms.StatusReady, ms.Replicas)
 	}
 	return ""
 }
