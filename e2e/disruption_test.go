@@ -240,8 +240,11 @@ var _ = Describe("One disruption budget", func() {
 			g.waitPodsOn(ctx, "v2")
 			expectNoBreaches(mon)
 			Expect(mon.Rolls()).To(HaveLen(8))
-			Expect(mon.PeakNotReady()).To(Equal(map[string]int{zoneA: 2, zoneB: 2}),
-				"after the change both members rolled two pods at a time: %v", batchesOf(mon))
+			// zone-a may finish its pods one at a time before the operator
+			// sees the change (kwok replaces a pod in well under a second);
+			// zone-b starts after it, under the new budget.
+			Expect(mon.PeakNotReady()[zoneA]).To(BeNumerically("<=", 2), "zone-a within its budgets: %v", batchesOf(mon))
+			Expect(mon.PeakNotReady()[zoneB]).To(Equal(2), "after the change zone-b rolled two pods at a time: %v", batchesOf(mon))
 			AddReportEntry("batches", batchesOf(mon))
 		})
 	})
