@@ -118,18 +118,16 @@ type drainResult struct {
 	DrainRestarts int    `json:"drainRestarts"`
 	DrainFailure  string `json:"drainFailure,omitempty"`
 
-	// From the pod monitor of the e2e tests (framework.Monitor): the
-	// evictions it saw, in which order the zones went, the most pods each
-	// zone had unavailable, and every eviction of a zone while another zone
-	// was short (Breaches, which must be none).
+	// From the pod monitor of the e2e tests (framework.Monitor), judging
+	// every moment: the evictions it saw, in which order the zones went, the
+	// most pods each zone had unavailable, and every eviction of a zone while
+	// another zone was short and every moment two zones were short at once
+	// (Breaches, which must be none).
 	Evictions       int            `json:"evictionsSeen"`
 	ZoneOrder       []string       `json:"zoneOrder"`
 	PeakUnavailable map[string]int `json:"peakUnavailable"`
 	Breaches        []string       `json:"breaches"`
 	ForcedDeletions []string       `json:"forcedDeletions,omitempty"`
-	// TwoZonesShort is every stretch of time in which two zones or more had
-	// a pod missing, terminating or not Ready, from the bench's own watch.
-	TwoZonesShort []shortStretch `json:"twoZonesShort"`
 
 	OperatorCPUSeconds float64 `json:"operatorCPUSeconds"`
 	// OperatorKubeAPIQPS is the operator's client-side limit on its API
@@ -229,8 +227,8 @@ func runDrain(ctx context.Context, cfg runConfig, o drainOptions) (_ *drainResul
 		return nil, err
 	}
 	say("drain: %s to every pod Ready again (%.2f x the floor); kubectl drains exited after %v", seconds(res.WallSeconds), res.Ratio, secondsList(res.DrainsSeconds))
-	say("evictions: %d admitted, %d refused, %d errors (%s); zones in order %s; breaches %d; stretches with two zones short %d",
-		res.Admitted, res.Refused, res.Errors, decisionsCell(res.Decisions), strings.Join(res.ZoneOrder, " "), len(res.Breaches), len(res.TwoZonesShort))
+	say("evictions: %d admitted, %d refused, %d errors (%s); zones in order %s; breaches %d",
+		res.Admitted, res.Refused, res.Errors, decisionsCell(res.Decisions), strings.Join(res.ZoneOrder, " "), len(res.Breaches))
 	return res, nil
 }
 
@@ -345,10 +343,9 @@ func drainAll(ctx context.Context, cfg runConfig, o drainOptions, cp *controlpla
 		return err
 	}
 	defer mon.Stop()
-	short := newShortZones(cfg.scenario)
-	if err := w.AddHandler(ctx, &corev1.Pod{}, short.handler()); err != nil {
-		return err
-	}
+	// Two zones short at once is a breach whoever made it, not only when
+	// seen at an eviction.
+	mon.JudgeEveryMoment()
 	if err := withTimeout(ctx, cfg.timeout, func(ctx context.Context) error {
 		return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) { return mon.Armed(), nil })
 	}); err != nil {
@@ -451,7 +448,6 @@ func drainAll(ctx context.Context, cfg runConfig, o drainOptions, cp *controlpla
 		res.Breaches = append(res.Breaches, b.At.Format(time.StampMilli)+" "+b.Detail)
 	}
 	res.ForcedDeletions = mon.ForcedDeletions()
-	res.TwoZonesShort = short.stretches(time.Now())
 	return nil
 }
 

@@ -11,19 +11,12 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	toolscache "k8s.io/client-go/tools/cache"
-
-	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/internal/metrics"
 )
 
 // What the drain scenario judges, apart from the control plane: where the
-// group's pods run, what the webhook and the kubectl drains said, and
-// whether two zones were ever short at once.
+// group's pods run, and what the webhook and the kubectl drains said.
 
 // ownerOf is the member a pod of the group belongs to, and its ordinal when
 // it is one of the member's wanted pods; "" for any other pod.
@@ -126,111 +119,4 @@ func drainOutput(out string) drainLog {
 		}
 	}
 	return l
-}
-
-// zonesShort lists the zones that have a wanted pod missing, terminating or
-// not Ready, each with its first such pod, e.g. "zone-a (zone-a-3
-// terminating)".
-func zonesShort(pods map[string]*corev1.Pod, s scenario) []string {
-	var out []string
-	for _, m := range memberNames[:s.members] {
-		for i := range int(s.replicas) {
-			name := fmt.Sprintf("%s-%d", m, i)
-			pod := pods[name]
-			why := ""
-			switch {
-			case pod == nil:
-				why = "missing"
-			case pod.DeletionTimestamp != nil:
-				why = "terminating"
-			case !kube.PodReady(pod):
-				why = "not Ready"
-			}
-			if why != "" {
-				out = append(out, fmt.Sprintf("%s (%s %s)", m, name, why))
-				break
-			}
-		}
-	}
-	return out
-}
-
-// shortStretch is a stretch of time in which two zones or more were short.
-type shortStretch struct {
-	From    time.Time `json:"from"`
-	Seconds float64   `json:"seconds"`
-	// Zones are those short when it began, each with its first short pod.
-	Zones []string `json:"zones"`
-}
-
-// shortZones follows the group's pods through every event of one watch,
-// which shows them in the order the API server changed them, and records
-// each stretch of time in which two zones or more were short at once. It
-// judges nothing until it has seen every zone whole: a watch's first events
-// add the pods one by one.
-type shortZones struct {
-	s scenario
-
-	mu    sync.Mutex
-	pods  map[string]*corev1.Pod
-	armed bool
-	open  *shortStretch
-	done  []shortStretch
-}
-
-func newShortZones(s scenario) *shortZones {
-	return &shortZones{s: s, pods: map[string]*corev1.Pod{}}
-}
-
-func (z *shortZones) handler() toolscache.ResourceEventHandler {
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { z.observe(obj, false, time.Now()) },
-		UpdateFunc: func(_, obj any) { z.observe(obj, false, time.Now()) },
-		DeleteFunc: func(obj any) { z.observe(obj, true, time.Now()) },
-	}
-}
-
-func (z *shortZones) observe(obj any, deleted bool, now time.Time) {
-	pod, ok := podOf(obj)
-	if !ok {
-		return
-	}
-	if owner, _ := ownerOf(pod.Name, z.s); owner == "" {
-		return
-	}
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	if deleted {
-		if prev := z.pods[pod.Name]; prev != nil && prev.UID == pod.UID {
-			delete(z.pods, pod.Name)
-		}
-	} else {
-		z.pods[pod.Name] = pod
-	}
-	short := zonesShort(z.pods, z.s)
-	if !z.armed {
-		z.armed = len(short) == 0
-		return
-	}
-	switch {
-	case len(short) >= 2 && z.open == nil:
-		z.open = &shortStretch{From: now, Zones: short}
-	case len(short) < 2 && z.open != nil:
-		z.open.Seconds = now.Sub(z.open.From).Seconds()
-		z.done = append(z.done, *z.open)
-		z.open = nil
-	}
-}
-
-// stretches are the stretches seen so far, one still open ending now.
-func (z *shortZones) stretches(now time.Time) []shortStretch {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	out := slices.Clone(z.done)
-	if z.open != nil {
-		open := *z.open
-		open.Seconds = now.Sub(open.From).Seconds()
-		out = append(out, open)
-	}
-	return out
 }

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/echelon-operator/echelon/internal/disruption"
 )
@@ -46,8 +45,7 @@ func printDrain(out io.Writer, results []*drainResult) {
 		row("pod monitor: evictions seen", fmt.Sprint(r.Evictions))
 		row("  zones in the order they were drained", strings.Join(r.ZoneOrder, " "))
 		row(fmt.Sprintf("  most pods unavailable at once (maxUnavailable %d)", r.MaxUnavailable), peakCell(r.PeakUnavailable))
-		row("  breaches: an eviction while another zone was short (must be 0)", fmt.Sprint(len(r.Breaches)))
-		row("stretches with two zones short at once (must be 0)", fmt.Sprint(len(r.TwoZonesShort)))
+		row("  breaches: an eviction while another zone was short, or two zones short at once (must be 0)", fmt.Sprint(len(r.Breaches)))
 		row("operator CPU during the drain", fmt.Sprintf("%.2fs", r.OperatorCPUSeconds))
 		row("operator --kube-api-qps (its client-side limit, the webhook's live reads included)", fmt.Sprintf("%g", r.OperatorKubeAPIQPS))
 		_ = tw.Flush()
@@ -56,9 +54,6 @@ func printDrain(out io.Writer, results []*drainResult) {
 		}
 		for _, b := range r.Breaches {
 			fmt.Fprintf(out, "  breach: %s\n", b)
-		}
-		for _, s := range r.TwoZonesShort {
-			fmt.Fprintf(out, "  two zones short from %s for %s: %s\n", s.From.Format(time.StampMilli), seconds(s.Seconds), strings.Join(s.Zones, ", "))
 		}
 		for _, f := range r.ForcedDeletions {
 			fmt.Fprintf(out, "  pod removed without terminating first (someone force-deleted it): %s\n", f)
