@@ -145,12 +145,12 @@ func TestPrepareDownscale(t *testing.T) {
 				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", LastDownscale: testNow.Add(-10 * time.Minute)}}}
 			},
 			req: func() *reqBuilder { return scaleUpdate("statefulsets", "a", 5, 3) }, reason: reasonZoneDelay, code: http.StatusForbidden,
-			message: []string{"lets it happen at 2026-11-22T12:50:00Z, 1h0m0s after StatefulSet b was downscaled (minTimeBetweenZoneDownscales)"},
+			message: []string{"lets it happen at 2026-11-22T12:50:01Z, 1h0m0s after StatefulSet b was downscaled (minTimeBetweenZoneDownscales)"},
 			event:   EventReasonDownscaleTooEarly},
 		{name: "zone delay passed",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, func(b *builders.ScalingPolicyWrapper) { b.ZoneDelay(time.Hour) })
-				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", LastDownscale: testNow.Add(-time.Hour)}}}
+				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", LastDownscale: testNow.Add(-time.Hour - time.Second)}}}
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 4) }, allowed: true, reason: reasonPrepared, calls: []string{"POST a-4"}, recorded: true,
 			asked: `ingester Downscale a -1 by "downscale of StatefulSet a by alice"`},

@@ -279,6 +279,15 @@ type Gate struct {
 	Until  time.Time
 }
 
+// recordLead is how far a member's recorded downscale time may precede the
+// downscale itself. A downscale is recorded before its patch is sent, so that a
+// crash cannot lose it, and the time the patch returned is written after it;
+// when the operator dies between the two, only the earlier record remains, a
+// round trip before the API server applied the patch. The zone delay counts
+// from a second after the record, so the zones stay at least the delay apart as
+// the API server saw them.
+const recordLead = time.Second
+
 // DownscaleGate is the zone delay both the ScalingPolicy controller and the
 // prepare-downscale webhook apply to a downscale of a member of group: no
 // other member was downscaled within zoneDelay. Whether the other members
@@ -288,8 +297,8 @@ func DownscaleGate(now time.Time, zoneDelay time.Duration, group *Group) Gate {
 	if group == nil {
 		return Gate{Open: true}
 	}
-	if last, who := lastDownscale(group.Others); zoneDelay > 0 && !last.IsZero() && now.Before(last.Add(zoneDelay)) {
-		until := last.Add(zoneDelay)
+	if last, who := lastDownscale(group.Others); zoneDelay > 0 && !last.IsZero() && now.Before(last.Add(zoneDelay+recordLead)) {
+		until := last.Add(zoneDelay + recordLead)
 		return Gate{Reason: v1alpha1.ScalingReasonZoneDelay, Until: until, Why: fmt.Sprintf(
 			"at %s, %s after StatefulSet %s was downscaled (minTimeBetweenZoneDownscales)",
 			until.UTC().Format(time.RFC3339), zoneDelay, who)}

@@ -63,8 +63,10 @@ func TestDownscaleGate(t *testing.T) {
 		{name: "no group", delay: delay, open: true},
 		{name: "never downscaled", delay: delay, group: group(Member{Name: "a"}, Member{Name: "c"}), open: true},
 		{name: "inside the delay", delay: delay, group: group(Member{Name: "a", LastDownscale: now.Add(-time.Minute)}),
-			reason: v1alpha1.ScalingReasonZoneDelay, until: now.Add(59 * time.Minute)},
-		{name: "the delay just ended", delay: delay, group: group(Member{Name: "a", LastDownscale: now.Add(-delay)}), open: true},
+			reason: v1alpha1.ScalingReasonZoneDelay, until: now.Add(59*time.Minute + recordLead)},
+		{name: "the delay just ended", delay: delay, group: group(Member{Name: "a", LastDownscale: now.Add(-delay - recordLead)}), open: true},
+		{name: "the delay is counted from a second after the record", delay: delay, group: group(Member{Name: "a", LastDownscale: now.Add(-delay)}),
+			reason: v1alpha1.ScalingReasonZoneDelay, until: now.Add(recordLead)},
 		{name: "no delay", group: group(Member{Name: "a", LastDownscale: now}), open: true},
 	}
 	for _, tt := range tests {
@@ -152,19 +154,19 @@ func TestDecide(t *testing.T) {
 			in.ZoneDelay = delay
 			in.Group.Others[1].LastDownscale = now.Add(-delay + time.Minute)
 		}),
-		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonZoneDelay, requeue: time.Minute, message: "zone-c was downscaled"},
+		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonZoneDelay, requeue: time.Minute + recordLead, message: "zone-c was downscaled"},
 	}, {
 		name: "downscale one nanosecond before the delay ends waits",
 		in: with(follower(8, 5), func(in *Input) {
 			in.ZoneDelay = delay
-			in.Group.Others[0].LastDownscale = now.Add(-delay + time.Nanosecond)
+			in.Group.Others[0].LastDownscale = now.Add(-delay - recordLead + time.Nanosecond)
 		}),
 		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonZoneDelay, requeue: time.Nanosecond},
 	}, {
 		name: "downscale exactly when the delay ends goes ahead",
 		in: with(follower(8, 5), func(in *Input) {
 			in.ZoneDelay = delay
-			in.Group.Others[0].LastDownscale = now.Add(-delay)
+			in.Group.Others[0].LastDownscale = now.Add(-delay - recordLead)
 		}),
 		want: want{phase: v1alpha1.ScalingPhaseScalingDown, reason: v1alpha1.ScalingReasonScaledDown, scale: ptr.To[int32](5)},
 	}, {
@@ -174,7 +176,7 @@ func TestDecide(t *testing.T) {
 			in.Group.Others[0].LastDownscale = now.Add(-2 * delay)
 			in.Group.Others[1].LastDownscale = now.Add(-time.Hour)
 		}),
-		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonZoneDelay, requeue: delay - time.Hour},
+		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonZoneDelay, requeue: delay - time.Hour + recordLead},
 	}, {
 		name: "no zone delay: another member's recent downscale does not hold it",
 		in:   with(follower(8, 5), func(in *Input) { in.Group.Others[0].LastDownscale = now.Add(-time.Second) }),
@@ -210,7 +212,7 @@ func TestDecide(t *testing.T) {
 			in.Group.Others[0].LastDownscale = now.Add(-time.Hour)
 			in.Disruption = nil
 		}),
-		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonZoneDelay, requeue: delay - time.Hour},
+		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonZoneDelay, requeue: delay - time.Hour + recordLead},
 	}, {
 		name: "a target in no RolloutGroup needs no disruption budget",
 		in:   with(follower(8, 5), func(in *Input) { in.Group, in.Disruption = nil, nil }),
@@ -244,7 +246,7 @@ func TestDecide(t *testing.T) {
 			in.Force, in.ZoneDelay = ptr.To[int32](2), delay
 			in.Group.Others[0].LastDownscale = now.Add(-time.Hour)
 		}),
-		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonZoneDelay, requeue: delay - time.Hour},
+		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonZoneDelay, requeue: delay - time.Hour + recordLead},
 	}, {
 		name: "a forced upscale does not wait for the leader",
 		in: with(follower(5, 5), func(in *Input) {
@@ -343,7 +345,7 @@ func TestDecideWithADelayedDownscale(t *testing.T) {
 			in.Floor, in.ZoneDelay = ptr.To[int32](5), time.Hour
 			in.Group.Others[0].LastDownscale = now.Add(-time.Minute)
 		}),
-		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonZoneDelay, requeue: 59 * time.Minute},
+		want: want{phase: v1alpha1.ScalingPhaseWaiting, reason: v1alpha1.ScalingReasonZoneDelay, requeue: 59*time.Minute + recordLead},
 	}, {
 		name: "a partial downscale asks the disruption budget about the floor",
 		in: with(follower(8, 5), func(in *Input) {
