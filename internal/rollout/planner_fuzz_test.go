@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -457,8 +456,8 @@ func (g fuzzGroup) firstBlocker() (member, reason string) {
 			return m.Name, v1alpha1.ReasonMemberNotFound
 		case m.StatefulSet.DeletionTimestamp != nil:
 			return m.Name, v1alpha1.ReasonMemberDeleting
-		case m.StatefulSet.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType:
-			return m.Name, v1alpha1.ReasonMemberNotOnDelete
+		case !controlledStrategy(m.StatefulSet):
+			return m.Name, v1alpha1.ReasonUnsupportedStrategy
 		case len(m.ClaimedBy) > 0:
 			return m.Name, v1alpha1.ReasonMemberClaimedByOtherGroup
 		}
