@@ -185,7 +185,8 @@ func (ms *MemberState) scaling() bool {
 
 // disruption says why a member uses availability now, or "" when it does not:
 // pods that are missing, terminating or not available, pods leaving after a
-// scale-down, or a StatefulSet status showing fewer Ready pods than it has or
+// scale-down, pods released by its partition that the StatefulSet controller
+// may take down at any moment, or a StatefulSet status showing fewer Ready pods than it has or
 // than the member wants.
 //
 // The StatefulSet controller counts a pod it recreated a moment after the
@@ -203,6 +204,8 @@ func (ms *MemberState) disruption() string {
 		return fmt.Sprintf("%d/%d pods not available (%d of %d created so far)", ms.Unavailable, ms.Replicas, ms.StatusReplicas, ms.Replicas)
 	case ms.Unavailable > 0:
 		return fmt.Sprintf("%d/%d pods not available", ms.Unavailable, ms.Replicas)
+	case ms.Released > 0:
+		return fmt.Sprintf("%s released by the partition, not replaced yet", Plural(int(ms.Released), "available pod"))
 	case ms.StatusReplicas > ms.StatusReady:
 		return fmt.Sprintf("StatefulSet status shows %d of %d pods Ready", ms.StatusReady, ms.StatusReplicas)
 	case ms.StatusReplicas > 0 && ms.StatusReplicas < ms.Replicas:
@@ -320,7 +323,7 @@ func Decide(in Input) Plan {
 	}
 	p.Settled = true
 	decideSettled(in, &p)
-	planPartitions(&p, in.Paused || in.RollingBack || (in.Hold != nil && in.Hold.Stop))
+	planPartitions(&p, in)
 	for _, ms := range p.Members {
 		// The StatefulSet controller advances a RollingUpdate member itself.
 		if ms.Phase == v1alpha1.MemberComplete && ms.CurrentRevision != ms.UpdateRevision && !ms.Partitioned {
@@ -459,6 +462,10 @@ func planDeletions(in Input, ms *MemberState, gateDue string, limit int) ([]*cor
 	used := ms.Unavailable + ms.Leaving + ms.Released
 	budget := max(0, int(ms.MaxUnavailable-used))
 	if ms.Partitioned {
+		if ms.releaseCut > ms.Partition {
+			return nil, fmt.Sprintf("%s, %s released beyond maxUnavailable %d, raising the partition from %d to %d",
+				progress, Plural(int(ms.Released), "available pod"), ms.MaxUnavailable, ms.Partition, ms.releaseCut), v1alpha1.ReasonWaitingForPods
+		}
 		release, to := planRelease(ms, budget, limit, in.MinReadySeconds, in)
 		if len(release) == 0 {
 			return nil, fmt.Sprintf("%s, %d/%d pods unavailable or released, waiting before releasing more", progress, used, ms.MaxUnavailable),
