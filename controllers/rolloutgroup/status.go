@@ -85,6 +85,7 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 			GatePassedRevision: ap.GatePassedRevision(m.Name),
 			Phase:              m.Phase,
 			Message:            m.Message,
+			Partition:          partitionOf(m),
 		})
 		st.Replicas += m.Replicas
 		st.UpdatedReplicas += m.Updated
@@ -253,4 +254,13 @@ func setConditions(st *v1alpha1.RolloutGroupStatus, rg *v1alpha1.RolloutGroup, s
 	} else {
 		set(v1alpha1.ConditionPaused, metav1.ConditionFalse, v1alpha1.ReasonNotPaused, "spec.paused is false")
 	}
+}
+
+// partitionOf is the partition a RollingUpdate member holds, nil for OnDelete.
+func partitionOf(m rollout.MemberState) *int32 {
+	if !m.Partitioned {
+		return nil
+	}
+	p := m.Partition
+	return &p
 }
