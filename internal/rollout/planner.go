@@ -105,6 +105,9 @@ type Input struct {
 	DisruptionHold *disruption.Hold
 	// Holder names the group in the hold a batch records.
 	Holder string
+	// Steps is spec.steps and where the rollout stands in them; nil without
+	// steps and while rolling back.
+	Steps *StepsInput
 }
 
 // MemberState is what the planner computed for one member.
@@ -253,6 +256,9 @@ type Plan struct {
 	// is whole and has not passed its gate for its update revision. Nothing is
 	// deleted while it is set.
 	GateDue string
+	// Step is where the rollout stands in spec.steps after this plan, nil
+	// without steps.
+	Step *StepState
 	// Budget is the group's disruption budget's answer to the batch planned,
 	// nil when no batch was planned. When it refused, Delete is empty and the
 	// reason is WaitingForDisruption; when Budget.Record(), the batch may go
@@ -354,6 +360,19 @@ func decideSettled(in Input, p *Plan) {
 		return
 	}
 
+	limit := -1
+	if in.Steps != nil && !in.RollingBack {
+		var st StepState
+		var hold *Hold
+		st, limit, hold = decideStep(in, p.Members)
+		p.Step = &st
+		if hold != nil && in.Hold == nil {
+			in.Hold = hold
+		}
+		if !st.Until.IsZero() {
+			p.RequeueAfter = MinPositive(p.RequeueAfter, st.Until.Sub(in.Now))
+		}
+	}
 	for _, i := range rollOrder(p.Members, in.RollingBack) {
 		ms := &p.Members[i]
 		if len(ms.Outdated) == 0 {
@@ -374,7 +393,7 @@ func decideSettled(in Input, p *Plan) {
 		}
 		p.Current = ms.Name
 		ms.Phase = v1alpha1.MemberRolling
-		p.Delete, p.Message, p.Reason = planDeletions(in, ms, p.GateDue, -1)
+		p.Delete, p.Message, p.Reason = planDeletions(in, ms, p.GateDue, limit)
 		askBudget(in, p)
 		if wait := in.LastBatchTime.Add(in.BatchInterval).Sub(in.Now); len(p.Delete) == 0 && !in.Paused && in.BatchInterval > 0 && wait > 0 {
 			p.RequeueAfter = MinPositive(p.RequeueAfter, wait)
