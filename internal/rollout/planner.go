@@ -343,6 +343,19 @@ func Decide(in Input) Plan {
 // all been observed by their controller.
 func decideSettled(in Input, p *Plan) {
 	p.GateDue = gateDue(in, p.Members)
+	limit := -1
+	if in.Steps != nil && !in.RollingBack {
+		var st StepState
+		var hold *Hold
+		st, limit, hold = decideStep(in, p.Members)
+		p.Step = &st
+		if hold != nil && in.Hold == nil {
+			in.Hold = hold
+		}
+		if !st.Until.IsZero() {
+			p.RequeueAfter = MinPositive(p.RequeueAfter, st.Until.Sub(in.Now))
+		}
+	}
 	var disrupted []string
 	for i := range p.Members {
 		ms := &p.Members[i]
@@ -360,19 +373,6 @@ func decideSettled(in Input, p *Plan) {
 		return
 	}
 
-	limit := -1
-	if in.Steps != nil && !in.RollingBack {
-		var st StepState
-		var hold *Hold
-		st, limit, hold = decideStep(in, p.Members)
-		p.Step = &st
-		if hold != nil && in.Hold == nil {
-			in.Hold = hold
-		}
-		if !st.Until.IsZero() {
-			p.RequeueAfter = MinPositive(p.RequeueAfter, st.Until.Sub(in.Now))
-		}
-	}
 	for _, i := range rollOrder(p.Members, in.RollingBack) {
 		ms := &p.Members[i]
 		if len(ms.Outdated) == 0 {

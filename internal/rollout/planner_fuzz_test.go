@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
@@ -279,6 +280,26 @@ func generateGroup(b *fuzzinput.Bytes) fuzzGroup {
 	}
 	if g.in.Hold != nil && b.Rare(2) {
 		g.in.Hold.Stop = true
+	}
+	// Steps, last of all: up to four of increasing percent, each without a
+	// pause, with a duration, or waiting for a promote; the rollout at any
+	// of them, waiting for anything since any time, promoted or not.
+	if b.Rare(2) {
+		var steps []v1alpha1.RolloutStep
+		for pct := int32(0); len(steps) < 1+b.Intn(4) && pct < 100; {
+			pct = min(100, pct+1+int32(b.Intn(60)))
+			step := v1alpha1.RolloutStep{Percent: pct}
+			switch b.Intn(3) {
+			case 1:
+				step.Pause = &v1alpha1.StepPause{Duration: &metav1.Duration{Duration: time.Minute}}
+			case 2:
+				step.Pause = &v1alpha1.StepPause{}
+			}
+			steps = append(steps, step)
+		}
+		waits := []v1alpha1.StepWait{v1alpha1.StepWaitPods, v1alpha1.StepWaitAvailability, v1alpha1.StepWaitDuration, v1alpha1.StepWaitPromote}
+		g.in.Steps = &StepsInput{Steps: steps, Index: int32(b.Intn(len(steps) + 1)), WaitingFor: waits[b.Intn(4)],
+			Since: testNow.Add(-time.Duration(b.Intn(120)) * time.Second), Promoted: b.Rare(2)}
 	}
 	g.in.Holder = "RolloutGroup fuzz"
 	return g
@@ -706,6 +727,9 @@ func (g fuzzGroup) check(plan Plan) error {
 	if err := g.checkPartitions(plan, views); err != nil {
 		return err
 	}
+	if err := g.checkSteps(plan, views); err != nil {
+		return err
+	}
 
 	// Progress: when nothing holds the group back, the planner does the documented
 	// next step rather than waiting.
@@ -758,6 +782,15 @@ func (g fuzzGroup) check(plan Plan) error {
 		want = notAvail + min(avail, max(0, v.maxUnav-g.unavailable(v, nil)-v.leaving))
 	}
 	held := g.in.Hold != nil || due != "" || (g.in.RollingBack && !v.restored())
+	if plan.Step != nil && plan.Step.WaitingFor != v1alpha1.StepWaitDone {
+		// The step's share caps the batch (checkSteps); a step that waits
+		// holds it.
+		if plan.Step.WaitingFor != v1alpha1.StepWaitPods {
+			held = true
+		} else if room := int(plan.Step.Target) - g.done(views); room < want {
+			want = room
+		}
+	}
 	if wait := g.batchWait(); wait > 0 {
 		if !held && avail+notAvail > 0 && (plan.RequeueAfter == 0 || plan.RequeueAfter > wait) {
 			return fmt.Errorf("within batchInterval: RequeueAfter = %v, want (0, %v]", plan.RequeueAfter, wait)
@@ -954,6 +987,68 @@ func (g fuzzGroup) checkPartitions(plan Plan, views []memberView) error {
 			if left := outdatedBelow(v, v.start+v.replicas); len(left) > 0 && ordinalOf(v.live, left[0]) >= v.start+to {
 				return fmt.Errorf("%s: not being rolled (current %q, stop %v), partition %d leaves outdated %s to the StatefulSet controller", v.name, plan.Current, stop, to, left[0].Name)
 			}
+		}
+	}
+	return nil
+}
+
+// done counts the group's wanted pods not waiting to be rolled: all but the
+// live outdated pods (of a partitioned member, those below its partition).
+func (g fuzzGroup) done(views []memberView) int {
+	n := 0
+	for _, v := range views {
+		n += v.replicas
+		for o, p := range v.live {
+			if podRevision(p) != v.updateRev && (!v.partitioned || o < v.start+v.partition) {
+				n--
+			}
+		}
+	}
+	return n
+}
+
+// checkSteps: a batch never takes the group past the share of the step it
+// is at, a step waiting for its pause, a promote or its pods deletes
+// nothing, and the rollout never goes past a pause without a duration
+// unless promoted, and then past one only.
+func (g fuzzGroup) checkSteps(plan Plan, views []memberView) error {
+	s := g.in.Steps
+	if s == nil || g.in.RollingBack || !g.settled() {
+		if plan.Step != nil && (s == nil || g.in.RollingBack) {
+			return fmt.Errorf("Step = %+v without steps (or rolling back)", *plan.Step)
+		}
+		return nil
+	}
+	if _, reason := g.firstBlocker(); reason != "" {
+		return nil
+	}
+	st := plan.Step
+	if st == nil {
+		return fmt.Errorf("no Step with %d steps", len(s.Steps))
+	}
+	if st.Index < s.Index {
+		return fmt.Errorf("step went back from %d to %d", s.Index, st.Index)
+	}
+	done := g.done(views)
+	promotes := 0
+	for i := s.Index; i < min(st.Index, int32(len(s.Steps))); i++ {
+		if p := s.Steps[i].Pause; p != nil && p.Duration == nil {
+			promotes++
+		}
+	}
+	total := 0
+	for _, v := range views {
+		total += v.replicas
+	}
+	if (promotes > 1 || (promotes == 1 && !s.Promoted)) && !(st.WaitingFor == v1alpha1.StepWaitDone && done == total) {
+		return fmt.Errorf("went past %d pauses waiting for a promote from step %d to %d (promoted %v)", promotes, s.Index, st.Index, s.Promoted)
+	}
+	if len(plan.Delete) > 0 && st.WaitingFor != v1alpha1.StepWaitDone {
+		if st.WaitingFor != v1alpha1.StepWaitPods {
+			return fmt.Errorf("deletes %v while step %d waits for %s", podNames(plan.Delete), st.Index, st.WaitingFor)
+		}
+		if done+len(plan.Delete) > int(st.Target) {
+			return fmt.Errorf("deletes %v with %d done: past step %d's %d pods", podNames(plan.Delete), done, st.Index, st.Target)
 		}
 	}
 	return nil
