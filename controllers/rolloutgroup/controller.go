@@ -134,6 +134,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		up.status.ObservedGeneration = written.ObservedGeneration
 	}
 	r.recordTransition(rg, plan, up)
+	r.recordStep(rg, rg.Status.Step, up.status.Step, plan.Step)
 	r.emitAnalysis(rg, ap)
 	r.exportMetrics(rg, up)
 	flushAfter, err := r.saveStatus(ctx, rg, written, up.status, now)
