@@ -51,7 +51,7 @@ func TestDecideStep(t *testing.T) {
 		{name: "a promote ends one pause only", in: StepsInput{Steps: []v1alpha1.RolloutStep{{Percent: 1, Pause: promote}, {Percent: 2, Pause: promote}, {Percent: 100}}, Promoted: true},
 			members: zones(28, 30, 30), wantIndex: 1, wantWait: v1alpha1.StepWaitPromote, wantHold: v1alpha1.ReasonWaitingForPromote, wantUsed: true},
 		{name: "50% reached with a pod not available: waits for it before the pause", in: StepsInput{Steps: steps, Index: 1},
-			members: func() []MemberState { m := zones(0, 15, 30); m[1].Unavailable = 1; return m }(),
+			members:   func() []MemberState { m := zones(0, 15, 30); m[1].Unavailable = 1; return m }(),
 			wantIndex: 1, wantWait: v1alpha1.StepWaitAvailability, wantHold: v1alpha1.ReasonWaitingForStep},
 		{name: "the pause of 10m runs from when it began", in: StepsInput{Steps: steps, Index: 1, WaitingFor: v1alpha1.StepWaitDuration, Since: since},
 			members: zones(0, 15, 30), wantIndex: 1, wantWait: v1alpha1.StepWaitDuration, wantHold: v1alpha1.ReasonStepPause},
