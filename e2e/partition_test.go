@@ -48,6 +48,41 @@ var _ = Describe("RolloutGroup RollingUpdate members", func() {
 		}
 	})
 
+	It("rolls the moved pods of RollingUpdate members back, most recent member first, by their partitions, when a zone gate fails (onFailure Rollback)", func(ctx SpecContext) {
+		const soak = 6 * time.Second
+		g := newZones(ctx, 3)
+		p := startPrometheus(ctx, g.zones)
+		g.createStatefulSets(ctx, rollingUpdate)
+		g.waitPodsOn(ctx, "v1")
+		g.createGroup(ctx, func(s *v1alpha1.RolloutGroupSpec) {
+			s.Analysis, s.OnFailure = p.analysis(soak, errorRateCheck(nil)), v1alpha1.FailureRollback
+		})
+		startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
+		g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
+		mon := g.monitor(ctx)
+		p.waitScraped(ctx, 0, g.zones...)
+
+		g.setVersion(ctx, "v2")
+		g.waitSoaking(ctx, "ingester-zone-b")
+		p.flip(ctx, "ingester-zone-b", badErrors)
+		rg := g.waitPhase(ctx, v1alpha1.PhaseFailed, 2*time.Minute)
+		Expect(rg.Status.Analysis.Rollback).NotTo(BeNil())
+		g.waitPodsOn(ctx, "v1")
+		expectNoBreaches(mon)
+		Expect(mon.DeletionsWhere(versionAnnotation, "v2")).To(HaveLen(6), "each of the 6 moved pods is rolled back once")
+		var back []string
+		for _, d := range mon.DeletionsWhere(versionAnnotation, "v2") {
+			if len(back) == 0 || back[len(back)-1] != d.Member {
+				back = append(back, d.Member)
+			}
+		}
+		Expect(back).To(Equal([]string{"ingester-zone-b", "ingester-zone-a"}))
+		Expect(rollsOf(mon, "ingester-zone-c")).To(BeZero())
+		for _, z := range g.zones {
+			Eventually(func() *int32 { return partitionOf(ctx, g.ns, z) }).Should(HaveValue(BeEquivalentTo(3)), "%s held at its replicas", z)
+		}
+	})
+
 	It("hands every partition back (set to 0) when the group is deleted mid-rollout, so no StatefulSet is left frozen", func(ctx SpecContext) {
 		g := newZones(ctx, 4)
 		g.createStatefulSets(ctx, rollingUpdate)
