@@ -103,7 +103,7 @@ func (p *Plan) CurrentPartitioned() bool {
 // which the StatefulSet controller replaces them), as long as the available
 // ones fit in budget, and at most limit pods (a step's share; negative for no
 // limit). It returns them and the partition that releases them.
-func planRelease(ms *MemberState, budget, limit int, minReadySeconds int32, in Input) ([]*corev1.Pod, int32) {
+func planRelease(in Input, ms *MemberState, budget, limit int) ([]*corev1.Pod, int32) {
 	below := make([]*corev1.Pod, 0, len(ms.Outdated))
 	for _, pod := range ms.Outdated {
 		if ord, _ := podname.Ordinal(ms.Name, pod.Name); int32(ord) < ms.start+ms.Partition {
@@ -118,7 +118,7 @@ func planRelease(ms *MemberState, budget, limit int, minReadySeconds int32, in I
 	var take []*corev1.Pod
 	for _, pod := range below {
 		cost := 0
-		if isAvailable(pod, minReadySeconds, in.Now) {
+		if isAvailable(pod, in.MinReadySeconds, in.Now) {
 			cost = 1
 		}
 		if cost > budget || (limit >= 0 && len(take) >= limit) {

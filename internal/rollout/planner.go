@@ -485,7 +485,7 @@ func planDeletions(in Input, ms *MemberState, gateDue string, limit int) ([]*cor
 			return nil, fmt.Sprintf("%s, %s released beyond maxUnavailable %d, raising the partition from %d to %d",
 				progress, Plural(int(ms.Released), "available pod"), ms.MaxUnavailable, ms.Partition, ms.releaseCut), v1alpha1.ReasonWaitingForPods
 		}
-		release, to := planRelease(ms, budget, limit, in.MinReadySeconds, in)
+		release, to := planRelease(in, ms, budget, limit)
 		if len(release) == 0 {
 			return nil, fmt.Sprintf("%s, %d/%d pods unavailable or released, waiting before releasing more", progress, used, ms.MaxUnavailable),
 				v1alpha1.ReasonWaitingForPods
