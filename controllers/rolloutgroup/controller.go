@@ -124,6 +124,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		up.status.ObservedGeneration = written.ObservedGeneration
 	}
 	r.recordTransition(rg, plan, up)
+	r.recordRotation(rg, up)
 	r.emitAnalysis(rg, ap)
 	r.exportMetrics(rg, up)
 	flushAfter, err := r.saveStatus(ctx, rg, written, up.status, now)
