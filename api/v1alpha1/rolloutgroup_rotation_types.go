@@ -41,6 +41,11 @@ type RotationStatus struct {
 // told apart, also after an operator restart. Ordinals are written as
 // compact ranges, such as "0-3,7".
 type LeakRecord struct {
+	// member is the StatefulSet the record is about.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Member string `json:"member"`
 	// revision is the update revision the record is about; a new update
 	// revision starts a new record.
 	// +required
@@ -65,4 +70,7 @@ type LeakRecord struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Leaked string `json:"leaked,omitempty"`
+	// leakedPods counts the pods counted as leaked in this rollout.
+	// +optional
+	LeakedPods int32 `json:"leakedPods,omitempty"`
 }

@@ -413,10 +413,6 @@ type MemberStatus struct {
 	// Always 0 for a RollingUpdate member, whose pods cannot leak.
 	// +optional
 	LeakedPods int32 `json:"leakedPods,omitempty"`
-	// leakRecord is what Echelon recorded of this OnDelete member's rollout
-	// to tell leaked pods apart.
-	// +optional
-	LeakRecord *LeakRecord `json:"leakRecord,omitempty"`
 	// phase summarises this member.
 	Phase MemberPhase `json:"phase"`
 	// message says why the member is blocked or waiting.
@@ -476,6 +472,14 @@ type RolloutGroupStatus struct {
 	// remove them (see docs/version-leaks.md).
 	// +optional
 	LeakedPods int32 `json:"leakedPods,omitempty"`
+	// leakRecords hold, per OnDelete member, what Echelon recorded of its
+	// current (or last) rollout to tell leaked pods apart: written before the
+	// pods it removes are removed, so that an operator restart loses nothing.
+	// +optional
+	// +listType=map
+	// +listMapKey=member
+	// +kubebuilder:validation:MaxItems=64
+	LeakRecords []LeakRecord `json:"leakRecords,omitempty"`
 	// rotation is the progress of the replacement of pods that
 	// spec.restartAt or the echelon.dev/rotate annotation asked for.
 	// +optional

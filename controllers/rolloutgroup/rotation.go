@@ -48,6 +48,12 @@ func trackRotation(st *v1alpha1.RolloutGroupStatus, up *statusUpdate, rg *v1alph
 	return open
 }
 
+// rotateMarked reports whether a node cycler asked for the pod's replacement.
+func rotateMarked(pod *corev1.Pod) bool {
+	_, ok := pod.Annotations[v1alpha1.AnnotationRotate]
+	return ok
+}
+
 // rotationChanged reports whether a rotation began or ended, or a restartAt
 // was honoured, between two statuses: a user waits on those (kubectl wait).
 // The count of pods to restart waits for the next progress write.
