@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -82,26 +81,4 @@ var _ = Describe("RolloutGroup version leaks", func() {
 		Expect(mon.DeletionsWhere(versionAnnotation, "v1")).To(HaveLen(18), "every v1 pod is replaced once, the leaked one by the drain")
 	})
 
-	It("counts no leak when the operator is SIGKILLed mid-rollout and started again", func(ctx SpecContext) {
-		g := newZoneGroup(ctx, 10, nil)
-		first := startOperator(ctx, "first", g.ns, fastLeaderElection...)
-		g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
-		mon := g.monitor(ctx)
-
-		g.setVersion(ctx, "v2")
-		Eventually(func() int { return len(mon.Deletions()) }).Should(BeNumerically(">=", 5))
-		first.Kill()
-		Eventually(first.Exited()).Should(BeClosed())
-		startOperator(ctx, "second", g.ns, fastLeaderElection...)
-
-		rg := g.waitComplete(ctx, 3*time.Minute)
-		g.waitPodsOn(ctx, "v2")
-		expectNoBreaches(mon)
-		Expect(rg.Status.LeakedPods).To(BeZero(), "Echelon's own removals are on record before they are made:\n%s",
-			strings.Join(g.eventNotes(ctx, "PodLeaked"), "\n"))
-		Expect(rg.Status.LeakRecords).To(HaveLen(3))
-		for _, rec := range rg.Status.LeakRecords {
-			Expect(rec.Removed).To(Equal("0-9"), "member %s: every ordinal removed by Echelon", rec.Member)
-		}
-	})
 })
