@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
@@ -62,6 +63,31 @@ var _ = Describe("RolloutGroup rotations", func() {
 			Expect(metrics).To(ContainSubstring(fmt.Sprintf(
 				`echelon_rolloutgroup_pods_restarted_total{namespace=%q,rolloutgroup="ingester",statefulset=%q} 6`, g.ns, z)))
 		}
+	})
+
+	It("restarts the pods of a RollingUpdate member too, each on the revision it ran", func(ctx SpecContext) {
+		g := newZones(ctx, 4)
+		g.createStatefulSets(ctx, func(sts *appsv1.StatefulSet) {
+			if sts.Name == "ingester-zone-b" {
+				sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType}
+			}
+		})
+		g.waitPodsOn(ctx, "v1")
+		g.createGroup(ctx, nil)
+		startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
+		g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
+		revisions := g.updateRevisions(ctx)
+		mon := g.monitor(ctx)
+		before := livePodUIDs(ctx, g.ns)
+
+		restartAt := time.Now().Add(time.Second).Truncate(time.Second).UTC()
+		g.patchSpec(ctx, fmt.Sprintf(`{"restartAt":%q}`, restartAt.Format(time.RFC3339)))
+		g.waitRestarted(ctx, restartAt, 3*time.Minute)
+		g.waitPodsOn(ctx, "v1")
+		expectNoBreaches(mon)
+		Expect(deletedOf(mon, before)).To(HaveLen(12), "every pod is replaced exactly once, zone-b's too")
+		Expect(mon.MemberOrder()).To(Equal(g.zones))
+		Expect(g.updateRevisions(ctx)).To(Equal(revisions), "no template changed")
 	})
 
 	It("replaces a pod annotated echelon.dev/rotate, and only that pod", func(ctx SpecContext) {

@@ -100,4 +100,3 @@ func mustParse(t *testing.T, s string) interface{ Has(int) bool } {
 	}
 	return ords
 }
-

@@ -31,6 +31,7 @@ func trackRotation(st *v1alpha1.RolloutGroupStatus, up *statusUpdate, rg *v1alph
 	open := rot != nil && rot.StartTime != nil && rot.CompletionTime == nil
 	if !open && plan.ToRestart > 0 && plan.Settled && plan.Blocked == nil {
 		rot, open, up.rotationStarted = &v1alpha1.RotationStatus{StartTime: &ts}, true, true
+		st.LastProgressTime = &ts // progressDeadline counts from the start, as for a rollout
 	}
 	if rot != nil {
 		rot.PodsToRestart = plan.ToRestart

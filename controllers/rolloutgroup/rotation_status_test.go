@@ -49,8 +49,13 @@ func TestComputeStatusRotation(t *testing.T) {
 		restartedAt      bool
 		membersToRestart []int32
 	}{{
-		name:  "pods to restart open a rotation: Progressing, RestartingPods",
-		rg:    group(func(rg *v1alpha1.RolloutGroup) { rg.Spec.RestartAt = restartAt }),
+		name: "pods to restart open a rotation: Progressing, RestartingPods, not stalled by an old rollout's progress time",
+		rg: group(func(rg *v1alpha1.RolloutGroup) {
+			rg.Spec.RestartAt, rg.Status.LastProgressTime = restartAt, ago(48*time.Hour)
+			// Complete on this generation and these counts: nothing else is progress.
+			rg.Status.ObservedGeneration, rg.Status.Phase = rg.Generation, v1alpha1.PhaseComplete
+			rg.Status.UpdatedReplicas, rg.Status.AvailableReplicas = 6, 6
+		}),
 		plan:  rotating(3),
 		phase: v1alpha1.PhaseProgressing, reason: v1alpha1.ReasonRestartingPods, started: true,
 		membersToRestart: []int32{3, 0},
@@ -110,6 +115,9 @@ func TestComputeStatusRotation(t *testing.T) {
 				if got := st.StatefulSets[i].PodsToRestart; got != want {
 					t.Errorf("member %s podsToRestart = %d, want %d", st.StatefulSets[i].Name, got, want)
 				}
+			}
+			if up.rotationStarted && (st.LastProgressTime == nil || !st.LastProgressTime.Time.Equal(statusNow)) {
+				t.Errorf("lastProgressTime = %v, want the rotation's start: progressDeadline counts from it", st.LastProgressTime)
 			}
 			if up.rotationStarted && !rotationChanged(tt.rg.Status, st) {
 				t.Errorf("a rotation's start is not written at once")
