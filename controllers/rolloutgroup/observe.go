@@ -29,6 +29,7 @@ func (r *Reconciler) observe(ctx context.Context, rg *v1alpha1.RolloutGroup, now
 		Now:             now,
 		DisruptionHold:  disruption.HoldOf(rg.Status.Disruption),
 		Holder:          "RolloutGroup " + rg.Name,
+		Steps:           stepsInput(rg),
 	}
 	if rg.Spec.BatchInterval != nil {
 		in.BatchInterval = rg.Spec.BatchInterval.Duration

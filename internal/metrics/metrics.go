@@ -114,5 +114,6 @@ func ForgetGroup(namespace, name string) {
 	LastProgress.DeletePartialMatch(labels)
 	PlansRevised.DeletePartialMatch(labels)
 	forgetAnalysis(labels)
+	forgetSteps(labels)
 	forgetRotation(labels)
 }

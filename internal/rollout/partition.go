@@ -138,13 +138,18 @@ func planRelease(ms *MemberState, budget, limit int, minReadySeconds int32, in I
 }
 
 // planPartitions sets each partitioned member's hold (see the comment at the
-// top of this file). stop is true when the group stops what was released.
-func planPartitions(p *Plan, stop bool) {
+// top of this file).
+func planPartitions(p *Plan, in Input) {
 	for i := range p.Members {
 		ms := &p.Members[i]
 		if !ms.Partitioned {
 			continue
 		}
+		// The group stops what was released when paused, on a hold that says
+		// so, and, rolling back, on a member whose template is not restored:
+		// its released pods would roll forward.
+		stop := in.Paused || (in.Hold != nil && in.Hold.Stop) ||
+			(in.RollingBack && (ms.StableRevision == "" || ms.UpdateRevision != ms.StableRevision))
 		ms.partitionPlanned = true
 		ms.HoldPartition = ms.Partition
 		switch {

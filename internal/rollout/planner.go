@@ -105,6 +105,9 @@ type Input struct {
 	DisruptionHold *disruption.Hold
 	// Holder names the group in the hold a batch records.
 	Holder string
+	// Steps is spec.steps and where the rollout stands in them; nil without
+	// steps and while rolling back.
+	Steps *StepsInput
 
 	// RestartAt is spec.restartAt, zero when unset: once it has come, pods
 	// created before it are replaced (rotation.go).
@@ -193,7 +196,8 @@ func (ms *MemberState) scaling() bool {
 
 // disruption says why a member uses availability now, or "" when it does not:
 // pods that are missing, terminating or not available, pods leaving after a
-// scale-down, or a StatefulSet status showing fewer Ready pods than it has or
+// scale-down, pods released by its partition that the StatefulSet controller
+// may take down at any moment, or a StatefulSet status showing fewer Ready pods than it has or
 // than the member wants.
 //
 // The StatefulSet controller counts a pod it recreated a moment after the
@@ -211,6 +215,8 @@ func (ms *MemberState) disruption() string {
 		return fmt.Sprintf("%d/%d pods not available (%d of %d created so far)", ms.Unavailable, ms.Replicas, ms.StatusReplicas, ms.Replicas)
 	case ms.Unavailable > 0:
 		return fmt.Sprintf("%d/%d pods not available", ms.Unavailable, ms.Replicas)
+	case ms.Released > 0:
+		return fmt.Sprintf("%s released by the partition, not replaced yet", Plural(int(ms.Released), "available pod"))
 	case ms.StatusReplicas > ms.StatusReady:
 		return fmt.Sprintf("StatefulSet status shows %d of %d pods Ready", ms.StatusReady, ms.StatusReplicas)
 	case ms.StatusReplicas > 0 && ms.StatusReplicas < ms.Replicas:
@@ -258,6 +264,9 @@ type Plan struct {
 	// is whole and has not passed its gate for its update revision. Nothing is
 	// deleted while it is set.
 	GateDue string
+	// Step is where the rollout stands in spec.steps after this plan, nil
+	// without steps.
+	Step *StepState
 	// Rotation is true when the plan replaces (or waits to replace) pods that
 	// need no new revision, only a restart: Delete is then deleted, also for a
 	// RollingUpdate member (rotation.go).
@@ -335,7 +344,7 @@ func Decide(in Input) Plan {
 	}
 	p.Settled = true
 	decideSettled(in, &p)
-	planPartitions(&p, in.Paused || in.RollingBack || (in.Hold != nil && in.Hold.Stop))
+	planPartitions(&p, in)
 	for _, ms := range p.Members {
 		// The StatefulSet controller advances a RollingUpdate member itself.
 		if ms.Phase == v1alpha1.MemberComplete && ms.CurrentRevision != ms.UpdateRevision && !ms.Partitioned {
@@ -349,6 +358,19 @@ func Decide(in Input) Plan {
 // all been observed by their controller.
 func decideSettled(in Input, p *Plan) {
 	p.GateDue = gateDue(in, p.Members)
+	limit := -1
+	if in.Steps != nil && !in.RollingBack {
+		var st StepState
+		var hold *Hold
+		st, limit, hold = decideStep(in, p.Members)
+		p.Step = &st
+		if hold != nil && in.Hold == nil {
+			in.Hold = hold
+		}
+		if !st.Until.IsZero() {
+			p.RequeueAfter = MinPositive(p.RequeueAfter, st.Until.Sub(in.Now))
+		}
+	}
 	var disrupted []string
 	for i := range p.Members {
 		ms := &p.Members[i]
@@ -389,7 +411,7 @@ func decideSettled(in Input, p *Plan) {
 		}
 		p.Current = ms.Name
 		ms.Phase = v1alpha1.MemberRolling
-		p.Delete, p.Message, p.Reason = planDeletions(in, ms, p.GateDue, -1)
+		p.Delete, p.Message, p.Reason = planDeletions(in, ms, p.GateDue, limit)
 		askBudget(in, p)
 		if wait := in.LastBatchTime.Add(in.BatchInterval).Sub(in.Now); len(p.Delete) == 0 && !in.Paused && in.BatchInterval > 0 && wait > 0 {
 			p.RequeueAfter = MinPositive(p.RequeueAfter, wait)
@@ -465,6 +487,10 @@ func planDeletions(in Input, ms *MemberState, gateDue string, limit int) ([]*cor
 	used := ms.Unavailable + ms.Leaving + ms.Released
 	budget := max(0, int(ms.MaxUnavailable-used))
 	if ms.Partitioned {
+		if ms.releaseCut > ms.Partition {
+			return nil, fmt.Sprintf("%s, %s released beyond maxUnavailable %d, raising the partition from %d to %d",
+				progress, Plural(int(ms.Released), "available pod"), ms.MaxUnavailable, ms.Partition, ms.releaseCut), v1alpha1.ReasonWaitingForPods
+		}
 		release, to := planRelease(ms, budget, limit, in.MinReadySeconds, in)
 		if len(release) == 0 {
 			return nil, fmt.Sprintf("%s, %d/%d pods unavailable or released, waiting before releasing more", progress, used, ms.MaxUnavailable),

@@ -630,9 +630,9 @@ func TestDecideMemberStates(t *testing.T) {
 		// Updated counts the terminating pod: it was created from newRev. The pod
 		// being scaled away is Leaving.
 		{Name: "zone-b", Replicas: 6, Ready: 3, Available: 2, Updated: 2, MaxUnavailable: 3, Unavailable: 4, Leaving: 1,
-			ToRoll: 3, CurrentRevision: oldRev, UpdateRevision: newRev, Phase: rolling},
+			ToRoll: 3, Pending: 3, CurrentRevision: oldRev, UpdateRevision: newRev, Phase: rolling},
 		{Name: "zone-c", Replicas: 1, Ready: 1, Available: 1, Updated: 0, MaxUnavailable: 1, Unavailable: 0,
-			ToRoll: 1, CurrentRevision: oldRev, UpdateRevision: newRev, UniformRevision: oldRev, Phase: pending},
+			ToRoll: 1, Pending: 1, CurrentRevision: oldRev, UpdateRevision: newRev, UniformRevision: oldRev, Phase: pending},
 	}
 	if len(got.Members) != len(want) {
 		t.Fatalf("got %d members, want %d", len(got.Members), len(want))
