@@ -186,6 +186,11 @@ func (g fuzzGroup) checkRotationBatch(r fuzzRotation, plan Plan, views []memberV
 	case plan.CurrentPartitioned():
 		return fmt.Errorf("a rotation's batch is released by a partition")
 	}
+	for _, c := range plan.PartitionChanges() {
+		if c.Release {
+			return fmt.Errorf("a rotation lowers a partition: %+v", c)
+		}
+	}
 	if err := g.checkBudget(plan); err != nil {
 		return err
 	}
