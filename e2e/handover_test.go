@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -69,10 +70,17 @@ var _ = Describe("RolloutGroup rollouts when operators stop or fail", func() {
 		Eventually(first.Exited()).Should(BeClosed())
 		startOperator(ctx, "second", g.ns, fastLeaderElection...)
 
-		g.waitComplete(ctx, 3*time.Minute)
+		rg := g.waitComplete(ctx, 3*time.Minute)
 		g.waitPodsOn(ctx, "v2")
 		expectNoBreaches(mon)
 		Expect(mon.DeletionsWhere(versionAnnotation, "v1")).To(HaveLen(30), "a restarted operator replaces each pod once")
+		// Each batch's ordinals are on record before its pods go: the new
+		// process takes none of its predecessor's pods for leaked ones.
+		Expect(rg.Status.LeakedPods).To(BeZero(), "PodLeaked Events:\n%s", strings.Join(g.eventNotes(ctx, "PodLeaked"), "\n"))
+		for _, rec := range rg.Status.LeakRecords {
+			Expect(rec.Removed).To(Equal("0-9"), "StatefulSet %s: every ordinal removed by Echelon, on record", rec.Member)
+		}
+		Expect(rg.Status.LeakRecords).To(HaveLen(3))
 	})
 
 	It("completes with no breach with two instances under leader election, the leader killed mid-rollout", func(ctx SpecContext) {

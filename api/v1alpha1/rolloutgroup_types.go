@@ -404,6 +404,15 @@ type MemberStatus struct {
 	// keep (or are recreated on) the current revision. Unset for OnDelete.
 	// +optional
 	Partition *int32 `json:"partition,omitempty"`
+	// podsToRestart counts this member's pods that spec.restartAt or the
+	// echelon.dev/rotate annotation still asks to replace.
+	// +optional
+	PodsToRestart int32 `json:"podsToRestart,omitempty"`
+	// leakedPods counts this member's pods that reached the update revision
+	// in the current (or last) rollout although Echelon did not remove them.
+	// Always 0 for a RollingUpdate member, whose pods cannot leak.
+	// +optional
+	LeakedPods int32 `json:"leakedPods,omitempty"`
 	// phase summarises this member.
 	Phase MemberPhase `json:"phase"`
 	// message says why the member is blocked or waiting.
@@ -458,6 +467,27 @@ type RolloutGroupStatus struct {
 	// podsRolled counts pods deleted for update during the current (or last) rollout.
 	// +optional
 	PodsRolled int32 `json:"podsRolled,omitempty"`
+	// leakedPods counts, over every member, the pods that reached the update
+	// revision in the current (or last) rollout although Echelon did not
+	// remove them (see docs/version-leaks.md).
+	// +optional
+	LeakedPods int32 `json:"leakedPods,omitempty"`
+	// leakRecords hold, per OnDelete member, what Echelon recorded of its
+	// current (or last) rollout to tell leaked pods apart: written before the
+	// pods it removes are removed, so that an operator restart loses nothing.
+	// +optional
+	// +listType=map
+	// +listMapKey=member
+	// +kubebuilder:validation:MaxItems=64
+	LeakRecords []LeakRecord `json:"leakRecords,omitempty"`
+	// rotation is the progress of the replacement of pods that
+	// spec.restartAt or the echelon.dev/rotate annotation asked for.
+	// +optional
+	Rotation *RotationStatus `json:"rotation,omitempty"`
+	// restartedAt is the last spec.restartAt fully honoured: every pod created
+	// before it was replaced and the group was whole again.
+	// +optional
+	RestartedAt *metav1.Time `json:"restartedAt,omitempty"`
 	// step is where the rollout stands in spec.steps.
 	// +optional
 	Step *StepStatus `json:"step,omitempty"`

@@ -64,7 +64,9 @@ batch:
 		removed = append(removed, pod)
 	}
 	res.deleted = int32(len(removed))
-	if len(removed) > 0 {
+	if len(removed) > 0 && plan.Rotation {
+		r.recordRestarts(rg, plan, removed, evict)
+	} else if len(removed) > 0 {
 		metrics.PodsRolled.WithLabelValues(rg.Namespace, rg.Name, plan.Current).Add(float64(len(removed)))
 		// The first pod of the batch is the Event's related object. Besides
 		// linking it, that keeps batches apart: the Events API folds Events that

@@ -110,10 +110,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		rg.Status.Disruption, written.Disruption = held, held.DeepCopy()
 	}
-	if ap.OpenBatchGateBefore(plan) {
-		if written, err = r.recordGate(ctx, rg, written, ap.GateRecord(written), now); err != nil {
+	// What must be on record before the batch goes (its AfterBatch gate, its
+	// ordinals for the version-leak report) is written in one patch.
+	pre, preDue := written, ap.OpenBatchGateBefore(plan)
+	if preDue {
+		pre = ap.GateRecord(written)
+	}
+	if next, ok := withRemovals(pre, in, plan, now); ok {
+		pre, preDue = next, true
+	}
+	if preDue {
+		if written, err = r.recordGate(ctx, rg, written, pre, now); err != nil {
 			return ctrl.Result{}, err
 		}
+		rg.Status.LeakRecords = written.LeakRecords
 	}
 	acted, actErr := r.removePods(ctx, rg, plan, now)
 	released, partitionErr := r.writePartitions(ctx, rg, plan, in.Members)
@@ -133,8 +143,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Cluster API); a stale view is not a failure of the pass.
 		up.status.ObservedGeneration = written.ObservedGeneration
 	}
+	r.trackLeaks(rg, in, plan, &up.status, now)
 	r.recordTransition(rg, plan, up)
 	r.recordStep(rg, rg.Status.Step, up.status.Step, plan.Step)
+	r.recordRotation(rg, up)
 	r.emitAnalysis(rg, ap)
 	r.exportMetrics(rg, up)
 	flushAfter, err := r.saveStatus(ctx, rg, written, up.status, now)

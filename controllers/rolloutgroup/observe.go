@@ -37,6 +37,9 @@ func (r *Reconciler) observe(ctx context.Context, rg *v1alpha1.RolloutGroup, now
 	if rg.Status.LastBatchTime != nil {
 		in.LastBatchTime = rg.Status.LastBatchTime.Time
 	}
+	if rg.Spec.RestartAt != nil {
+		in.RestartAt = rg.Spec.RestartAt.Time
+	}
 
 	if rg.Spec.Selector != nil {
 		if _, err := lookup.MemberSelector(rg); err != nil {

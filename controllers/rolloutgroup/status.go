@@ -31,6 +31,10 @@ type statusUpdate struct {
 	// rolloutStarted / rolloutCompleted are true on the pass where that happened.
 	rolloutStarted   bool
 	rolloutCompleted bool
+	// rotationStarted / rotationCompleted are true on the pass where a
+	// rotation (spec.restartAt, echelon.dev/rotate) began or ended.
+	rotationStarted   bool
+	rotationCompleted bool
 	// stalledNow is true on the pass where the group became Stalled.
 	stalledNow bool
 	// rolledBack is true on the pass where a rollback completed, which ends the
@@ -122,10 +126,14 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 	st.Analysis = ap.Status()
 	st.Step = stepStatus(rg, plan.Step, up.rolloutStarted)
 	if acted.deleted > 0 {
-		st.PodsRolled += acted.deleted
+		if !plan.Rotation {
+			st.PodsRolled += acted.deleted
+		}
 		st.LastBatchTime = &ts
 	}
-	if rolloutOpen && (madeProgress(rg, plan, acted, st) || av.Phase == v1alpha1.PhaseAnalyzing || waitsAtStep(plan)) {
+	// A rotation is reported, paced and watched for progress as a rollout.
+	rotationOpen := trackRotation(&st, &up, rg, plan, now)
+	if open := rolloutOpen || rotationOpen; open && (madeProgress(rg, plan, acted, st) || av.Phase == v1alpha1.PhaseAnalyzing || waitsAtStep(plan)) {
 		st.LastProgressTime = &ts
 	}
 	if acted.refused != "" {
@@ -133,7 +141,7 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 	}
 
 	stalled := false
-	if deadline := progressDeadline(rg); rolloutOpen && deadline > 0 && !rg.Spec.Paused && plan.Blocked == nil && av.Phase == "" && st.LastProgressTime != nil {
+	if deadline := progressDeadline(rg); (rolloutOpen || rotationOpen) && deadline > 0 && !rg.Spec.Paused && plan.Blocked == nil && av.Phase == "" && st.LastProgressTime != nil {
 		sinceProgress := now.Sub(st.LastProgressTime.Time)
 		if sinceProgress >= deadline {
 			stalled = true
@@ -143,7 +151,7 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 		}
 	}
 
-	sum := summarize(plan, acted, rg.Spec.Paused, rolloutOpen, stalled, av)
+	sum := summarize(plan, acted, rg.Spec.Paused, rolloutOpen || rotationOpen, stalled, av)
 	st.Phase = sum.phase
 	switch {
 	case sum.phase == v1alpha1.PhaseFailed || sum.phase == v1alpha1.PhaseAnalyzing:

@@ -164,12 +164,13 @@ var budgetChanged = predicates.UpdatedWhen(func(o, n *policyv1.PodDisruptionBudg
 })
 
 // podChanged passes only pod updates that change what the planner sees: its
-// revision, readiness, phase or deletion.
+// revision, readiness, phase or deletion, or the echelon.dev/rotate mark.
 var podChanged = predicates.UpdatedWhen(func(o, n *corev1.Pod) bool {
 	return o.Labels[appsv1.ControllerRevisionHashLabelKey] != n.Labels[appsv1.ControllerRevisionHashLabelKey] ||
 		o.Status.Phase != n.Status.Phase ||
 		kube.PodReadyCondition(o) != kube.PodReadyCondition(n) ||
-		(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+		(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
+		rotateMarked(o) != rotateMarked(n)
 })
 
 // SetupWithManager registers the controller: its watches, their mappings to

@@ -40,9 +40,10 @@ func CacheOptions(namespaces []string) cache.Options {
 }
 
 // stripPod reduces a cached pod to what the controllers read: identity, labels,
-// owner, deletion, phase, the Ready condition and IPs. Specs, container
-// statuses and annotations are most of a pod's size and are never read from the
-// cache (a deletion needs only name, namespace and UID).
+// owner, deletion, phase, the Ready condition, IPs and the echelon.dev/rotate
+// annotation. Specs, container statuses and other annotations are most of a
+// pod's size and are never read from the cache (a deletion needs only name,
+// namespace and UID).
 func stripPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -67,6 +68,11 @@ func stripPod(obj any) (any, error) {
 			PodIP:  pod.Status.PodIP,
 			PodIPs: pod.Status.PodIPs,
 		},
+	}
+	// The one annotation read from the cache: a node cycler's request to
+	// replace the pod.
+	if v, ok := pod.Annotations[v1alpha1.AnnotationRotate]; ok {
+		stripped.Annotations = map[string]string{v1alpha1.AnnotationRotate: v}
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {

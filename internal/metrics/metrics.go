@@ -115,4 +115,5 @@ func ForgetGroup(namespace, name string) {
 	PlansRevised.DeletePartialMatch(labels)
 	forgetAnalysis(labels)
 	forgetSteps(labels)
+	forgetRotation(labels)
 }

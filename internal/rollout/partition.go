@@ -77,7 +77,7 @@ func (p *Plan) PartitionChanges() []PartitionChange {
 			continue
 		}
 		to, release := ms.HoldPartition, false
-		if ms.Name == p.Current && len(p.Delete) > 0 {
+		if ms.Name == p.Current && len(p.Delete) > 0 && !p.Rotation { // a rotation deletes its pods
 			to, release = ms.ReleasePartition, true
 		}
 		if to != ms.Partition {
@@ -90,6 +90,9 @@ func (p *Plan) PartitionChanges() []PartitionChange {
 // CurrentPartitioned reports whether the plan's batch, if any, is released
 // by a partition rather than deleted.
 func (p *Plan) CurrentPartitioned() bool {
+	if p.Rotation {
+		return false // a rotation deletes pods of every member kind
+	}
 	for i := range p.Members {
 		if p.Members[i].Name == p.Current {
 			return p.Members[i].Partitioned

@@ -108,6 +108,10 @@ type Input struct {
 	// Steps is spec.steps and where the rollout stands in them; nil without
 	// steps and while rolling back.
 	Steps *StepsInput
+
+	// RestartAt is spec.restartAt, zero when unset: once it has come, pods
+	// created before it are replaced (rotation.go).
+	RestartAt time.Time
 }
 
 // MemberState is what the planner computed for one member.
@@ -159,6 +163,10 @@ type MemberState struct {
 	// Pending counts the outdated pods not yet rolled or released: the pods a
 	// step of spec.steps still has to reach.
 	Pending int32
+
+	// ToRestart are the live wanted pods that spec.restartAt or the
+	// echelon.dev/rotate annotation asks to replace (rotation.go).
+	ToRestart []*corev1.Pod
 
 	start            int32 // spec.ordinals.start
 	aboveOutdated    int32 // lowest partition above every live outdated pod
@@ -259,6 +267,12 @@ type Plan struct {
 	// Step is where the rollout stands in spec.steps after this plan, nil
 	// without steps.
 	Step *StepState
+	// Rotation is true when the plan replaces (or waits to replace) pods that
+	// need no new revision, only a restart: Delete is then deleted, also for a
+	// RollingUpdate member (rotation.go).
+	Rotation bool
+	// ToRestart counts the live pods of every member still to restart.
+	ToRestart int32
 	// Budget is the group's disruption budget's answer to the batch planned,
 	// nil when no batch was planned. When it refused, Delete is empty and the
 	// reason is WaitingForDisruption; when Budget.Record(), the batch may go
@@ -302,6 +316,7 @@ func Decide(in Input) Plan {
 		ms := observeMember(m, in)
 		p.Members = append(p.Members, ms)
 		p.ToRoll += ms.ToRoll
+		p.ToRestart += int32(len(ms.ToRestart))
 	}
 	if b := findBlocker(in); b != nil {
 		p.Blocked = b
@@ -315,7 +330,7 @@ func Decide(in Input) Plan {
 		}
 		return p
 	}
-	p.RequeueAfter = nextAvailabilityChange(in)
+	p.RequeueAfter = MinPositive(nextAvailabilityChange(in), untilRestart(in))
 
 	for i, m := range in.Members {
 		if msg := unsettled(m.StatefulSet); msg != "" {
@@ -370,6 +385,9 @@ func decideSettled(in Input, p *Plan) {
 	if len(disrupted) > 1 {
 		p.Message = fmt.Sprintf("waiting: members %s all use availability; rolling resumes when at most one does", strings.Join(disrupted, ", "))
 		p.Reason = v1alpha1.ReasonWaitingForMembers
+		return
+	}
+	if decideRotation(in, p) {
 		return
 	}
 
@@ -460,20 +478,8 @@ func rollOrder(members []MemberState, rollingBack bool) []int {
 // AfterMember gate must pass first.
 func planDeletions(in Input, ms *MemberState, gateDue string, limit int) ([]*corev1.Pod, string, string) {
 	progress := fmt.Sprintf("%s: %d/%d updated", ms.Name, ms.Updated, ms.Replicas)
-	switch {
-	case in.Paused:
-		return nil, progress + ", paused", v1alpha1.ReasonPaused
-	case in.Hold != nil:
-		return nil, progress + ", " + in.Hold.Message, in.Hold.Reason
-	case gateDue != "":
-		return nil, fmt.Sprintf("%s, waiting for the AfterMember gate of %s", progress, gateDue), v1alpha1.ReasonWaitingForAnalysis
-	case in.RollingBack && (ms.StableRevision == "" || ms.UpdateRevision != ms.StableRevision):
-		return nil, fmt.Sprintf("%s, waiting for its template of revision %s to be restored", progress, orUnknown(ms.StableRevision)),
-			v1alpha1.ReasonRollingBack
-	}
-	if in.BatchInterval > 0 && !in.LastBatchTime.IsZero() && in.Now.Before(in.LastBatchTime.Add(in.BatchInterval)) {
-		return nil, fmt.Sprintf("%s, next batch after batchInterval at %s", progress, in.LastBatchTime.Add(in.BatchInterval).UTC().Format(time.RFC3339)),
-			v1alpha1.ReasonWaitingForBatchInterval
+	if msg, reason := waitBeforeBatch(in, ms, gateDue, progress); reason != "" {
+		return nil, msg, reason
 	}
 	// Pods leaving after a scale-down use the member's budget as much as pods
 	// that are not available, and so do pods released to the StatefulSet
@@ -494,8 +500,43 @@ func planDeletions(in Input, ms *MemberState, gateDue string, limit int) ([]*cor
 		return release, fmt.Sprintf("%s, lowering the partition from %d to %d (%s)", progress, ms.Partition, to, Plural(len(release), "pod")),
 			v1alpha1.ReasonDeletingPods
 	}
+	del := pickBatch(ms.Name, ms.Outdated, budget, limit, in)
+	if len(del) == 0 {
+		return nil, fmt.Sprintf("%s, %d/%d pods unavailable, waiting before deleting more", progress, used, ms.MaxUnavailable),
+			v1alpha1.ReasonWaitingForPods
+	}
+	return del, fmt.Sprintf("%s, deleting %s", progress, Plural(len(del), "pod")), v1alpha1.ReasonDeletingPods
+}
+
+// waitBeforeBatch says why no pod of the member may be removed now, whatever
+// its pods show (progress opens the message), or returns an empty reason:
+// the group is paused or held, a gate is due, a rollback waits for the
+// member's template, or batchInterval has not passed.
+func waitBeforeBatch(in Input, ms *MemberState, gateDue, progress string) (string, string) {
+	switch {
+	case in.Paused:
+		return progress + ", paused", v1alpha1.ReasonPaused
+	case in.Hold != nil:
+		return progress + ", " + in.Hold.Message, in.Hold.Reason
+	case gateDue != "":
+		return fmt.Sprintf("%s, waiting for the AfterMember gate of %s", progress, gateDue), v1alpha1.ReasonWaitingForAnalysis
+	case in.RollingBack && (ms.StableRevision == "" || ms.UpdateRevision != ms.StableRevision):
+		return fmt.Sprintf("%s, waiting for its template of revision %s to be restored", progress, orUnknown(ms.StableRevision)),
+			v1alpha1.ReasonRollingBack
+	}
+	if in.BatchInterval > 0 && !in.LastBatchTime.IsZero() && in.Now.Before(in.LastBatchTime.Add(in.BatchInterval)) {
+		return fmt.Sprintf("%s, next batch after batchInterval at %s", progress, in.LastBatchTime.Add(in.BatchInterval).UTC().Format(time.RFC3339)),
+			v1alpha1.ReasonWaitingForBatchInterval
+	}
+	return "", ""
+}
+
+// pickBatch picks, of a member's candidate pods, those to remove now, within
+// budget (the member's maxUnavailable left) and at most limit (negative for
+// no limit).
+func pickBatch(member string, candidates []*corev1.Pod, budget, limit int, in Input) []*corev1.Pod {
 	var notReady, ready []*corev1.Pod
-	for _, pod := range ms.Outdated {
+	for _, pod := range candidates {
 		if isAvailable(pod, in.MinReadySeconds, in.Now) {
 			ready = append(ready, pod)
 		} else {
@@ -506,8 +547,8 @@ func planDeletions(in Input, ms *MemberState, gateDue string, limit int) ([]*cor
 	// already counted as unavailable. Then the highest ordinals go first, as the
 	// StatefulSet controller does for RollingUpdate.
 	byOrdinalDesc := func(a, b *corev1.Pod) int {
-		oa, _ := podname.Ordinal(ms.Name, a.Name)
-		ob, _ := podname.Ordinal(ms.Name, b.Name)
+		oa, _ := podname.Ordinal(member, a.Name)
+		ob, _ := podname.Ordinal(member, b.Name)
 		return cmp.Compare(ob, oa)
 	}
 	slices.SortFunc(notReady, byOrdinalDesc)
@@ -516,11 +557,7 @@ func planDeletions(in Input, ms *MemberState, gateDue string, limit int) ([]*cor
 	if limit >= 0 && len(del) > limit {
 		del = del[:limit]
 	}
-	if len(del) == 0 {
-		return nil, fmt.Sprintf("%s, %d/%d pods unavailable, waiting before deleting more", progress, used, ms.MaxUnavailable),
-			v1alpha1.ReasonWaitingForPods
-	}
-	return del, fmt.Sprintf("%s, deleting %s", progress, Plural(len(del), "pod")), v1alpha1.ReasonDeletingPods
+	return del
 }
 
 func orUnknown(rev string) string {
@@ -591,6 +628,7 @@ func observeMember(m Member, in Input) MemberState {
 	}
 	ms.Unavailable = ms.Replicas - ms.Available
 	observePartition(&ms, live, start, end, in)
+	observeRotation(&ms, sts, live, in)
 	if revisions.Len() == 1 {
 		ms.UniformRevision = revisions.UnsortedList()[0]
 	}
