@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+)
+
+// control is one command that steers a RolloutGroup by writing what the
+// operator documents for it: a spec field or an annotation.
+type control struct {
+	name  string
+	short string
+	long  string
+	// refuse says why the control is meaningless for the group as it is,
+	// "" when it is not.
+	refuse func(g group) string
+	// change is the merge patch's content (without metadata.resourceVersion)
+	// and what it does, in the words printed after it is written.
+	change func(g group, now time.Time) (map[string]any, string)
+}
+
+// group is a RolloutGroup as typed and as the API server returned it: the
+// raw object also holds fields newer than this plugin's API types.
+type group struct {
+	*v1alpha1.RolloutGroup
+	raw map[string]any
+}
+
+// maxConflicts is how often a control reads the group again when it changed
+// between the read and the write: status moves every few seconds while a
+// rollout runs.
+const maxConflicts = 5
+
+func newControlCommand(o *options, c control) *cobra.Command {
+	return &cobra.Command{
+		Use:               c.name + " NAME",
+		Short:             c.short,
+		Long:              c.long,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: o.completeGroup,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			key := types.NamespacedName{Namespace: s.namespace, Name: args[0]}
+			line, err := applyControl(cmd, s, key, c, o.now)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(o.streams.Out, line)
+			return nil
+		},
+	}
+}
+
+// applyControl reads the group, refuses when the control is meaningless,
+// and writes the change conditional on the group as read (its
+// resourceVersion), so that the decision to write holds for what is
+// written. Fields unknown to the cluster's CRD are refused, not dropped:
+// an operator too old for a control says so.
+func applyControl(cmd *cobra.Command, s *session, key types.NamespacedName, c control, now func() time.Time) (string, error) {
+	ctx := cmd.Context()
+	what := fmt.Sprintf("%s RolloutGroup %q in namespace %q", c.name, key.Name, key.Namespace)
+	for attempt := 1; ; attempt++ {
+		g, err := getGroup(ctx, s, key)
+		if err != nil {
+			return "", err
+		}
+		rg := g.RolloutGroup
+		if why := c.refuse(g); why != "" {
+			return "", fmt.Errorf("%s: refused: %s", what, why)
+		}
+		content, did := c.change(g, now())
+		content["metadata"] = mergeMaps(content["metadata"], map[string]any{"resourceVersion": rg.ResourceVersion})
+		data, err := json.Marshal(content)
+		if err != nil {
+			return "", err
+		}
+		err = s.client.Patch(ctx, rg, client.RawPatch(types.MergePatchType, data), client.FieldValidation("Strict"))
+		switch {
+		case err == nil:
+			return fmt.Sprintf("rolloutgroup.echelon.dev/%s %s", rg.Name, did), nil
+		case apierrors.IsConflict(err) && attempt < maxConflicts:
+			continue
+		case apierrors.IsBadRequest(err) || apierrors.IsInvalid(err):
+			return "", fmt.Errorf("%s: the API server refused the change (is the operator's CRD older than this plugin?): %s", what, OneLine(err))
+		}
+		return "", explain(err, s.host, what)
+	}
+}
+
+func mergeMaps(a any, b map[string]any) map[string]any {
+	out := map[string]any{}
+	if m, ok := a.(map[string]any); ok {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// getGroup reads the group once, raw, and converts it to the typed object.
+func getGroup(ctx context.Context, s *session, key types.NamespacedName) (group, error) {
+	raw := &unstructured.Unstructured{}
+	raw.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("RolloutGroup"))
+	if err := getObject(ctx, s, "RolloutGroup", key, raw); err != nil {
+		return group{}, err
+	}
+	rg := &v1alpha1.RolloutGroup{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw.Object, rg); err != nil {
+		return group{}, fmt.Errorf("RolloutGroup %q: %w", key.Name, err)
+	}
+	return group{RolloutGroup: rg, raw: raw.Object}, nil
+}
+
+// annotate is the change that sets a control annotation to a fresh value:
+// the operator acts once per value, so every request must differ.
+func annotate(key string, now time.Time) (map[string]any, string) {
+	value := now.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	return map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: value}}}, key + "=" + value
+}
