@@ -90,7 +90,7 @@ func newView(k kind, key types.NamespacedName) view {
 // getObject reads one object, explaining a failure in one line.
 func getObject(ctx context.Context, s *session, what string, key types.NamespacedName, obj client.Object) error {
 	if err := s.client.Get(ctx, key, obj); err != nil {
-		return explain(err, s.host, fmt.Sprintf("%s %q in namespace %q", what, key.Name, key.Namespace))
+		return explain(err, s.host, fmt.Sprintf("get %s %q in namespace %q", what, key.Name, key.Namespace))
 	}
 	return nil
 }

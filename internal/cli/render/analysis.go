@@ -23,6 +23,8 @@ func writeAnalysis(b *strings.Builder, field func(label, value string), rg *v1al
 	switch {
 	case a.Gate != nil:
 		field("Gate", gateLine(a.Gate, now))
+	case a.Failure != nil && a.Failure.Gate != nil:
+		field("Gate", s.Phase("Failed")+": "+gateLine(a.Failure.Gate, now))
 	case rg.Spec.Analysis != nil:
 		field("Gate", "none pending")
 	}

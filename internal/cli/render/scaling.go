@@ -48,7 +48,7 @@ func ScalingPolicy(w io.Writer, v ScalingPolicyView, s Style) error {
 	field("Replicas", replicas)
 	field("Waiting for", scalingWait(sp, v.Now))
 	if st.LastDownscaleTime != nil {
-		field("Last downscale", fmt.Sprintf("%s (%s)", ago(v.Now, st.LastDownscaleTime.Time), stamp(st.LastDownscaleTime.Time)))
+		field("Downscaled", fmt.Sprintf("%s (%s)", ago(v.Now, st.LastDownscaleTime.Time), stamp(st.LastDownscaleTime.Time)))
 	}
 	if d := sp.Spec.MinTimeBetweenZoneDownscales; d != nil {
 		field("Zone delay", d.Duration.String()+" between downscales of the group's zones")
