@@ -11,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
 )
 
 // The labels the chart (and install.yaml, rendered from it) puts on the
@@ -128,4 +127,3 @@ func canonical(v string) string {
 	}
 	return v
 }
-
