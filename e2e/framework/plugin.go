@@ -2,7 +2,6 @@ package framework
 
 import (
 	"errors"
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -11,13 +10,7 @@ import (
 // BuildPlugin compiles the kubectl-echelon plugin from the repository at
 // root into dir and returns its path, as BuildOperator does the operator.
 func BuildPlugin(root, dir string) (string, error) {
-	out := filepath.Join(dir, "kubectl-echelon")
-	cmd := exec.Command("go", "build", "-ldflags", "-X main.version=v0.0.0-e2e", "-o", out, "./cmd/kubectl-echelon")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build kubectl-echelon: %w\n%s", err, b)
-	}
-	return out, nil
+	return goBuild(root, filepath.Join(dir, "kubectl-echelon"), "./cmd/kubectl-echelon", "-ldflags", "-X main.version=v0.0.0-e2e")
 }
 
 // PluginRun is one run of the plugin.

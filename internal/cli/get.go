@@ -44,15 +44,11 @@ func newGetCommand(o *options) *cobra.Command {
 		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: o.completeTarget,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			k, name, err := parseTarget(args)
+			k, key, s, err := o.target(args)
 			if err != nil {
 				return err
 			}
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			v := newView(k, types.NamespacedName{Namespace: s.namespace, Name: name})
+			v := newView(k, key)
 			if err := v.read(cmd.Context(), s); err != nil {
 				return err
 			}

@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // kind is one of the resources the plugin shows.
@@ -41,4 +43,17 @@ func parseTarget(args []string) (kind, string, error) {
 		return "", "", fmt.Errorf("no name given: kubectl echelon get %s NAME", word)
 	}
 	return k, name, nil
+}
+
+// target reads "KIND NAME" and opens the session that names the namespace.
+func (o *options) target(args []string) (kind, types.NamespacedName, *session, error) {
+	k, name, err := parseTarget(args)
+	if err != nil {
+		return "", types.NamespacedName{}, nil, err
+	}
+	s, err := o.session()
+	if err != nil {
+		return "", types.NamespacedName{}, nil, err
+	}
+	return k, types.NamespacedName{Namespace: s.namespace, Name: name}, s, nil
 }

@@ -26,21 +26,15 @@ once resumed.`,
 		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: o.completeTarget,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			k, name, err := parseTarget(args)
+			k, key, s, err := o.target(args)
 			if err != nil {
 				return err
 			}
 			if k != kindRolloutGroup {
-				return fmt.Errorf("plan %s: only RolloutGroups (rg) can be planned; see `kubectl echelon get %s %s` for what it waits for", strings.ToLower(string(k)), args[0], name)
+				return fmt.Errorf("plan %s: only RolloutGroups (rg) can be planned; see `kubectl echelon get %s` for what it waits for", strings.ToLower(string(k)), strings.Join(args, " "))
 			}
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			v := &rolloutGroupView{}
-			v.key.Namespace, v.key.Name = s.namespace, name
 			rg := &v1alpha1.RolloutGroup{}
-			if err := getObject(cmd.Context(), s, "RolloutGroup", v.key, rg); err != nil {
+			if err := getObject(cmd.Context(), s, "RolloutGroup", key, rg); err != nil {
 				return err
 			}
 			now := o.now()
