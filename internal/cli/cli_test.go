@@ -119,6 +119,7 @@ func TestNoCRDsIsOneClearLine(t *testing.T) {
 			t.Fatalf("%v: no error", args)
 		}
 		line := OneLine(err)
+		t.Logf("%v: error: %s", args, line)
 		if !strings.Contains(line, "Echelon's CRDs are not installed") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%v: %q, want one line saying the CRDs are not installed", args, err.Error())
 		}

@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/kube"
 )
 
 // control is one command that steers a RolloutGroup by writing what the
@@ -95,10 +98,21 @@ func applyControl(cmd *cobra.Command, s *session, key types.NamespacedName, c co
 		case apierrors.IsConflict(err) && attempt < maxConflicts:
 			continue
 		case apierrors.IsBadRequest(err) || apierrors.IsInvalid(err):
-			return "", fmt.Errorf("%s: the API server refused the change (is the operator's CRD older than this plugin?): %s", what, OneLine(err))
+			return "", fmt.Errorf("%s: the API server refused the change (is the operator's CRD older than this plugin?): %s", what, refusal(err))
 		}
 		return "", explain(err, s.host, what)
 	}
+}
+
+// refusal is why the API server refused a patch: the strict decoder's
+// complaint alone when there is one, since the message around it quotes the
+// whole object.
+func refusal(err error) string {
+	msg := OneLine(errors.New(kube.APIMessage(err)))
+	if i := strings.Index(msg, "strict decoding error:"); i >= 0 {
+		return msg[i:]
+	}
+	return msg
 }
 
 func mergeMaps(a any, b map[string]any) map[string]any {

@@ -290,3 +290,18 @@ func TestColourOnlyWhenAsked(t *testing.T) {
 }
 
 var ansi = regexp.MustCompile("\x1b\\[[0-9;?]*[A-Za-z]")
+
+// On a terminal the waiting line wraps at its width, under its label, so
+// that it is read whole rather than cut.
+func TestWaitingLineWrapsAtTheTerminalsWidth(t *testing.T) {
+	rg, zones := rollingGroup()
+	out := draw(t, func(b *bytes.Buffer) error {
+		return render.RolloutGroup(b, groupView(rg, zones), render.Style{Width: 60})
+	})
+	want := "Waiting for:  ingester-zone-b: 1/4 updated, 2/2 pods\n" +
+		"              unavailable, waiting before deleting more\n" +
+		"              (since 2s ago)\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("waiting line not wrapped at 60 columns:\n%s", out)
+	}
+}

@@ -61,10 +61,12 @@ promote, restart) by writing the fields and annotations the operator documents.`
 }
 
 // style is how output is drawn: in colour only on a terminal, and never
-// when NO_COLOR is set (to any value, as no-color.org asks).
+// when NO_COLOR is set (to any value, as no-color.org asks); wrapped to the
+// terminal's width.
 func (o *options) style() render.Style {
 	_, noColor := os.LookupEnv("NO_COLOR")
-	return render.Style{Color: !noColor && o.isTerminal()}
+	width, _ := terminalSize(o.streams.Out)
+	return render.Style{Color: !noColor && o.isTerminal(), Width: width}
 }
 
 // isTerminal reports whether stdout is a terminal.

@@ -55,8 +55,7 @@ func writeAnalysis(b *strings.Builder, field func(label, value string), rg *v1al
 		}
 	}
 	if f := a.Failure; f != nil {
-		line := fmt.Sprintf("%s %s: %s", s.Phase("Failed"), f.Reason, f.Message)
-		field("Failure", line+" ("+ago(now, f.Time.Time)+")")
+		field("Failure", fmt.Sprintf("%s: %s (%s)", s.Phase(f.Reason), f.Message, ago(now, f.Time.Time)))
 	}
 	if rb := a.Rollback; rb != nil {
 		var moves []string

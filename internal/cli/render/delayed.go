@@ -29,7 +29,11 @@ func DelayedDownscale(w io.Writer, v DelayedDownscaleView, s Style) error {
 	field("Phase", phaseWithReason(string(st.Phase), conditionReason(st.Conditions, v1alpha1.DelayedConditionReady), s))
 	field("Target", "StatefulSet "+dd.Spec.TargetRef.Name)
 	field("Delay", dd.Spec.Delay+" prepared before a pod may be removed")
-	field("Replicas", fmt.Sprintf("%d now, %s desired, may shrink to %s now", st.Replicas, optional(st.DesiredReplicas), optional(st.EligibleReplicas)))
+	replicas := fmt.Sprintf("%d now, %s desired", st.Replicas, optional(st.DesiredReplicas))
+	if st.EligibleReplicas != nil {
+		replicas += fmt.Sprintf(", may shrink to %d now", *st.EligibleReplicas)
+	}
+	field("Replicas", replicas)
 	wait := st.Message
 	switch {
 	case st.Phase == "":
@@ -43,7 +47,7 @@ func DelayedDownscale(w io.Writer, v DelayedDownscaleView, s Style) error {
 	field("Waiting for", wait)
 	if len(st.PreparedPods) > 0 {
 		b.WriteString("\n")
-		rows := [][]cell{{plain("POD"), plain("STATE"), plain("PREPARED"), plain("ELIGIBLE")}}
+		rows := [][]cell{{plain("POD"), plain("STATE"), plain("PREPARED"), plain("ELIGIBLE"), plain("ERROR")}}
 		for _, p := range st.PreparedPods {
 			state, prepared, eligible := "Preparing", "asked, no answer yet", "-"
 			if p.PreparedAt != nil {
@@ -56,9 +60,9 @@ func DelayedDownscale(w io.Writer, v DelayedDownscaleView, s Style) error {
 				}
 			}
 			if p.Error != "" {
-				state, prepared = "Errored", p.Error
+				state, prepared = "Errored", "-"
 			}
-			rows = append(rows, []cell{plain(p.Name), {text: state, paint: s.Phase}, plain(prepared), plain(eligible)})
+			rows = append(rows, []cell{plain(p.Name), {text: state, paint: s.Phase}, plain(prepared), plain(eligible), plain(p.Error)})
 		}
 		for _, line := range table(rows) {
 			b.WriteString(line)

@@ -127,3 +127,31 @@ func podAvailable(pod *corev1.Pod, minReadySeconds int32, now time.Time) bool {
 	since, ok := kube.PodReadySince(pod)
 	return ok && !now.Before(since.Add(time.Duration(minReadySeconds)*time.Second))
 }
+
+// podCounts are a member's pods counted as the planner counts them.
+type podCounts struct {
+	replicas, updated, ready, available int32
+}
+
+// countPods counts the wanted pods (within the StatefulSet's ordinals): those
+// on the update revision, terminating or not, and those Ready and available
+// that are not terminating.
+func countPods(sts *appsv1.StatefulSet, pods []podLine) podCounts {
+	c := podCounts{replicas: kube.Replicas(sts)}
+	for _, p := range pods {
+		if p.state == PodLeaving {
+			continue
+		}
+		if p.revision == sts.Status.UpdateRevision {
+			c.updated++
+		}
+		switch p.state {
+		case PodUpdated, PodOutdated:
+			c.ready++
+			c.available++
+		case PodUnavailable:
+			c.ready++
+		}
+	}
+	return c
+}

@@ -9,12 +9,15 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 )
 
 // RolloutGroupView is a group with what its tree shows beside its status:
-// each member's StatefulSet and pods, read at Now.
+// each member's StatefulSet and pods, read at Now. The counts come from the
+// pods read: the operator writes progress to status at most every few
+// seconds, and a count beside a pod row must agree with the rows.
 type RolloutGroupView struct {
 	Group *v1alpha1.RolloutGroup
 	// StatefulSets are the members' StatefulSets by name; a missing member
@@ -23,6 +26,48 @@ type RolloutGroupView struct {
 	// Pods are the pods each member's StatefulSet controls, by member name.
 	Pods map[string][]*corev1.Pod
 	Now  time.Time
+}
+
+// liveTotals sums the members' counts from their pods; false when a member
+// has no StatefulSet to count against.
+func liveTotals(v RolloutGroupView) (podCounts, bool) {
+	var total podCounts
+	names := memberNames(v)
+	for _, name := range names {
+		sts := v.StatefulSets[name]
+		if sts == nil {
+			return podCounts{}, false
+		}
+		c := countPods(sts, classifyPods(sts, v.Pods[name], v.Group.Spec.MinReadySeconds, v.Now))
+		total.replicas += c.replicas
+		total.updated += c.updated
+		total.ready += c.ready
+		total.available += c.available
+	}
+	return total, len(names) > 0
+}
+
+// wrap breaks text at spaces into lines of at most width characters, each
+// after the first prefixed by indent; width <= 0 leaves it whole.
+func wrap(text string, width int, indent string) string {
+	if width <= 0 || len([]rune(text)) <= width {
+		return text
+	}
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		switch {
+		case line == "":
+			line = word
+		case len([]rune(line))+1+len([]rune(word)) <= width:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = word
+		}
+	}
+	lines = append(lines, line)
+	return strings.Join(lines, "\n"+indent)
 }
 
 // RolloutGroup writes the group: a header saying what it does and waits for,
@@ -42,18 +87,27 @@ func RolloutGroup(w io.Writer, v RolloutGroupView, s Style) error {
 	}
 	field("Phase", phaseWithReason(phase, conditionReason(st.Conditions, v1alpha1.ConditionReady), s))
 	if rg.Spec.Paused {
-		field("Paused", s.Phase("Paused")+": spec.paused is set; no pod is deleted until resumed")
+		field("Paused", s.Phase("yes")+": spec.paused is set; no pod is deleted until resumed")
 	}
+	total, live := liveTotals(v)
 	updated := st.Updated
+	available := st.AvailableReplicas
+	if live {
+		updated, available = fmt.Sprintf("%d/%d", total.updated, total.replicas), total.available
+	}
 	if updated == "" {
 		updated = "-"
 	}
-	progress := fmt.Sprintf("%s, %d available", updated, st.AvailableReplicas)
-	if st.RolloutStartTime != nil {
-		progress += fmt.Sprintf(", %d pods rolled in the rollout started %s", st.PodsRolled, ago(v.Now, st.RolloutStartTime.Time))
+	progress := fmt.Sprintf("%s, %d available", updated, available)
+	switch start, done := st.RolloutStartTime, st.RolloutCompletionTime; {
+	case start != nil && done != nil && !done.Before(start):
+		progress += fmt.Sprintf("; the last rollout rolled %d pods in %s, complete %s", st.PodsRolled,
+			duration.HumanDuration(done.Sub(start.Time)), ago(v.Now, done.Time))
+	case start != nil:
+		progress += fmt.Sprintf(", %d pods rolled in the rollout started %s", st.PodsRolled, ago(v.Now, start.Time))
 	}
 	field("Updated", progress)
-	field("Waiting for", waitingLine(rg, v.Now))
+	field("Waiting for", wrap(waitingLine(rg, v.Now), s.Width-14, strings.Repeat(" ", 14)))
 	field("Disruption", holdLine(st.Disruption, v.Now))
 	writeAnalysis(&b, field, rg, v.Now, s)
 	b.WriteString("\n")
@@ -168,14 +222,14 @@ func memberRows(v RolloutGroupView, name, branch, indent string, s Style) [][]ce
 	if sts == nil {
 		return [][]cell{{plain(branch + name), {text: "Missing", paint: s.Phase}, plain(""), plain("StatefulSet not found")}}
 	}
+	pods := classifyPods(sts, v.Pods[name], v.Group.Spec.MinReadySeconds, v.Now)
+	c := countPods(sts, pods)
 	info := fmt.Sprintf("%d/%d updated, %d ready, %d available, maxUnavailable %d",
-		status.UpdatedReplicas, status.Replicas, status.ReadyReplicas, status.AvailableReplicas, status.MaxUnavailable)
+		c.updated, c.replicas, c.ready, c.available, status.MaxUnavailable)
 	if status.Message != "" {
 		info += "; " + status.Message
 	}
 	rows := [][]cell{{plain(branch + name), {text: phase, paint: s.Phase}, plain(shortRevision(name, sts.Status.UpdateRevision)), plain(info)}}
-
-	pods := classifyPods(sts, v.Pods[name], v.Group.Spec.MinReadySeconds, v.Now)
 	var shown []podLine
 	waiting := map[string][]int{} // outdated, available pods by revision
 	updated := 0

@@ -6,6 +6,9 @@ import "strings"
 // on only when stdout is a terminal and NO_COLOR is unset (no-color.org).
 type Style struct {
 	Color bool
+	// Width is the terminal's width, which the waiting line is wrapped at so
+	// that it is read whole; 0 wraps nothing.
+	Width int
 }
 
 const (
@@ -48,7 +51,7 @@ func phaseColor(phase string) string {
 		return ansiYellow
 	case "Paused":
 		return ansiBlue
-	case "Blocked", "Stalled", "Failed", "Errored":
+	case "Blocked", "Stalled", "Failed", "Errored", "AnalysisFailed", "AnalysisError", "Aborted", "RollbackFailed":
 		return ansiRed
 	}
 	return ansiCyan
