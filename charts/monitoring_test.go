@@ -67,7 +67,7 @@ func renderedAlerts(t *testing.T, args ...string) []alertRule {
 // and the drain refused for long of the eviction webhook.
 var wantAlerts = []string{
 	"EchelonRolloutGroupStalled", "EchelonRolloutGroupBlocked", "EchelonRolloutGroupPausedLong",
-	"EchelonRolloutGroupAnalysisFailed", "EchelonRolloutGroupAnalysisErrors",
+	"EchelonRolloutGroupWaitingForPromote", "EchelonRolloutGroupAnalysisFailed", "EchelonRolloutGroupAnalysisErrors",
 	"EchelonReconcileErrors", "EchelonOperatorAbsent", "EchelonScalingPolicyBlocked", "EchelonDelayedDownscaleBlocked",
 	"EchelonWebhookErrors", "EchelonWebhookCertificateExpiring", "EchelonEvictionsRefusedLong", "EchelonNoLeader",
 }

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/test/builders"
@@ -101,27 +102,30 @@ var _ = Describe("RolloutGroup rollouts", func() {
 		Expect(mon.MemberOrder()).To(Equal([]string{"ingester-zone-c", "ingester-zone-a", "ingester-zone-b"}))
 	})
 
-	It("blocks the whole group when a member is not OnDelete, touching nothing, and resumes once fixed", func(ctx SpecContext) {
-		g := newZoneGroup(ctx, 5, nil)
-		// zone-b rolls itself (RollingUpdate) but a partition holds it back, so
-		// any pod deletion seen here would be Echelon's.
+	It("rolls a group mixing OnDelete and RollingUpdate members one member at a time, the RollingUpdate one by its partition", func(ctx SpecContext) {
+		g := newZoneGroup(ctx, 5, func(s *v1alpha1.RolloutGroupSpec) { s.MaxUnavailable = ptr.To(intstr.FromInt32(2)) })
+		// zone-b rolls itself (RollingUpdate): Echelon owns its partition,
+		// releasing its pods two at a time once zone-a is done.
 		patchStatefulSet(ctx, g.ns, "ingester-zone-b",
-			`{"spec":{"updateStrategy":{"type":"RollingUpdate","rollingUpdate":{"partition":5}}}}`)
+			`{"spec":{"updateStrategy":{"type":"RollingUpdate","rollingUpdate":{"partition":0}}}}`)
 		startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
+		g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
+		Eventually(func() *int32 { return partitionOf(ctx, g.ns, "ingester-zone-b") }).Should(HaveValue(BeEquivalentTo(5)),
+			"a complete RollingUpdate member is held at its replicas")
 		mon := g.monitor(ctx)
 
 		g.setVersion(ctx, "v2")
-		rg := g.waitPhase(ctx, v1alpha1.PhaseBlocked, 30*time.Second)
-		Expect(rg.Status.Message).To(And(ContainSubstring("ingester-zone-b"), ContainSubstring("OnDelete")))
-		// Were the block ignored, the first batch would go within a reconcile of
-		// the template change, well under a second; 3s waits out several.
-		Consistently(func() int { return len(mon.Deletions()) }).WithTimeout(3 * time.Second).Should(BeZero())
-		Expect(g.eventReasons(ctx)).To(HaveKey("Blocked"))
-
-		patchStatefulSet(ctx, g.ns, "ingester-zone-b", `{"spec":{"updateStrategy":{"type":"OnDelete","rollingUpdate":null}}}`)
-		g.waitComplete(ctx, 3*time.Minute)
+		rg := g.waitComplete(ctx, 3*time.Minute)
 		g.waitPodsOn(ctx, "v2")
 		expectNoBreaches(mon)
+		Expect(mon.MemberOrder()).To(Equal(g.zones))
+		for zone, peak := range mon.PeakNotReady() {
+			Expect(peak).To(BeNumerically("<=", 2), "peak of not-Ready pods in %s", zone)
+		}
+		Expect(rg.Status.PodsRolled).To(Equal(int32(15)))
+		Expect(rg.Status.StatefulSets[1].Partition).To(HaveValue(BeEquivalentTo(5)), "held at its replicas again")
+		Expect(rg.Status.StatefulSets[0].Partition).To(BeNil(), "an OnDelete member has no partition")
+		Expect(strings.Join(g.eventNotes(ctx, "PodsRolled"), "\n")).To(ContainSubstring("by lowering its partition"))
 	})
 
 	It("blocks both groups while two claim the same StatefulSet, and frees the first when the second goes", func(ctx SpecContext) {

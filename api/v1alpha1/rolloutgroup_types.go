@@ -68,6 +68,29 @@ type RolloutGroupSpec struct {
 	// +optional
 	DisruptionBudget *ZoneBudget `json:"disruptionBudget,omitempty"`
 
+	// steps rolls the group in stages, each up to a share of the group's pods
+	// (counted over every member together, members in rollout order), then
+	// waits as its pause says: for a duration, or without one for a person's
+	// promote (the echelon.dev/promote annotation). After the last step the
+	// rollout goes on to every pod. Pods not yet reached keep their old
+	// revision: the partition holds those of a RollingUpdate member, and an
+	// OnDelete member's pods are not deleted. A rollback ignores steps.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:XValidation:rule="self.map(s, s.percent).isSorted() && self.all(s, self.exists_one(t, t.percent == s.percent))",message="spec.steps: percent must increase from one step to the next"
+	Steps []RolloutStep `json:"steps,omitempty"`
+
+	// restartAt asks for every pod of the group created before this time to
+	// be replaced, with no template change (for example to pick up a rotated
+	// Secret or move pods off old nodes): zone by zone, at maxUnavailable
+	// speed, under the same guarantees as a rollout. A time in the future
+	// takes effect when it comes. Pods annotated echelon.dev/rotate are
+	// replaced the same way.
+	// +optional
+	RestartAt *metav1.Time `json:"restartAt,omitempty"`
+
 	// paused stops the group from deleting pods. Status keeps being reported.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
@@ -122,6 +145,41 @@ type RolloutGroupSpec struct {
 	OnFailure FailurePolicy `json:"onFailure,omitempty"`
 }
 
+// RolloutStep is one stage of a rollout: roll up to percent of the group's
+// pods, then pause.
+type RolloutStep struct {
+	// percent is the share of the group's pods, over every member, that run
+	// the update revision once this step is done: from 1 to 100, rounded up to
+	// whole pods and never below one pod.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Percent int32 `json:"percent"`
+
+	// pause holds the rollout once the step's pods are updated and available:
+	// for pause.duration, or, with no duration, until a person promotes it
+	// (the echelon.dev/promote annotation). Without pause the next step
+	// starts at once.
+	// +optional
+	Pause *StepPause `json:"pause,omitempty"`
+}
+
+// StepPause is the wait after a step.
+type StepPause struct {
+	// duration is how long the rollout waits after the step, for example
+	// "10m". Without it the rollout waits for echelon.dev/promote.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	Duration *metav1.Duration `json:"duration,omitempty"`
+}
+
+// AnnotationPromote ends the pause of the current step of spec.steps: it
+// acts once per new value (any string; a timestamp is handy), and the value
+// acted on is recorded in status.step.promoted. A value set before the step
+// pauses ends its pause as soon as it comes.
+const AnnotationPromote = "echelon.dev/promote"
+
 // MaxUnavailableSource says where a RolloutGroup's maxUnavailable comes from.
 // +kubebuilder:validation:Enum=Spec;PodDisruptionBudget
 type MaxUnavailableSource string
@@ -171,7 +229,8 @@ const (
 	// deleted. A paused group with nothing to roll shows Complete or Waiting, with
 	// the Paused condition True.
 	PhasePaused RolloutPhase = "Paused"
-	// PhaseBlocked: a member is missing, being deleted, not OnDelete, or claimed
+	// PhaseBlocked: a member is missing, being deleted, of an update strategy
+	// Echelon does not control, or claimed
 	// by another group, or the group itself is being deleted; no pod of the group
 	// is touched until that changes.
 	PhaseBlocked RolloutPhase = "Blocked"
@@ -250,6 +309,16 @@ const (
 	// disruption budget (an eviction or a downscale took its pods) or is not
 	// yet whole again; the rollout waits for it.
 	ReasonWaitingForDisruption = "WaitingForDisruption"
+	// ReasonWaitingForPromote: the rollout reached a step of spec.steps whose
+	// pause has no duration; it goes on when the echelon.dev/promote
+	// annotation gets a new value.
+	ReasonWaitingForPromote = "WaitingForPromote"
+	// ReasonStepPause: the rollout reached a step of spec.steps and waits out
+	// its pause.duration.
+	ReasonStepPause = "StepPause"
+	// ReasonWaitingForStep: the rollout reached a step's share of updated pods
+	// and waits for them to be available before the step's pause.
+	ReasonWaitingForStep = "WaitingForStep"
 	// ReasonPaused: spec.paused is set.
 	ReasonPaused = "Paused"
 	// ReasonNotPaused: spec.paused is not set.
@@ -261,8 +330,9 @@ const (
 	ReasonMemberNotFound = "MemberNotFound"
 	// ReasonMemberDeleting: a member StatefulSet has a deletionTimestamp.
 	ReasonMemberDeleting = "MemberDeleting"
-	// ReasonMemberNotOnDelete: a member does not use the OnDelete update strategy.
-	ReasonMemberNotOnDelete = "MemberNotOnDelete"
+	// ReasonUnsupportedStrategy: a member's update strategy is neither
+	// OnDelete nor RollingUpdate, the two Echelon controls.
+	ReasonUnsupportedStrategy = "UnsupportedStrategy"
 	// ReasonMemberClaimedByOtherGroup: a member belongs to more than one RolloutGroup.
 	ReasonMemberClaimedByOtherGroup = "MemberClaimedByOtherGroup"
 	// ReasonGroupDeleting: the RolloutGroup has a deletionTimestamp (foreground
@@ -329,6 +399,11 @@ type MemberStatus struct {
 	// member passed in the current rollout.
 	// +optional
 	GatePassedRevision string `json:"gatePassedRevision,omitempty"`
+	// partition is the StatefulSet's rollingUpdate.partition Echelon holds
+	// for a member of updateStrategy RollingUpdate: pods at ordinals below it
+	// keep (or are recreated on) the current revision. Unset for OnDelete.
+	// +optional
+	Partition *int32 `json:"partition,omitempty"`
 	// phase summarises this member.
 	Phase MemberPhase `json:"phase"`
 	// message says why the member is blocked or waiting.
@@ -383,6 +458,9 @@ type RolloutGroupStatus struct {
 	// podsRolled counts pods deleted for update during the current (or last) rollout.
 	// +optional
 	PodsRolled int32 `json:"podsRolled,omitempty"`
+	// step is where the rollout stands in spec.steps.
+	// +optional
+	Step *StepStatus `json:"step,omitempty"`
 	// disruption is the zone whose pods may be taken away now (by the
 	// rollout, a downscale or an eviction), written before they are: a second
 	// zone waits until the hold lapses and this zone is whole again.
@@ -431,4 +509,51 @@ type RolloutGroupList struct {
 
 func init() {
 	SchemeBuilder.Register(&RolloutGroup{}, &RolloutGroupList{})
+}
+
+// StepWait says what the current step of spec.steps waits for.
+// +kubebuilder:validation:Enum=Pods;Availability;Duration;Promote;Done
+type StepWait string
+
+const (
+	// StepWaitPods: pods are being rolled up to the step's share.
+	StepWaitPods StepWait = "Pods"
+	// StepWaitAvailability: the step's share is updated; its pods must be
+	// available before the pause.
+	StepWaitAvailability StepWait = "Availability"
+	// StepWaitDuration: the step's pause.duration runs.
+	StepWaitDuration StepWait = "Duration"
+	// StepWaitPromote: the step waits for echelon.dev/promote.
+	StepWaitPromote StepWait = "Promote"
+	// StepWaitDone: past the last step: the rollout goes on to every pod.
+	StepWaitDone StepWait = "Done"
+)
+
+// StepStatus is where a rollout stands in spec.steps.
+type StepStatus struct {
+	// index is the current step, from 0; the number of steps once past the last.
+	// +kubebuilder:validation:Minimum=0
+	Index int32 `json:"index"`
+	// percent is the current step's share of the group's pods; 100 once past
+	// the last step.
+	// +optional
+	Percent int32 `json:"percent,omitempty"`
+	// targetReplicas is how many of the group's pods run the update revision
+	// once the current step is done.
+	// +optional
+	TargetReplicas int32 `json:"targetReplicas,omitempty"`
+	// waitingFor says what the step waits for now.
+	// +optional
+	WaitingFor StepWait `json:"waitingFor,omitempty"`
+	// since is when the step began waiting for what it waits for now.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+	// until is when a pause with a duration ends.
+	// +optional
+	Until *metav1.Time `json:"until,omitempty"`
+	// promoted is the last value of echelon.dev/promote acted on, or the
+	// value it had when the rollout began.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Promoted string `json:"promoted,omitempty"`
 }

@@ -33,6 +33,9 @@ var errStaleView = errors.New("stale view")
 // error. The pods not yet removed wait for the next plan.
 func (r *Reconciler) removePods(ctx context.Context, rg *v1alpha1.RolloutGroup, plan rollout.Plan, now time.Time) (actionResult, error) {
 	var res actionResult
+	if plan.CurrentPartitioned() {
+		return res, nil // released by its partition: writePartitions
+	}
 	key := types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}
 	evict := rg.Spec.PodDeletion == v1alpha1.PodDeletionEvict
 	var removed []*corev1.Pod
@@ -82,11 +85,7 @@ func describeBatch(plan rollout.Plan, removed []*corev1.Pod, evict bool) string 
 	}
 	names := make([]string, 0, len(removed))
 	for _, pod := range removed {
-		rev := pod.Labels[appsv1.ControllerRevisionHashLabelKey]
-		if rev == "" {
-			rev = "no revision label"
-		}
-		names = append(names, fmt.Sprintf("%s (%s)", pod.Name, rev))
+		names = append(names, fmt.Sprintf("%s (%s)", pod.Name, podRevisionLabel(pod)))
 	}
 	return fmt.Sprintf("%s %s of StatefulSet %s, rolling to revision %s: %s",
 		verb, rollout.Plural(len(removed), "pod"), plan.Current, updateRevisionOf(plan), strings.Join(names, ", "))

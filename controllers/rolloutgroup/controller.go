@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
@@ -76,6 +77,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("get RolloutGroup: %w", err)
 	}
+	if cached.DeletionTimestamp != nil && controllerutil.ContainsFinalizer(cached, partitionFinalizer) {
+		return ctrl.Result{}, r.handBackPartitions(ctx, cached, nil)
+	}
 	takenOver := !r.status.Knows(cached)
 	rg, written := r.status.Base(cached)
 	now := r.now()
@@ -112,6 +116,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	acted, actErr := r.removePods(ctx, rg, plan, now)
+	released, partitionErr := r.writePartitions(ctx, rg, plan, in.Members)
+	acted.deleted += released
+	actErr = errors.Join(actErr, partitionErr)
+	if controllerutil.ContainsFinalizer(rg, partitionFinalizer) {
+		actErr = errors.Join(actErr, r.handBackPartitions(ctx, rg, in.Members))
+	}
 	countBudgetDecision(plan, acted)
 	actErr = errors.Join(actErr, r.advanceRevisions(ctx, rg, plan, in.Members), restoreErr)
 	ap.AfterAct(plan, acted.deleted)
@@ -124,6 +134,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		up.status.ObservedGeneration = written.ObservedGeneration
 	}
 	r.recordTransition(rg, plan, up)
+	r.recordStep(rg, rg.Status.Step, up.status.Step, plan.Step)
 	r.emitAnalysis(rg, ap)
 	r.exportMetrics(rg, up)
 	flushAfter, err := r.saveStatus(ctx, rg, written, up.status, now)

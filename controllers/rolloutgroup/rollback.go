@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
 
@@ -61,6 +62,9 @@ func (r *Reconciler) restoreTemplates(ctx context.Context, rg *v1alpha1.RolloutG
 			return nil, msg, err
 		}
 		restore, err := conditionalOn(sts, rev.Data.Raw)
+		if err == nil && rollout.IsPartitioned(sts) {
+			restore, err = holdingPartition(restore, kube.Replicas(sts))
+		}
 		if err != nil {
 			return nil, "", fmt.Errorf("restore the template of StatefulSet %s from ControllerRevision %s: %w", sts.Name, rev.Name, err)
 		}
@@ -127,4 +131,23 @@ func (r *Reconciler) stableRevision(ctx context.Context, sts *appsv1.StatefulSet
 func ownedBy(obj metav1.Object, sts *appsv1.StatefulSet) bool {
 	ref := metav1.GetControllerOf(obj)
 	return ref != nil && ref.UID == sts.UID
+}
+
+// holdingPartition adds to a RollingUpdate member's restore patch its
+// partition raised to its replicas: in the same write as the template, so
+// that the StatefulSet controller does not roll the pods released for the
+// rollout back on its own, all at once, before Echelon releases them again
+// one batch at a time.
+func holdingPartition(patch []byte, replicas int32) ([]byte, error) {
+	var fields map[string]any
+	if err := json.Unmarshal(patch, &fields); err != nil {
+		return nil, err
+	}
+	spec, _ := fields["spec"].(map[string]any)
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	spec["updateStrategy"] = map[string]any{"rollingUpdate": map[string]any{"partition": replicas}}
+	fields["spec"] = spec
+	return json.Marshal(fields)
 }

@@ -85,6 +85,7 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 			GatePassedRevision: ap.GatePassedRevision(m.Name),
 			Phase:              m.Phase,
 			Message:            m.Message,
+			Partition:          partitionOf(m),
 		})
 		st.Replicas += m.Replicas
 		st.UpdatedReplicas += m.Updated
@@ -119,11 +120,12 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 		}
 	}
 	st.Analysis = ap.Status()
+	st.Step = stepStatus(rg, plan.Step, up.rolloutStarted)
 	if acted.deleted > 0 {
 		st.PodsRolled += acted.deleted
 		st.LastBatchTime = &ts
 	}
-	if rolloutOpen && (madeProgress(rg, plan, acted, st) || av.Phase == v1alpha1.PhaseAnalyzing) {
+	if rolloutOpen && (madeProgress(rg, plan, acted, st) || av.Phase == v1alpha1.PhaseAnalyzing || waitsAtStep(plan)) {
 		st.LastProgressTime = &ts
 	}
 	if acted.refused != "" {
@@ -253,4 +255,19 @@ func setConditions(st *v1alpha1.RolloutGroupStatus, rg *v1alpha1.RolloutGroup, s
 	} else {
 		set(v1alpha1.ConditionPaused, metav1.ConditionFalse, v1alpha1.ReasonNotPaused, "spec.paused is false")
 	}
+}
+
+// partitionOf is the partition a RollingUpdate member holds, nil for OnDelete.
+func partitionOf(m rollout.MemberState) *int32 {
+	if !m.Partitioned {
+		return nil
+	}
+	p := m.Partition
+	return &p
+}
+
+// waitsAtStep reports whether the rollout waits at a step of spec.steps for
+// its pause or a promote: waiting by design, which is no stall.
+func waitsAtStep(plan rollout.Plan) bool {
+	return plan.Step != nil && (plan.Step.WaitingFor == v1alpha1.StepWaitPromote || plan.Step.WaitingFor == v1alpha1.StepWaitDuration)
 }

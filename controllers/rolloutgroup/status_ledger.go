@@ -123,7 +123,7 @@ func urgentStatusChange(spec v1alpha1.RolloutGroupSpec, written, next v1alpha1.R
 	if len(written.Conditions) != len(next.Conditions) || len(written.StatefulSets) != len(next.StatefulSets) {
 		return true
 	}
-	if gate.Changed(written.Analysis, next.Analysis) {
+	if gate.Changed(written.Analysis, next.Analysis) || stepChanged(written.Step, next.Step) {
 		return true
 	}
 	// Within a rollout the reason flips between what each pass does (deleting a

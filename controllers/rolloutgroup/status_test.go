@@ -63,8 +63,8 @@ func TestComputeStatusPhasesAndConditions(t *testing.T) {
 		Members: []rollout.MemberState{member("a", 3, 3, 3, v1alpha1.MemberComplete), member("b", 3, 3, 3, v1alpha1.MemberComplete)},
 	}
 	blocked := rollout.Plan{
-		Blocked: &rollout.Blocker{Reason: v1alpha1.ReasonMemberNotOnDelete, Member: "b", Message: "blocked: StatefulSet b uses updateStrategy RollingUpdate"},
-		Message: "blocked: StatefulSet b uses updateStrategy RollingUpdate", Reason: v1alpha1.ReasonMemberNotOnDelete, ToRoll: 5,
+		Blocked: &rollout.Blocker{Reason: v1alpha1.ReasonUnsupportedStrategy, Member: "b", Message: "blocked: StatefulSet b uses updateStrategy Canary"},
+		Message: "blocked: StatefulSet b uses updateStrategy Canary", Reason: v1alpha1.ReasonUnsupportedStrategy, ToRoll: 5,
 		Members: []rollout.MemberState{member("a", 3, 1, 3, v1alpha1.MemberPending), member("b", 3, 0, 3, v1alpha1.MemberBlocked)},
 	}
 	// A scale-up, or a pod lost to a node failure: every pod runs the update
@@ -118,8 +118,8 @@ func TestComputeStatusPhasesAndConditions(t *testing.T) {
 		},
 		{
 			name: "blocked group names the reason in both conditions", group: group(nil), plan: blocked,
-			wantPhase: v1alpha1.PhaseBlocked, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonMemberNotOnDelete,
-			wantProgressing: metav1.ConditionFalse, wantProgReason: v1alpha1.ReasonMemberNotOnDelete, wantPaused: metav1.ConditionFalse,
+			wantPhase: v1alpha1.PhaseBlocked, wantReady: metav1.ConditionFalse, wantReadyReason: v1alpha1.ReasonUnsupportedStrategy,
+			wantProgressing: metav1.ConditionFalse, wantProgReason: v1alpha1.ReasonUnsupportedStrategy, wantPaused: metav1.ConditionFalse,
 			wantUpdated: "1/6",
 		},
 		{

@@ -36,6 +36,18 @@ func (r *Reconciler) requestsForStatefulSet(ctx context.Context, o client.Object
 		ctrl.LoggerFrom(ctx).Error(err, "map StatefulSet to RolloutGroups", "statefulset", sts.Name)
 		return nil
 	}
+	// The group that holds its partition, which must hand it back when the
+	// StatefulSet no longer matches its selector.
+	if holder := sts.Labels[partitionHolderLabel]; holder != "" && !slices.ContainsFunc(groups, func(g v1alpha1.RolloutGroup) bool { return string(g.UID) == holder }) {
+		var all v1alpha1.RolloutGroupList
+		if err := r.List(ctx, &all, client.InNamespace(sts.Namespace)); err == nil {
+			for _, g := range all.Items {
+				if string(g.UID) == holder {
+					groups = append(groups, g)
+				}
+			}
+		}
+	}
 	return toRequests(groups)
 }
 
@@ -111,7 +123,8 @@ func toRequests(groups []v1alpha1.RolloutGroup) []reconcile.Request {
 // groupChanged passes RolloutGroup updates that change what the planner reads:
 // the spec (generation), a deletionTimestamp appearing (foreground deletion,
 // a finalizer), after which the group deletes nothing more, or one of the
-// annotations that control the analysis by hand (retry, skip-gate, abort).
+// annotations that control the rollout by hand (retry, skip-gate, abort,
+// promote).
 // Status writes, Echelon's own, are not passed.
 var groupChanged = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
@@ -119,7 +132,7 @@ var groupChanged = predicate.Or[client.Object](predicate.GenerationChangedPredic
 			return true
 		}
 		old, next := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
-		for _, key := range []string{v1alpha1.AnnotationRetry, v1alpha1.AnnotationSkipGate, v1alpha1.AnnotationAbort} {
+		for _, key := range []string{v1alpha1.AnnotationRetry, v1alpha1.AnnotationSkipGate, v1alpha1.AnnotationAbort, v1alpha1.AnnotationPromote} {
 			if old[key] != next[key] {
 				return true
 			}

@@ -74,7 +74,7 @@ func TestScalingPolicyFollowsALeaderWithAZoneDelay(t *testing.T) {
 		firstAt = e.GetPolicy(first).Status.LastDownscaleTime
 		c := meta.FindStatusCondition(waiting.Status.Conditions, v1alpha1.ScalingConditionReady)
 		return waiting.Status.Phase == v1alpha1.ScalingPhaseWaiting && c != nil && c.Reason == v1alpha1.ScalingReasonZoneDelay &&
-			waiting.Status.WaitingUntil != nil && waiting.Status.WaitingUntil.Time.Equal(firstAt.Add(delay + time.Second)), nil // the planner's recordLead
+			waiting.Status.WaitingUntil != nil && waiting.Status.WaitingUntil.Time.Equal(firstAt.Add(delay+time.Second)), nil // the planner's recordLead
 	})
 	// The first zone's hold lapses after disruption.DefaultLease.
 	e.WaitReplicas(second, 2, 30*time.Second)

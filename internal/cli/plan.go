@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/controllers/rolloutgroup"
 	"github.com/echelon-operator/echelon/internal/cli/render"
-	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/rollout"
 	"github.com/echelon-operator/echelon/internal/rollout/gate"
 )
@@ -19,7 +19,8 @@ func newPlanCommand(o *options) *cobra.Command {
 		Use:   "plan rg NAME",
 		Short: "Run the operator's planner on the live objects, read only: which pods go next and why, or why none",
 		Long: `plan reads the group, its StatefulSets and their pods from the API server as
-the operator observes them, and runs the operator's own planner on them. It
+the operator observes them (the controller's own observation, read without its
+cache), and runs the operator's own planner on them. It
 changes nothing. A paused group is planned twice: as it is, and as it would be
 once resumed.`,
 		Example:           "  kubectl echelon plan rg ingester",
@@ -38,7 +39,7 @@ once resumed.`,
 				return err
 			}
 			now := o.now()
-			in, _, err := lookup.ObserveRolloutGroup(cmd.Context(), s.client, lookup.ListedReads{}, rg, now)
+			in, err := rolloutgroup.PlannerInput(cmd.Context(), s.client, rg, now)
 			if err != nil {
 				return explain(err, s.host, fmt.Sprintf("read the members of RolloutGroup %q in namespace %q", rg.Name, rg.Namespace))
 			}

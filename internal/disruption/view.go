@@ -48,7 +48,7 @@ func ZoneOf(sts *appsv1.StatefulSet, pods []*corev1.Pod, o ZoneOptions) Zone {
 		if p.Wanted {
 			seen[ord] = true
 		}
-		if since, ok := kube.PodReadySince(pod); ok && !p.Terminating {
+		if since, ok := kube.PodReadySince(pod); ok && !p.Terminating && !released(sts, pod, ord) {
 			since = since.Add(time.Duration(o.MinReadySeconds) * time.Second)
 			if !o.Now.Before(since) {
 				p.Available, p.AvailableSince = true, since
@@ -145,4 +145,22 @@ func ResolveBudget(v *intstr.IntOrString, replicas int32, def int32) int32 {
 		return 0
 	}
 	return int32(min(n, 1<<30))
+}
+
+// released reports whether the StatefulSet controller may take pod down at
+// any moment to roll it: a RollingUpdate StatefulSet's pod at or above its
+// partition, not on its update revision. Such a pod counts as not
+// available: a RolloutGroup released it within its zone's maxUnavailable (or
+// nothing holds the StatefulSet's rollout back), and an eviction must not
+// count on it.
+func released(sts *appsv1.StatefulSet, pod *corev1.Pod, ord int) bool {
+	if sts.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType || sts.Status.UpdateRevision == "" ||
+		pod.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision {
+		return false
+	}
+	partition := 0
+	if ru := sts.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil {
+		partition = int(*ru.Partition)
+	}
+	return ord >= int(podname.Start(sts))+partition
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -255,4 +256,26 @@ func TestResolveBudget(t *testing.T) {
 			t.Errorf("ResolveBudget(%v, %d, %d) = %d, want %d", tc.value, tc.replicas, tc.def, got, tc.want)
 		}
 	}
+}
+
+// TestZoneOfReleased: a RollingUpdate StatefulSet's pods at or above its
+// partition that are not on its update revision may be taken down by the
+// StatefulSet controller at any moment: not available. An OnDelete
+// StatefulSet's outdated pods, and those below the partition, are.
+func TestZoneOfReleased(t *testing.T) {
+	ready := func(sts *appsv1.StatefulSet, ord int, rev string) *corev1.Pod {
+		return builders.MakePod(testNamespace, sts.Name, ord).ControlledBy(sts).Revision(rev).Ready(testNow.Add(-time.Minute)).Obj()
+	}
+	partitioned := builders.MakeStatefulSet(testNamespace, "ing-zone-a").Replicas(4).Partition(2).Revision("new").Obj()
+	pods := []*corev1.Pod{ready(partitioned, 0, "old"), ready(partitioned, 1, "old"), ready(partitioned, 2, "old"), ready(partitioned, 3, "new")}
+	checkPods(t, ZoneOf(partitioned, pods, ZoneOptions{Now: testNow}), map[string]Pod{
+		"ing-zone-a-0": {Wanted: true, Available: true, AvailableSince: testNow.Add(-time.Minute)},
+		"ing-zone-a-1": {Wanted: true, Available: true, AvailableSince: testNow.Add(-time.Minute)},
+		"ing-zone-a-2": {Wanted: true}, // released, not replaced yet
+		"ing-zone-a-3": {Wanted: true, Available: true, AvailableSince: testNow.Add(-time.Minute)},
+	})
+	onDelete := builders.MakeStatefulSet(testNamespace, "ing-zone-b").Replicas(1).OnDelete().Revision("new").Obj()
+	checkPods(t, ZoneOf(onDelete, []*corev1.Pod{ready(onDelete, 0, "old")}, ZoneOptions{Now: testNow}), map[string]Pod{
+		"ing-zone-b-0": {Wanted: true, Available: true, AvailableSince: testNow.Add(-time.Minute)},
+	})
 }

@@ -114,4 +114,5 @@ func ForgetGroup(namespace, name string) {
 	LastProgress.DeletePartialMatch(labels)
 	PlansRevised.DeletePartialMatch(labels)
 	forgetAnalysis(labels)
+	forgetSteps(labels)
 }

@@ -57,6 +57,11 @@ type Hold struct {
 	Reason string
 	// Message explains the hold.
 	Message string
+	// Stop also takes back pods released but not yet replaced: a RollingUpdate
+	// member's partition is raised over them (a failure, a rollback). Without
+	// it, pods released within the budget are left to the StatefulSet
+	// controller (a pending gate, a step's pause).
+	Stop bool
 }
 
 // Input is everything the planner looks at.
@@ -100,6 +105,9 @@ type Input struct {
 	DisruptionHold *disruption.Hold
 	// Holder names the group in the hold a batch records.
 	Holder string
+	// Steps is spec.steps and where the rollout stands in them; nil without
+	// steps and while rolling back.
+	Steps *StepsInput
 }
 
 // MemberState is what the planner computed for one member.
@@ -135,6 +143,27 @@ type MemberState struct {
 	GatePassedRevision string
 	Phase              v1alpha1.MemberPhase
 	Message            string
+
+	// Partitioned is true for a member of updateStrategy RollingUpdate: its
+	// pods are released by lowering its partition, never deleted.
+	Partitioned bool
+	// Partition is the StatefulSet's rollingUpdate.partition, 0 when unset.
+	Partition int32
+	// Released counts the outdated pods at or above the partition that are
+	// still available: released to the StatefulSet controller, which may take
+	// them down at any moment, so they use the member's maxUnavailable.
+	Released int32
+	// HoldPartition is the partition to hold when no batch is released, and
+	// ReleasePartition the one that releases the plan's batch (partition.go).
+	HoldPartition, ReleasePartition int32
+	// Pending counts the outdated pods not yet rolled or released: the pods a
+	// step of spec.steps still has to reach.
+	Pending int32
+
+	start            int32 // spec.ordinals.start
+	aboveOutdated    int32 // lowest partition above every live outdated pod
+	releaseCut       int32 // lowest partition that keeps Released within maxUnavailable
+	partitionPlanned bool  // HoldPartition was planned
 }
 
 // Whole reports whether every wanted pod runs the update revision and is
@@ -159,7 +188,8 @@ func (ms *MemberState) scaling() bool {
 
 // disruption says why a member uses availability now, or "" when it does not:
 // pods that are missing, terminating or not available, pods leaving after a
-// scale-down, or a StatefulSet status showing fewer Ready pods than it has or
+// scale-down, pods released by its partition that the StatefulSet controller
+// may take down at any moment, or a StatefulSet status showing fewer Ready pods than it has or
 // than the member wants.
 //
 // The StatefulSet controller counts a pod it recreated a moment after the
@@ -177,6 +207,8 @@ func (ms *MemberState) disruption() string {
 		return fmt.Sprintf("%d/%d pods not available (%d of %d created so far)", ms.Unavailable, ms.Replicas, ms.StatusReplicas, ms.Replicas)
 	case ms.Unavailable > 0:
 		return fmt.Sprintf("%d/%d pods not available", ms.Unavailable, ms.Replicas)
+	case ms.Released > 0:
+		return fmt.Sprintf("%s released by the partition, not replaced yet", Plural(int(ms.Released), "available pod"))
 	case ms.StatusReplicas > ms.StatusReady:
 		return fmt.Sprintf("StatefulSet status shows %d of %d pods Ready", ms.StatusReady, ms.StatusReplicas)
 	case ms.StatusReplicas > 0 && ms.StatusReplicas < ms.Replicas:
@@ -224,6 +256,9 @@ type Plan struct {
 	// is whole and has not passed its gate for its update revision. Nothing is
 	// deleted while it is set.
 	GateDue string
+	// Step is where the rollout stands in spec.steps after this plan, nil
+	// without steps.
+	Step *StepState
 	// Budget is the group's disruption budget's answer to the batch planned,
 	// nil when no batch was planned. When it refused, Delete is empty and the
 	// reason is WaitingForDisruption; when Budget.Record(), the batch may go
@@ -294,8 +329,10 @@ func Decide(in Input) Plan {
 	}
 	p.Settled = true
 	decideSettled(in, &p)
+	planPartitions(&p, in)
 	for _, ms := range p.Members {
-		if ms.Phase == v1alpha1.MemberComplete && ms.CurrentRevision != ms.UpdateRevision {
+		// The StatefulSet controller advances a RollingUpdate member itself.
+		if ms.Phase == v1alpha1.MemberComplete && ms.CurrentRevision != ms.UpdateRevision && !ms.Partitioned {
 			p.AdvanceRevision = append(p.AdvanceRevision, ms.Name)
 		}
 	}
@@ -306,6 +343,19 @@ func Decide(in Input) Plan {
 // all been observed by their controller.
 func decideSettled(in Input, p *Plan) {
 	p.GateDue = gateDue(in, p.Members)
+	limit := -1
+	if in.Steps != nil && !in.RollingBack {
+		var st StepState
+		var hold *Hold
+		st, limit, hold = decideStep(in, p.Members)
+		p.Step = &st
+		if hold != nil && in.Hold == nil {
+			in.Hold = hold
+		}
+		if !st.Until.IsZero() {
+			p.RequeueAfter = MinPositive(p.RequeueAfter, st.Until.Sub(in.Now))
+		}
+	}
 	var disrupted []string
 	for i := range p.Members {
 		ms := &p.Members[i]
@@ -343,7 +393,7 @@ func decideSettled(in Input, p *Plan) {
 		}
 		p.Current = ms.Name
 		ms.Phase = v1alpha1.MemberRolling
-		p.Delete, p.Message, p.Reason = planDeletions(in, ms, p.GateDue)
+		p.Delete, p.Message, p.Reason = planDeletions(in, ms, p.GateDue, limit)
 		askBudget(in, p)
 		if wait := in.LastBatchTime.Add(in.BatchInterval).Sub(in.Now); len(p.Delete) == 0 && !in.Paused && in.BatchInterval > 0 && wait > 0 {
 			p.RequeueAfter = MinPositive(p.RequeueAfter, wait)
@@ -408,7 +458,7 @@ func rollOrder(members []MemberState, rollingBack bool) []int {
 // planDeletions picks the pods of the current member to delete now, and says
 // why in a message and a condition reason. gateDue names a member whose
 // AfterMember gate must pass first.
-func planDeletions(in Input, ms *MemberState, gateDue string) ([]*corev1.Pod, string, string) {
+func planDeletions(in Input, ms *MemberState, gateDue string, limit int) ([]*corev1.Pod, string, string) {
 	progress := fmt.Sprintf("%s: %d/%d updated", ms.Name, ms.Updated, ms.Replicas)
 	switch {
 	case in.Paused:
@@ -425,6 +475,25 @@ func planDeletions(in Input, ms *MemberState, gateDue string) ([]*corev1.Pod, st
 		return nil, fmt.Sprintf("%s, next batch after batchInterval at %s", progress, in.LastBatchTime.Add(in.BatchInterval).UTC().Format(time.RFC3339)),
 			v1alpha1.ReasonWaitingForBatchInterval
 	}
+	// Pods leaving after a scale-down use the member's budget as much as pods
+	// that are not available, and so do pods released to the StatefulSet
+	// controller that it has not replaced yet.
+	used := ms.Unavailable + ms.Leaving + ms.Released
+	budget := max(0, int(ms.MaxUnavailable-used))
+	if ms.Partitioned {
+		if ms.releaseCut > ms.Partition {
+			return nil, fmt.Sprintf("%s, %s released beyond maxUnavailable %d, raising the partition from %d to %d",
+				progress, Plural(int(ms.Released), "available pod"), ms.MaxUnavailable, ms.Partition, ms.releaseCut), v1alpha1.ReasonWaitingForPods
+		}
+		release, to := planRelease(ms, budget, limit, in.MinReadySeconds, in)
+		if len(release) == 0 {
+			return nil, fmt.Sprintf("%s, %d/%d pods unavailable or released, waiting before releasing more", progress, used, ms.MaxUnavailable),
+				v1alpha1.ReasonWaitingForPods
+		}
+		ms.ReleasePartition = to
+		return release, fmt.Sprintf("%s, lowering the partition from %d to %d (%s)", progress, ms.Partition, to, Plural(len(release), "pod")),
+			v1alpha1.ReasonDeletingPods
+	}
 	var notReady, ready []*corev1.Pod
 	for _, pod := range ms.Outdated {
 		if isAvailable(pod, in.MinReadySeconds, in.Now) {
@@ -433,10 +502,6 @@ func planDeletions(in Input, ms *MemberState, gateDue string) ([]*corev1.Pod, st
 			notReady = append(notReady, pod)
 		}
 	}
-	// Pods leaving after a scale-down use the member's budget as much as pods
-	// that are not available.
-	used := ms.Unavailable + ms.Leaving
-	budget := max(0, int(ms.MaxUnavailable-used))
 	// Outdated pods that are not available can be replaced at no cost: they are
 	// already counted as unavailable. Then the highest ordinals go first, as the
 	// StatefulSet controller does for RollingUpdate.
@@ -448,6 +513,9 @@ func planDeletions(in Input, ms *MemberState, gateDue string) ([]*corev1.Pod, st
 	slices.SortFunc(notReady, byOrdinalDesc)
 	slices.SortFunc(ready, byOrdinalDesc)
 	del := slices.Concat(notReady, ready[:min(budget, len(ready))])
+	if limit >= 0 && len(del) > limit {
+		del = del[:limit]
+	}
 	if len(del) == 0 {
 		return nil, fmt.Sprintf("%s, %d/%d pods unavailable, waiting before deleting more", progress, used, ms.MaxUnavailable),
 			v1alpha1.ReasonWaitingForPods
@@ -486,6 +554,10 @@ func observeMember(m Member, in Input) MemberState {
 	ms.StatusReady = sts.Status.ReadyReplicas
 
 	start, end := ordinalRange(sts)
+	ms.start = int32(start)
+	if IsPartitioned(sts) {
+		ms.Partitioned, ms.Partition = true, PartitionOf(sts)
+	}
 	live := map[int]*corev1.Pod{}
 	revisions := sets.New[string]()
 	for _, pod := range m.Pods {
@@ -518,6 +590,7 @@ func observeMember(m Member, in Input) MemberState {
 		}
 	}
 	ms.Unavailable = ms.Replicas - ms.Available
+	observePartition(&ms, live, start, end, in)
 	if revisions.Len() == 1 {
 		ms.UniformRevision = revisions.UnsortedList()[0]
 	}
@@ -603,13 +676,9 @@ func blocks(m Member) *Blocker {
 	case m.StatefulSet.DeletionTimestamp != nil:
 		return &Blocker{Reason: v1alpha1.ReasonMemberDeleting, Member: m.Name,
 			Message: fmt.Sprintf("blocked: StatefulSet %s is being deleted (deletionTimestamp %s); no pod of the group is touched", m.Name, m.StatefulSet.DeletionTimestamp.UTC().Format(time.RFC3339))}
-	case m.StatefulSet.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType:
-		strategy := m.StatefulSet.Spec.UpdateStrategy.Type
-		if strategy == "" {
-			strategy = appsv1.RollingUpdateStatefulSetStrategyType
-		}
-		return &Blocker{Reason: v1alpha1.ReasonMemberNotOnDelete, Member: m.Name,
-			Message: fmt.Sprintf("blocked: StatefulSet %s uses updateStrategy %s, every member must use OnDelete; no pod of the group is touched", m.Name, strategy)}
+	case !controlledStrategy(m.StatefulSet):
+		return &Blocker{Reason: v1alpha1.ReasonUnsupportedStrategy, Member: m.Name,
+			Message: fmt.Sprintf("blocked: StatefulSet %s uses updateStrategy %s; Echelon rolls OnDelete and RollingUpdate members only; no pod of the group is touched", m.Name, m.StatefulSet.Spec.UpdateStrategy.Type)}
 	case len(m.ClaimedBy) > 0:
 		return &Blocker{Reason: v1alpha1.ReasonMemberClaimedByOtherGroup, Member: m.Name,
 			Message: fmt.Sprintf("blocked: StatefulSet %s is also a member of RolloutGroup %s; a StatefulSet may belong to one group only", m.Name, strings.Join(m.ClaimedBy, ", "))}

@@ -10,8 +10,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/disruption"
@@ -159,11 +161,13 @@ func generateGroup(b *fuzzinput.Bytes) fuzzGroup {
 			start = 1 + b.Intn(3)
 		}
 		sts := builders.MakeStatefulSet(testNamespace, name).Replicas(int32(replicas)).OnDelete().Revision("r2").CurrentRevision("r1").Generation(3)
-		switch b.Intn(32) {
-		case 31:
+		switch b.Intn(8) {
+		case 7:
 			sts.RollingUpdate()
-		case 30:
+		case 6:
 			sts.Strategy("")
+		case 5:
+			sts.Strategy("Canary")
 		}
 		switch b.Intn(16) {
 		case 15:
@@ -259,6 +263,43 @@ func generateGroup(b *fuzzinput.Bytes) fuzzGroup {
 		ago := []time.Duration{0, 5 * time.Second, 8 * time.Second, 14 * time.Second, 15 * time.Second, time.Minute}[b.Intn(6)]
 		g.in.DisruptionHold = &disruption.Hold{Zone: zone, Reason: reasons[b.Intn(3)], Holder: "someone",
 			Since: testNow.Add(-time.Hour), Renewed: testNow.Add(-ago), Lease: 15 * time.Second}
+	}
+	// Partitions of RollingUpdate members and a stopping hold, last too: none
+	// set, held at the replicas, or anywhere from 0 to past the replicas.
+	for i, m := range g.in.Members {
+		sts := m.StatefulSet
+		if sts == nil || !IsPartitioned(sts) || b.Rare(8) {
+			continue
+		}
+		n := len(g.members[i].wanted)
+		p := []int{n, n, 0, b.Intn(n + 2)}[b.Intn(4)]
+		sts.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(int32(p))}
+		if b.Rare(4) {
+			sts.Status.CurrentRevision = sts.Status.UpdateRevision
+		}
+	}
+	if g.in.Hold != nil && b.Rare(2) {
+		g.in.Hold.Stop = true
+	}
+	// Steps, last of all: up to four of increasing percent, each without a
+	// pause, with a duration, or waiting for a promote; the rollout at any
+	// of them, waiting for anything since any time, promoted or not.
+	if b.Rare(2) {
+		var steps []v1alpha1.RolloutStep
+		for pct := int32(0); len(steps) < 1+b.Intn(4) && pct < 100; {
+			pct = min(100, pct+1+int32(b.Intn(60)))
+			step := v1alpha1.RolloutStep{Percent: pct}
+			switch b.Intn(3) {
+			case 1:
+				step.Pause = &v1alpha1.StepPause{Duration: &metav1.Duration{Duration: time.Minute}}
+			case 2:
+				step.Pause = &v1alpha1.StepPause{}
+			}
+			steps = append(steps, step)
+		}
+		waits := []v1alpha1.StepWait{v1alpha1.StepWaitPods, v1alpha1.StepWaitAvailability, v1alpha1.StepWaitDuration, v1alpha1.StepWaitPromote}
+		g.in.Steps = &StepsInput{Steps: steps, Index: int32(b.Intn(len(steps) + 1)), WaitingFor: waits[b.Intn(4)],
+			Since: testNow.Add(-time.Duration(b.Intn(120)) * time.Second), Promoted: b.Rare(2)}
 	}
 	g.in.Holder = "RolloutGroup fuzz"
 	return g
@@ -361,6 +402,11 @@ type memberView struct {
 	leaving int
 	// statusBehind: the StatefulSet's own status counts more pods than Ready ones.
 	statusBehind bool
+	// partitioned members are rolled by their partition, relative to start.
+	partitioned      bool
+	partition, start int
+	replicas         int
+	currentRev       string
 }
 
 func (g fuzzGroup) view(i int) memberView {
@@ -370,7 +416,18 @@ func (g fuzzGroup) view(i int) memberView {
 	if m.StatefulSet != nil {
 		v.updateRev = m.StatefulSet.Status.UpdateRevision
 		v.statusBehind = m.StatefulSet.Status.Replicas > m.StatefulSet.Status.ReadyReplicas
+		v.currentRev = m.StatefulSet.Status.CurrentRevision
+		if m.StatefulSet.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
+			v.partitioned = true
+			if ru := m.StatefulSet.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil {
+				v.partition = int(*ru.Partition)
+			}
+		}
+		if m.StatefulSet.Spec.Ordinals != nil {
+			v.start = int(m.StatefulSet.Spec.Ordinals.Start)
+		}
 	}
+	v.replicas = len(fm.wanted)
 	for _, p := range m.Pods {
 		wanted := slices.ContainsFunc(fm.wanted, func(o int) bool { return p.Name == fmt.Sprintf("%s-%d", m.Name, o) })
 		if !wanted {
@@ -392,7 +449,33 @@ func (g fuzzGroup) view(i int) memberView {
 // disrupted reports whether the member uses availability: a wanted pod missing,
 // terminating or not available, a pod leaving, or its status short of Ready pods.
 func (g fuzzGroup) disrupted(v memberView) bool {
-	return g.unavailable(v, nil) > 0 || v.leaving > 0 || v.statusBehind
+	return g.unavailable(v, nil) > 0 || v.leaving > 0 || v.statusBehind || g.released(v, v.partition) > 0
+}
+
+// released counts the available outdated live pods of a partitioned member at
+// or above partition: the StatefulSet controller may take them down.
+func (g fuzzGroup) released(v memberView, partition int) int {
+	if !v.partitioned {
+		return 0
+	}
+	n := 0
+	for o, p := range v.live {
+		if o >= v.start+partition && podRevision(p) != v.updateRev && g.available(p) {
+			n++
+		}
+	}
+	return n
+}
+
+// outdatedBelow are the live outdated pods of v below ordinal end, highest first.
+func outdatedBelow(v memberView, end int) []*corev1.Pod {
+	var out []*corev1.Pod
+	for o := end - 1; o >= v.start; o-- {
+		if p := v.live[o]; p != nil && podRevision(p) != v.updateRev {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (g fuzzGroup) terminating(p *corev1.Pod) bool {
@@ -457,8 +540,8 @@ func (g fuzzGroup) firstBlocker() (member, reason string) {
 			return m.Name, v1alpha1.ReasonMemberNotFound
 		case m.StatefulSet.DeletionTimestamp != nil:
 			return m.Name, v1alpha1.ReasonMemberDeleting
-		case m.StatefulSet.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType:
-			return m.Name, v1alpha1.ReasonMemberNotOnDelete
+		case !controlledStrategy(m.StatefulSet):
+			return m.Name, v1alpha1.ReasonUnsupportedStrategy
 		case len(m.ClaimedBy) > 0:
 			return m.Name, v1alpha1.ReasonMemberClaimedByOtherGroup
 		}
@@ -633,35 +716,19 @@ func (g fuzzGroup) check(plan Plan) error {
 					cur.name, v.name, g.unavailable(v, nil), v.leaving, v.statusBehind)
 			}
 		}
-		// Available pods go highest ordinal first, after every not-available one.
-		var availableOrds []int
-		for i, p := range plan.Delete {
-			if !g.available(p) {
-				if len(availableOrds) > 0 {
-					return fmt.Errorf("deletes not-available %s after available pods: %v", p.Name, podNames(plan.Delete))
-				}
-				continue
+		if cur.partitioned {
+			if err := g.checkRelease(plan, *cur); err != nil {
+				return err
 			}
-			o := ordinalOf(cur.live, p)
-			if i > 0 && len(availableOrds) > 0 && o > availableOrds[len(availableOrds)-1] {
-				return fmt.Errorf("available pods not deleted highest ordinal first: %v", podNames(plan.Delete))
-			}
-			availableOrds = append(availableOrds, o)
+		} else if err := g.checkDeletionOrder(plan, *cur, deleted); err != nil {
+			return err
 		}
-		if len(availableOrds) > 0 {
-			lowest := availableOrds[len(availableOrds)-1]
-			for o, p := range cur.live {
-				if o > lowest && podRevision(p) != cur.updateRev && g.available(p) && !deleted.Has(p) {
-					return fmt.Errorf("deletes %v but keeps the higher outdated %s", podNames(plan.Delete), p.Name)
-				}
-			}
-		}
-		// (c) deleting available pods never takes the member's not-available and
-		// leaving pods above maxUnavailable.
-		before, after := g.unavailable(*cur, nil)+cur.leaving, g.unavailable(*cur, deleted)+cur.leaving
-		if after > max(cur.maxUnav, before) {
-			return fmt.Errorf("%s: %d unavailable or leaving after deleting (%d before), maxUnavailable %d", cur.name, after, before, cur.maxUnav)
-		}
+	}
+	if err := g.checkPartitions(plan, views); err != nil {
+		return err
+	}
+	if err := g.checkSteps(plan, views); err != nil {
+		return err
 	}
 
 	// Progress: when nothing holds the group back, the planner does the documented
@@ -708,10 +775,22 @@ func (g fuzzGroup) check(plan Plan) error {
 	}
 	avail, notAvail := g.outdated(v)
 	want := 0
-	if avail+notAvail > 0 {
+	switch {
+	case v.partitioned:
+		want = len(g.releasable(v))
+	case avail+notAvail > 0:
 		want = notAvail + min(avail, max(0, v.maxUnav-g.unavailable(v, nil)-v.leaving))
 	}
 	held := g.in.Hold != nil || due != "" || (g.in.RollingBack && !v.restored())
+	if plan.Step != nil && plan.Step.WaitingFor != v1alpha1.StepWaitDone {
+		// The step's share caps the batch (checkSteps); a step that waits
+		// holds it.
+		if plan.Step.WaitingFor != v1alpha1.StepWaitPods {
+			held = true
+		} else if room := int(plan.Step.Target) - g.done(views); room < want {
+			want = room
+		}
+	}
 	if wait := g.batchWait(); wait > 0 {
 		if !held && avail+notAvail > 0 && (plan.RequeueAfter == 0 || plan.RequeueAfter > wait) {
 			return fmt.Errorf("within batchInterval: RequeueAfter = %v, want (0, %v]", plan.RequeueAfter, wait)
@@ -761,6 +840,216 @@ func (g fuzzGroup) checkMinReadyRequeue(plan Plan, views []memberView) error {
 	}
 	if soonest > 0 && (plan.RequeueAfter == 0 || plan.RequeueAfter > soonest) {
 		return fmt.Errorf("a pod becomes available in %v, RequeueAfter = %v", soonest, plan.RequeueAfter)
+	}
+	return nil
+}
+
+// checkDeletionOrder: an OnDelete member's available pods go highest ordinal
+// first, after every not-available one, and deleting never takes its
+// not-available and leaving pods above maxUnavailable.
+func (g fuzzGroup) checkDeletionOrder(plan Plan, c memberView, deleted sets.Set[*corev1.Pod]) error {
+	cur := &c
+	// Available pods go highest ordinal first, after every not-available one.
+	var availableOrds []int
+	for i, p := range plan.Delete {
+		if !g.available(p) {
+			if len(availableOrds) > 0 {
+				return fmt.Errorf("deletes not-available %s after available pods: %v", p.Name, podNames(plan.Delete))
+			}
+			continue
+		}
+		o := ordinalOf(cur.live, p)
+		if i > 0 && len(availableOrds) > 0 && o > availableOrds[len(availableOrds)-1] {
+			return fmt.Errorf("available pods not deleted highest ordinal first: %v", podNames(plan.Delete))
+		}
+		availableOrds = append(availableOrds, o)
+	}
+	if len(availableOrds) > 0 {
+		lowest := availableOrds[len(availableOrds)-1]
+		for o, p := range cur.live {
+			if o > lowest && podRevision(p) != cur.updateRev && g.available(p) && !deleted.Has(p) {
+				return fmt.Errorf("deletes %v but keeps the higher outdated %s", podNames(plan.Delete), p.Name)
+			}
+		}
+	}
+	// (c) deleting available pods never takes the member's not-available and
+	// leaving pods above maxUnavailable.
+	before, after := g.unavailable(*cur, nil)+cur.leaving, g.unavailable(*cur, deleted)+cur.leaving
+	if after > max(cur.maxUnav, before) {
+		return fmt.Errorf("%s: %d unavailable or leaving after deleting (%d before), maxUnavailable %d", cur.name, after, before, cur.maxUnav)
+	}
+	return nil
+}
+
+// releasable are the pods the oracle expects a partitioned member to release
+// now: its live outdated pods below the partition, highest ordinal first, as
+// long as the available ones fit in what maxUnavailable leaves after its
+// not-available, leaving and already released pods.
+func (g fuzzGroup) releasable(v memberView) []*corev1.Pod {
+	allowed := max(0, v.maxUnav-g.unavailable(v, nil)-v.leaving)
+	if g.released(v, v.partition) > allowed {
+		return nil // more released than allowed: the partition is raised first
+	}
+	budget := allowed - g.released(v, v.partition)
+	var out []*corev1.Pod
+	for _, p := range outdatedBelow(v, v.start+v.partition) {
+		cost := 0
+		if g.available(p) {
+			cost = 1
+		}
+		if cost > budget {
+			break
+		}
+		budget -= cost
+		out = append(out, p)
+	}
+	return out
+}
+
+// partitionAfter is the partition the plan leaves member v at.
+func partitionAfter(plan Plan, v memberView) (int, bool) {
+	for _, c := range plan.PartitionChanges() {
+		if c.Member == v.name {
+			if int(c.From) != v.partition {
+				return 0, false
+			}
+			return int(c.To), c.Release
+		}
+	}
+	return v.partition, false
+}
+
+// checkRelease: a partitioned member's batch is exactly the outdated live
+// pods its lowered partition releases, the next ones below the partition,
+// and releasing never takes its not-available, leaving and released pods
+// above maxUnavailable.
+func (g fuzzGroup) checkRelease(plan Plan, cur memberView) error {
+	to, release := partitionAfter(plan, cur)
+	if !release || to >= cur.partition {
+		return fmt.Errorf("%s: batch %v without lowering the partition from %d (to %d, release %v)", cur.name, podNames(plan.Delete), cur.partition, to, release)
+	}
+	var want []string
+	for _, p := range outdatedBelow(cur, cur.start+cur.partition) {
+		if ordinalOf(cur.live, p) >= cur.start+to {
+			want = append(want, p.Name)
+		}
+	}
+	if !slices.Equal(podNames(plan.Delete), want) {
+		return fmt.Errorf("%s: partition %d -> %d releases %v, batch %v", cur.name, cur.partition, to, want, podNames(plan.Delete))
+	}
+	if p := cur.live[cur.start+to]; p == nil || podRevision(p) == cur.updateRev {
+		return fmt.Errorf("%s: partition lowered to %d, which is no outdated pod's ordinal", cur.name, to)
+	}
+	before := g.unavailable(cur, nil) + cur.leaving + g.released(cur, cur.partition)
+	after := g.unavailable(cur, nil) + cur.leaving + g.released(cur, to)
+	if after > max(cur.maxUnav, before) {
+		return fmt.Errorf("%s: %d unavailable, leaving or released after lowering the partition to %d (%d before), maxUnavailable %d",
+			cur.name, after, to, before, cur.maxUnav)
+	}
+	return nil
+}
+
+// checkPartitions: the partition of a member that is not being rolled, or
+// that the group stops, is raised over every live outdated pod (nothing
+// rolls that Echelon did not release), the member being rolled keeps no more
+// released than maxUnavailable allows, a complete member is held at its
+// replicas, and only a release lowers a partition. A blocked or unsettled
+// group's partitions are left alone.
+func (g fuzzGroup) checkPartitions(plan Plan, views []memberView) error {
+	if _, reason := g.firstBlocker(); reason != "" || !g.settled() {
+		if c := plan.PartitionChanges(); len(c) > 0 {
+			return fmt.Errorf("blocked or unsettled group changes partitions %+v", c)
+		}
+		return nil
+	}
+	for _, v := range views {
+		if !v.partitioned {
+			continue
+		}
+		stop := g.in.Paused || (g.in.Hold != nil && g.in.Hold.Stop) || (g.in.RollingBack && !v.restored())
+		to, release := partitionAfter(plan, v)
+		if to < v.partition && !release {
+			return fmt.Errorf("%s: partition lowered from %d to %d without a batch", v.name, v.partition, to)
+		}
+		avail, notAvail := g.outdated(v)
+		switch {
+		case avail+notAvail == 0 && v.currentRev == v.updateRev && g.updated(v) == len(v.live) && !slices.ContainsFunc(g.in.Members, func(m Member) bool {
+			return m.Name == v.name && slices.ContainsFunc(m.Pods, func(p *corev1.Pod) bool { return g.terminating(p) && podRevision(p) != v.updateRev })
+		}):
+			if to < v.replicas {
+				return fmt.Errorf("%s: complete on revision %s, partition %d below its %d replicas", v.name, v.updateRev, to, v.replicas)
+			}
+		case v.name == plan.Current && !stop:
+			if r := g.released(v, to); r > 0 && g.unavailable(v, nil)+v.leaving+r > max(v.maxUnav, g.unavailable(v, nil)+v.leaving) {
+				return fmt.Errorf("%s: partition %d leaves %d released with %d unavailable, maxUnavailable %d", v.name, to, r, g.unavailable(v, nil), v.maxUnav)
+			}
+		default:
+			if left := outdatedBelow(v, v.start+v.replicas); len(left) > 0 && ordinalOf(v.live, left[0]) >= v.start+to {
+				return fmt.Errorf("%s: not being rolled (current %q, stop %v), partition %d leaves outdated %s to the StatefulSet controller", v.name, plan.Current, stop, to, left[0].Name)
+			}
+		}
+	}
+	return nil
+}
+
+// done counts the group's wanted pods not waiting to be rolled: all but the
+// live outdated pods (of a partitioned member, those below its partition).
+func (g fuzzGroup) done(views []memberView) int {
+	n := 0
+	for _, v := range views {
+		n += v.replicas
+		for o, p := range v.live {
+			if podRevision(p) != v.updateRev && (!v.partitioned || o < v.start+v.partition) {
+				n--
+			}
+		}
+	}
+	return n
+}
+
+// checkSteps: a batch never takes the group past the share of the step it
+// is at, a step waiting for its pause, a promote or its pods deletes
+// nothing, and the rollout never goes past a pause without a duration
+// unless promoted, and then past one only.
+func (g fuzzGroup) checkSteps(plan Plan, views []memberView) error {
+	s := g.in.Steps
+	if s == nil || g.in.RollingBack || !g.settled() {
+		if plan.Step != nil && (s == nil || g.in.RollingBack) {
+			return fmt.Errorf("Step = %+v without steps (or rolling back)", *plan.Step)
+		}
+		return nil
+	}
+	if _, reason := g.firstBlocker(); reason != "" {
+		return nil
+	}
+	st := plan.Step
+	if st == nil {
+		return fmt.Errorf("no Step with %d steps", len(s.Steps))
+	}
+	if st.Index < s.Index {
+		return fmt.Errorf("step went back from %d to %d", s.Index, st.Index)
+	}
+	done := g.done(views)
+	promotes := 0
+	for i := s.Index; i < min(st.Index, int32(len(s.Steps))); i++ {
+		if p := s.Steps[i].Pause; p != nil && p.Duration == nil {
+			promotes++
+		}
+	}
+	total := 0
+	for _, v := range views {
+		total += v.replicas
+	}
+	if (promotes > 1 || (promotes == 1 && !s.Promoted)) && !(st.WaitingFor == v1alpha1.StepWaitDone && done == total) {
+		return fmt.Errorf("went past %d pauses waiting for a promote from step %d to %d (promoted %v)", promotes, s.Index, st.Index, s.Promoted)
+	}
+	if len(plan.Delete) > 0 && st.WaitingFor != v1alpha1.StepWaitDone {
+		if st.WaitingFor != v1alpha1.StepWaitPods {
+			return fmt.Errorf("deletes %v while step %d waits for %s", podNames(plan.Delete), st.Index, st.WaitingFor)
+		}
+		if done+len(plan.Delete) > int(st.Target) {
+			return fmt.Errorf("deletes %v with %d done: past step %d's %d pods", podNames(plan.Delete), done, st.Index, st.Target)
+		}
 	}
 	return nil
 }

@@ -410,17 +410,11 @@ func TestDecideBlocked(t *testing.T) {
 		want: wantPlan{blocked: &Blocker{Reason: v1alpha1.ReasonMemberNotFound, Member: "zone-b"},
 			phases: phases{"zone-b": blocked}, message: []string{"does not exist"}},
 	}, {
-		name: "RollingUpdate member blocks the group",
+		name: "a member of an update strategy Echelon does not control blocks the group",
 		in: group(outdated("zone-a", 3),
-			makeMember(onDeleteSTS("zone-b", 3).RollingUpdate().Obj()).Pods(readyPods("zone-b", oldRev, 0, 1, 2))),
-		want: wantPlan{blocked: &Blocker{Reason: v1alpha1.ReasonMemberNotOnDelete, Member: "zone-b"},
-			phases: phases{"zone-b": blocked}, message: []string{"RollingUpdate", "OnDelete"}},
-	}, {
-		name: "empty strategy type is RollingUpdate and blocks the group",
-		in: group(makeMember(onDeleteSTS("zone-a", 3).Strategy("").Obj()).Pods(readyPods("zone-a", oldRev, 0, 1, 2)),
-			outdated("zone-b", 3)),
-		want: wantPlan{blocked: &Blocker{Reason: v1alpha1.ReasonMemberNotOnDelete, Member: "zone-a"},
-			phases: phases{"zone-a": blocked}, message: []string{"RollingUpdate"}},
+			makeMember(onDeleteSTS("zone-b", 3).Strategy("Canary").Obj()).Pods(readyPods("zone-b", oldRev, 0, 1, 2))),
+		want: wantPlan{blocked: &Blocker{Reason: v1alpha1.ReasonUnsupportedStrategy, Member: "zone-b"},
+			phases: phases{"zone-b": blocked}, message: []string{"Canary", "OnDelete and RollingUpdate"}},
 	}, {
 		name: "member claimed by another group blocks the group",
 		in:   group(outdated("zone-a", 3).ClaimedBy("other-group"), outdated("zone-b", 3)),
@@ -433,9 +427,9 @@ func TestDecideBlocked(t *testing.T) {
 			phases: phases{"zone-b": blocked}},
 	}, {
 		name: "first blocker in list order is reported, every blocking member is marked",
-		in: group(outdated("zone-a", 3), makeMember(onDeleteSTS("zone-b", 3).RollingUpdate().Obj()),
+		in: group(outdated("zone-a", 3), makeMember(onDeleteSTS("zone-b", 3).Strategy("Canary").Obj()),
 			makeMissingMember("zone-c")),
-		want: wantPlan{blocked: &Blocker{Reason: v1alpha1.ReasonMemberNotOnDelete, Member: "zone-b"},
+		want: wantPlan{blocked: &Blocker{Reason: v1alpha1.ReasonUnsupportedStrategy, Member: "zone-b"},
 			phases: phases{"zone-a": pending, "zone-b": blocked, "zone-c": blocked}},
 	}, {
 		name: "blocked wins over an unsettled member",
@@ -636,9 +630,9 @@ func TestDecideMemberStates(t *testing.T) {
 		// Updated counts the terminating pod: it was created from newRev. The pod
 		// being scaled away is Leaving.
 		{Name: "zone-b", Replicas: 6, Ready: 3, Available: 2, Updated: 2, MaxUnavailable: 3, Unavailable: 4, Leaving: 1,
-			ToRoll: 3, CurrentRevision: oldRev, UpdateRevision: newRev, Phase: rolling},
+			ToRoll: 3, Pending: 3, CurrentRevision: oldRev, UpdateRevision: newRev, Phase: rolling},
 		{Name: "zone-c", Replicas: 1, Ready: 1, Available: 1, Updated: 0, MaxUnavailable: 1, Unavailable: 0,
-			ToRoll: 1, CurrentRevision: oldRev, UpdateRevision: newRev, UniformRevision: oldRev, Phase: pending},
+			ToRoll: 1, Pending: 1, CurrentRevision: oldRev, UpdateRevision: newRev, UniformRevision: oldRev, Phase: pending},
 	}
 	if len(got.Members) != len(want) {
 		t.Fatalf("got %d members, want %d", len(got.Members), len(want))

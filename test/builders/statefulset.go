@@ -157,6 +157,13 @@ func (w *StatefulSetWrapper) RollingUpdate() *StatefulSetWrapper {
 	return w.Strategy(appsv1.RollingUpdateStatefulSetStrategyType)
 }
 
+// Partition sets the RollingUpdate strategy with rollingUpdate.partition p.
+func (w *StatefulSetWrapper) Partition(p int32) *StatefulSetWrapper {
+	w.sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: &p}}
+	return w
+}
+
 // Strategy sets the update strategy type verbatim; "" is what an object that
 // bypassed defaulting looks like.
 func (w *StatefulSetWrapper) Strategy(t appsv1.StatefulSetUpdateStrategyType) *StatefulSetWrapper {

@@ -83,7 +83,8 @@ func RollOut(ctx context.Context, c client.Client, namespace, app string) error 
 }
 
 // CreateGroup creates three zone StatefulSets of two pods (Zones) and a
-// RolloutGroup named app over them, with maxUnavailable 1.
+// RolloutGroup named app over them, with maxUnavailable 1 and one step of
+// 100%, which rolls as without steps and exports the step metrics.
 func CreateGroup(ctx context.Context, c client.Client, namespace, app string) error {
 	zones := Zones(app)
 	for _, z := range zones {
@@ -91,7 +92,8 @@ func CreateGroup(ctx context.Context, c client.Client, namespace, app string) er
 			return err
 		}
 	}
-	if err := c.Create(ctx, RolloutGroup(namespace, app, zones, map[string]any{"maxUnavailable": int64(1)})); err != nil {
+	if err := c.Create(ctx, RolloutGroup(namespace, app, zones, map[string]any{"maxUnavailable": int64(1),
+		"steps": []any{map[string]any{"percent": int64(100)}}})); err != nil {
 		return fmt.Errorf("create RolloutGroup: %w", err)
 	}
 	return nil

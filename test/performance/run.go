@@ -134,7 +134,7 @@ func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
 		Pods: cfg.pods(), Batches: cfg.batches(),
 	}
 	began = time.Now()
-	if err := createWorkload(ctx, c, ns, cfg.scenario, groups, oldImage); err != nil {
+	if err := createWorkload(ctx, c, ns, cfg.scenario, groups, oldImage, cfg.rollingUpdate); err != nil {
 		return nil, err
 	}
 	say("created %d StatefulSets and %d groups in %s", len(statefulSetNames(groups)), len(groups), since(began))

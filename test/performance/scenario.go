@@ -71,14 +71,21 @@ type benchCase struct {
 	apiServerOnly bool
 	// nodes is the number of fake nodes; 0 means the default, nodes.
 	nodes int
+	// rollingUpdate makes the groups' members RollingUpdate StatefulSets,
+	// rolled by their partition.
+	rollingUpdate bool
 }
 
 // The kinds of run `--scenarios` selects from.
 const (
-	kindSingle  = "single"
-	kindSIGTERM = "sigterm"
-	kindSIGKILL = "sigkill"
-	kindScale   = "scale"
+	kindSingle = "single"
+	// kindPartition is single with RollingUpdate members, rolled by their
+	// partition (their own rollingUpdate.maxUnavailable set to the group's),
+	// at the first --pod-start, beside the OnDelete figure.
+	kindPartition = "partition"
+	kindSIGTERM   = "sigterm"
+	kindSIGKILL   = "sigkill"
+	kindScale     = "scale"
 	// kindFollow times ScalingPolicy followers tracking a leader (follow.go);
 	// it rolls nothing.
 	kindFollow = "follow"
@@ -98,7 +105,7 @@ const (
 	kindAnalysis = "analysis"
 )
 
-var allKinds = []string{kindSingle, kindSIGTERM, kindSIGKILL, kindScale, kindFollow, kindWebhook, kindEviction, kindDrain, kindAnalysis}
+var allKinds = []string{kindSingle, kindPartition, kindSIGTERM, kindSIGKILL, kindScale, kindFollow, kindWebhook, kindEviction, kindDrain, kindAnalysis}
 
 // caseOptions are the flags that decide the cases of an invocation.
 type caseOptions struct {
@@ -135,6 +142,8 @@ func cases(o caseOptions) ([]benchCase, error) {
 			for _, d := range o.podStarts {
 				out = append(out, benchCase{kind: k, podStart: d, operators: 1})
 			}
+		case kindPartition:
+			out = append(out, benchCase{kind: k, podStart: o.podStarts[0], operators: 1, rollingUpdate: true})
 		case kindSIGTERM:
 			out = append(out, benchCase{kind: k, podStart: o.failoverPodStart, operators: 2, handover: syscall.SIGTERM})
 		case kindSIGKILL:
@@ -184,6 +193,8 @@ func (c benchCase) title(s scenario) string {
 		return fmt.Sprintf("kubectl drain of %d nodes in %d zones at once, 1 operator", drainNodes/2, len(memberNames))
 	case c.kind == kindAnalysis:
 		return "analysis gates against Prometheus, 1 operator"
+	case c.rollingUpdate:
+		return "1 operator, RollingUpdate members (partition)"
 	default:
 		return "1 operator"
 	}

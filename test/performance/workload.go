@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"sync"
 
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/test/builders"
@@ -53,11 +55,21 @@ func statefulSetNames(groups []group) []string {
 }
 
 // createWorkload creates every StatefulSet (the floor's too) and every group
-// at image, createWorkers at a time.
-func createWorkload(ctx context.Context, c client.Client, ns string, s scenario, groups []group, image string) error {
+// at image, createWorkers at a time. With rollingUpdate the groups' members
+// roll by their partition, held at their replicas, with the StatefulSet's own
+// maxUnavailable the group's: the StatefulSet controller then replaces every
+// pod Echelon releases at once, as Echelon deletes them for OnDelete (the
+// floor's StatefulSet stays OnDelete).
+func createWorkload(ctx context.Context, c client.Client, ns string, s scenario, groups []group, image string, rollingUpdate bool) error {
 	var objs []client.Object
 	for _, name := range statefulSetNames(groups) {
-		objs = append(objs, statefulSet(ns, name, s.replicas, image))
+		sts := statefulSet(ns, name, s.replicas, image)
+		if rollingUpdate && name != floorName {
+			partition, maxUnavailable := s.replicas, intstr.FromInt32(s.maxUnavailable)
+			sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: &partition, MaxUnavailable: &maxUnavailable}}
+		}
+		objs = append(objs, sts)
 	}
 	for _, g := range groups {
 		objs = append(objs, builders.MakeRolloutGroup(ns, g.name).Members(g.members...).MaxUnavailable(s.maxUnavailable).Obj())

@@ -71,7 +71,6 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - delayeddownscales
-  - rolloutgroups
   - zonedisruptionbudgets
   verbs:
   - get
@@ -86,6 +85,21 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - zonedisruptionbudgets/status
   verbs:
   - patch
+- apiGroups:
+  - echelon.dev
+  resources:
+  - rolloutgroups
+  verbs:
+  - get
+  - list
+  - patch
+  - watch
+- apiGroups:
+  - echelon.dev
+  resources:
+  - rolloutgroups/finalizers
+  verbs:
+  - update
 - apiGroups:
   - echelon.dev
   resources:
@@ -161,7 +175,6 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - delayeddownscales
-  - rolloutgroups
   - zonedisruptionbudgets
   verbs:
   - get
@@ -176,6 +189,21 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - zonedisruptionbudgets/status
   verbs:
   - patch
+- apiGroups:
+  - echelon.dev
+  resources:
+  - rolloutgroups
+  verbs:
+  - get
+  - list
+  - patch
+  - watch
+- apiGroups:
+  - echelon.dev
+  resources:
+  - rolloutgroups/finalizers
+  verbs:
+  - update
 - apiGroups:
   - echelon.dev
   resources:

@@ -111,14 +111,14 @@ func (ap *Pass) Rollback() *v1alpha1.RollbackStatus {
 func (ap *Pass) hold() *rollout.Hold {
 	switch {
 	case ap.RollingBack() && ap.restoreFailed != "":
-		return &rollout.Hold{Reason: v1alpha1.ReasonRollbackFailed, Message: ap.restoreFailed}
+		return &rollout.Hold{Reason: v1alpha1.ReasonRollbackFailed, Message: ap.restoreFailed, Stop: true}
 	case ap.RollingBack() && len(ap.restorePending) > 0:
 		return &rollout.Hold{Reason: v1alpha1.ReasonRollingBack,
-			Message: "restoring the template of " + strings.Join(ap.restorePending, ", ")}
+			Message: "restoring the template of " + strings.Join(ap.restorePending, ", "), Stop: true}
 	case ap.RollingBack():
 		return nil
 	case ap.st.Failure != nil:
-		return &rollout.Hold{Reason: ap.st.Failure.Reason, Message: "failed: " + ap.st.Failure.Message}
+		return &rollout.Hold{Reason: ap.st.Failure.Reason, Message: "failed: " + ap.st.Failure.Message, Stop: true}
 	case ap.st.Gate != nil && ap.st.Gate.StartTime == nil:
 		return &rollout.Hold{Reason: v1alpha1.ReasonWaitingForPods,
 			Message: fmt.Sprintf("waiting for the batch's pods before the AfterBatch gate of %s", ap.st.Gate.Member)}

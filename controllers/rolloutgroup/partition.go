@@ -1,0 +1,180 @@
+package rolloutgroup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/kube"
+	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/rollout"
+)
+
+// A RollingUpdate member's partition is Echelon's while the StatefulSet is a
+// member: it releases pods by lowering it and holds it everywhere else
+// (package rollout, partition.go). A StatefulSet whose partition Echelon
+// wrote carries the label partitionHolderLabel (the group's UID: names may be
+// longer than a label value), and the group the finalizer partitionFinalizer,
+// so that the partition is handed back, set to 0, when the group is deleted or
+// the StatefulSet leaves it: the StatefulSet controller then rolls the
+// StatefulSet on its own again, and no StatefulSet is left frozen.
+const (
+	partitionHolderLabel = "echelon.dev/partition-holder"
+	partitionFinalizer   = "echelon.dev/partitions"
+)
+
+// +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups,verbs=patch
+// +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups/finalizers,verbs=update
+
+// writePartitions writes the partitions the plan holds, and, when the plan's
+// batch is released by a partition, the one that releases it. The group gets
+// its finalizer before the first partition is written. It returns how many
+// pods the release let go (0 when none, or when it failed).
+func (r *Reconciler) writePartitions(ctx context.Context, rg *v1alpha1.RolloutGroup, plan rollout.Plan, members []rollout.Member) (int32, error) {
+	changes := plan.PartitionChanges()
+	if len(changes) == 0 {
+		return 0, nil
+	}
+	if err := r.ensureFinalizer(ctx, rg); err != nil {
+		return 0, err
+	}
+	var released int32
+	var errs []error
+	for _, c := range changes {
+		sts := memberStatefulSet(members, c.Member)
+		if sts == nil {
+			continue
+		}
+		if err := r.setPartition(ctx, rg, sts, c.To); err != nil {
+			if apierrors.IsConflict(err) {
+				err = fmt.Errorf("%w: %s", errStaleView, kube.APIMessage(err))
+			}
+			errs = append(errs, fmt.Errorf("set the partition of StatefulSet %s from %d to %d: %w", c.Member, c.From, c.To, err))
+			continue
+		}
+		if c.Release {
+			released = int32(len(plan.Delete))
+			metrics.PodsRolled.WithLabelValues(rg.Namespace, rg.Name, plan.Current).Add(float64(released))
+			r.events.Eventf(rg, plan.Delete[0], corev1.EventTypeNormal, "PodsRolled", "Release", "%s", describeRelease(plan, c))
+			continue
+		}
+		r.events.Eventf(rg, sts, corev1.EventTypeNormal, "PartitionHeld", "HoldPartition",
+			"StatefulSet %s: partition raised from %d to %d, over every pod not on revision %s that Echelon has not released",
+			c.Member, c.From, c.To, sts.Status.UpdateRevision)
+	}
+	return released, errors.Join(errs...)
+}
+
+// describeRelease is the message of a release's one Event.
+func describeRelease(plan rollout.Plan, c rollout.PartitionChange) string {
+	names := make([]string, 0, len(plan.Delete))
+	for _, pod := range plan.Delete {
+		names = append(names, fmt.Sprintf("%s (%s)", pod.Name, podRevisionLabel(pod)))
+	}
+	return fmt.Sprintf("released %s of StatefulSet %s by lowering its partition from %d to %d, rolling to revision %s: %s",
+		rollout.Plural(len(plan.Delete), "pod"), c.Member, c.From, c.To, updateRevisionOf(plan), strings.Join(names, ", "))
+}
+
+func podRevisionLabel(pod *corev1.Pod) string {
+	if rev := pod.Labels[appsv1.ControllerRevisionHashLabelKey]; rev != "" {
+		return rev
+	}
+	return "no revision label"
+}
+
+// setPartition writes the StatefulSet's partition and labels it as held by
+// rg, only if the StatefulSet is still what the plan saw (optimistic lock):
+// a template changed since is planned again.
+func (r *Reconciler) setPartition(ctx context.Context, rg *v1alpha1.RolloutGroup, sts *appsv1.StatefulSet, to int32) error {
+	patched := sts.DeepCopy()
+	if patched.Spec.UpdateStrategy.RollingUpdate == nil {
+		patched.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{}
+	}
+	patched.Spec.UpdateStrategy.RollingUpdate.Partition = &to
+	if patched.Labels == nil {
+		patched.Labels = map[string]string{}
+	}
+	patched.Labels[partitionHolderLabel] = string(rg.UID)
+	return r.Patch(ctx, patched, client.MergeFromWithOptions(sts, client.MergeFromWithOptimisticLock{}))
+}
+
+// ensureFinalizer adds partitionFinalizer to the group, once.
+func (r *Reconciler) ensureFinalizer(ctx context.Context, rg *v1alpha1.RolloutGroup) error {
+	if controllerutil.ContainsFinalizer(rg, partitionFinalizer) {
+		return nil
+	}
+	patched := rg.DeepCopy()
+	controllerutil.AddFinalizer(patched, partitionFinalizer)
+	if err := r.Patch(ctx, patched, client.MergeFrom(rg)); err != nil {
+		return fmt.Errorf("add finalizer %s to RolloutGroup: %w", partitionFinalizer, err)
+	}
+	rg.Finalizers = patched.Finalizers
+	return nil
+}
+
+// handBackPartitions hands the partition back (sets it to 0 and removes the
+// label) on every StatefulSet the group holds that is not in keep: all of
+// them when the group is being deleted, after which the finalizer goes.
+func (r *Reconciler) handBackPartitions(ctx context.Context, rg *v1alpha1.RolloutGroup, keep []rollout.Member) error {
+	var held appsv1.StatefulSetList
+	if err := r.List(ctx, &held, client.InNamespace(rg.Namespace), client.MatchingLabels{partitionHolderLabel: string(rg.UID)}); err != nil {
+		return fmt.Errorf("list the StatefulSets whose partition RolloutGroup %s holds: %w", rg.Name, err)
+	}
+	var errs []error
+	for i := range held.Items {
+		sts := &held.Items[i]
+		if m := memberStatefulSet(keep, sts.Name); m != nil && rollout.IsPartitioned(m) {
+			continue
+		}
+		if err := r.handBack(ctx, rg, sts); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 || rg.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(rg, partitionFinalizer) {
+		return errors.Join(errs...)
+	}
+	patched := rg.DeepCopy()
+	controllerutil.RemoveFinalizer(patched, partitionFinalizer)
+	if err := r.Patch(ctx, patched, client.MergeFrom(rg)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove finalizer %s from RolloutGroup: %w", partitionFinalizer, err)
+	}
+	return nil
+}
+
+// handBack sets one StatefulSet's partition to 0 (when it still rolls by one)
+// and removes the label that says the group holds it.
+func (r *Reconciler) handBack(ctx context.Context, rg *v1alpha1.RolloutGroup, sts *appsv1.StatefulSet) error {
+	patched := sts.DeepCopy()
+	delete(patched.Labels, partitionHolderLabel)
+	from := rollout.PartitionOf(sts)
+	if rollout.IsPartitioned(sts) && patched.Spec.UpdateStrategy.RollingUpdate != nil {
+		patched.Spec.UpdateStrategy.RollingUpdate.Partition = nil
+	}
+	if err := r.Patch(ctx, patched, client.MergeFrom(sts)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("hand back the partition of StatefulSet %s: %w", sts.Name, err)
+	}
+	why := "it left the group"
+	if rg.DeletionTimestamp != nil {
+		why = "the group is being deleted"
+	}
+	r.events.Eventf(rg, sts, corev1.EventTypeNormal, "PartitionHandedBack", "HandBackPartition",
+		"StatefulSet %s: partition %d handed back (set to 0) as %s; the StatefulSet controller rolls it on its own again", sts.Name, from, why)
+	return nil
+}
+
+func memberStatefulSet(members []rollout.Member, name string) *appsv1.StatefulSet {
+	for _, m := range members {
+		if m.Name == name {
+			return m.StatefulSet
+		}
+	}
+	return nil
+}
