@@ -4,14 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 )
-
-// annotationPromote is the promote control of spec.steps: like the other
-// controls, the operator acts once per value.
-const annotationPromote = "echelon.dev/promote"
 
 // controls are the commands that steer a group, each refusing when the
 // group's state, as its status records it, makes it meaningless.
@@ -21,13 +15,13 @@ func controls() []control {
 			name:  "pause",
 			short: "Stop the group from deleting pods (spec.paused=true)",
 			long:  "pause sets spec.paused: the operator deletes no pod of the group until it is resumed, and keeps reporting status.",
-			refuse: func(g group) string {
-				if g.Spec.Paused {
+			refuse: func(rg *v1alpha1.RolloutGroup) string {
+				if rg.Spec.Paused {
 					return "already paused (spec.paused is true)"
 				}
 				return ""
 			},
-			change: func(group, time.Time) (map[string]any, string) {
+			change: func(*v1alpha1.RolloutGroup, time.Time) (map[string]any, string) {
 				return map[string]any{"spec": map[string]any{"paused": true}}, "paused (spec.paused=true): no pod is deleted until resumed"
 			},
 		},
@@ -35,13 +29,13 @@ func controls() []control {
 			name:  "resume",
 			short: "Let a paused group delete pods again (spec.paused=false)",
 			long:  "resume unsets spec.paused: the operator goes on where it stopped.",
-			refuse: func(g group) string {
-				if !g.Spec.Paused {
+			refuse: func(rg *v1alpha1.RolloutGroup) string {
+				if !rg.Spec.Paused {
 					return "not paused (spec.paused is not set)"
 				}
 				return ""
 			},
-			change: func(group, time.Time) (map[string]any, string) {
+			change: func(*v1alpha1.RolloutGroup, time.Time) (map[string]any, string) {
 				return map[string]any{"spec": map[string]any{"paused": false}}, "resumed (spec.paused=false)"
 			},
 		},
@@ -52,9 +46,9 @@ func controls() []control {
 (onFailure Pause) is evaluated again from the start; after a rollback or an
 abort the group goes on with the StatefulSet templates as they are now.`,
 			refuse: refuseRetry,
-			change: func(g group, now time.Time) (map[string]any, string) {
+			change: func(rg *v1alpha1.RolloutGroup, now time.Time) (map[string]any, string) {
 				patch, set := annotate(v1alpha1.AnnotationRetry, now)
-				return patch, "retry requested (" + set + "): " + retryEffect(g.RolloutGroup)
+				return patch, "retry requested (" + set + "): " + retryEffect(rg)
 			},
 		},
 		{
@@ -62,9 +56,9 @@ abort the group goes on with the StatefulSet templates as they are now.`,
 			short:  "Pass the pending analysis gate, or the failed gate that holds the group (echelon.dev/skip-gate)",
 			long:   "skip-gate sets the echelon.dev/skip-gate annotation to a fresh value: the pending gate, or the failed gate of a group held by onFailure Pause, passes now and the rollout goes on.",
 			refuse: refuseSkipGate,
-			change: func(g group, now time.Time) (map[string]any, string) {
+			change: func(rg *v1alpha1.RolloutGroup, now time.Time) (map[string]any, string) {
 				patch, set := annotate(v1alpha1.AnnotationSkipGate, now)
-				return patch, "gate skip requested (" + set + "): " + skipEffect(g.RolloutGroup)
+				return patch, "gate skip requested (" + set + "): " + skipEffect(rg)
 			},
 		},
 		{
@@ -72,7 +66,7 @@ abort the group goes on with the StatefulSet templates as they are now.`,
 			short:  "Roll the group back now, whatever spec.onFailure says (echelon.dev/abort)",
 			long:   "abort sets the echelon.dev/abort annotation to a fresh value: the operator restores the stable template of every member that moved and rolls its updated pods back, most recently rolled member first.",
 			refuse: refuseAbort,
-			change: func(_ group, now time.Time) (map[string]any, string) {
+			change: func(_ *v1alpha1.RolloutGroup, now time.Time) (map[string]any, string) {
 				patch, set := annotate(v1alpha1.AnnotationAbort, now)
 				return patch, "abort requested (" + set + "): the members that moved are rolled back to their stable revision"
 			},
@@ -82,19 +76,19 @@ abort the group goes on with the StatefulSet templates as they are now.`,
 			short:  "Let the rollout go past the step that waits for promotion (echelon.dev/promote)",
 			long:   "promote sets the echelon.dev/promote annotation to a fresh value: the step of spec.steps that waits for promotion is done and the rollout goes on.",
 			refuse: refusePromote,
-			change: func(_ group, now time.Time) (map[string]any, string) {
-				patch, set := annotate(annotationPromote, now)
-				return patch, "promotion requested (" + set + ")"
+			change: func(rg *v1alpha1.RolloutGroup, now time.Time) (map[string]any, string) {
+				patch, set := annotate(v1alpha1.AnnotationPromote, now)
+				return patch, "promotion requested (" + set + "): " + promoteEffect(rg)
 			},
 		},
 		{
 			name:  "restart",
 			short: "Replace every pod of the group, one member at a time, without a template change (spec.restartAt)",
 			long:  "restart sets spec.restartAt to now: every pod created before it is replaced under the group's usual rules.",
-			refuse: func(group) string {
+			refuse: func(*v1alpha1.RolloutGroup) string {
 				return "" // an operator without restarts refuses the field itself
 			},
-			change: func(_ group, now time.Time) (map[string]any, string) {
+			change: func(_ *v1alpha1.RolloutGroup, now time.Time) (map[string]any, string) {
 				at := now.UTC().Format(time.RFC3339)
 				return map[string]any{"spec": map[string]any{"restartAt": at}}, "restart requested (spec.restartAt=" + at + "): pods created before it are replaced"
 			},
@@ -102,8 +96,8 @@ abort the group goes on with the StatefulSet templates as they are now.`,
 	}
 }
 
-func refuseRetry(g group) string {
-	a := g.Status.Analysis
+func refuseRetry(rg *v1alpha1.RolloutGroup) string {
+	a := rg.Status.Analysis
 	if a == nil || (a.Failure == nil && a.Rollback == nil) {
 		return "nothing to retry: the group has not failed (status.analysis shows no failure and no rollback)"
 	}
@@ -123,8 +117,8 @@ func retryEffect(rg *v1alpha1.RolloutGroup) string {
 	return "the failure is cleared"
 }
 
-func refuseSkipGate(g group) string {
-	a := g.Status.Analysis
+func refuseSkipGate(rg *v1alpha1.RolloutGroup) string {
+	a := rg.Status.Analysis
 	switch {
 	case a != nil && a.Gate != nil:
 		return ""
@@ -148,15 +142,15 @@ func skipEffect(rg *v1alpha1.RolloutGroup) string {
 // analysis.md, "Retry, skip or abort with kubectl"): a rollback already
 // under way or done, or no member that moved. A member whose stable
 // revision status does not know yet may have moved: abort is then written.
-func refuseAbort(g group) string {
-	a := g.Status.Analysis
+func refuseAbort(rg *v1alpha1.RolloutGroup) string {
+	a := rg.Status.Analysis
 	switch {
 	case a != nil && a.Rollback != nil && a.Rollback.CompletionTime != nil:
 		return "already rolled back (status.analysis.rollback is complete; retry clears it)"
 	case a != nil && a.Rollback != nil:
 		return "already rolling back (status.analysis.rollback is under way)"
 	}
-	members := g.Status.StatefulSets
+	members := rg.Status.StatefulSets
 	if len(members) == 0 {
 		return ""
 	}
@@ -168,13 +162,27 @@ func refuseAbort(g group) string {
 	return "nothing to roll back: every member runs its stable revision (nothing has rolled)"
 }
 
-// refusePromote refuses a group without spec.steps: there is no step to
-// promote. It reads the raw object, so that it judges by what the cluster's
-// API serves rather than by this plugin's types.
-func refusePromote(g group) string {
-	steps, found, err := unstructured.NestedSlice(g.raw, "spec", "steps")
-	if err != nil || !found || len(steps) == 0 {
+// refusePromote refuses a group without spec.steps, and one whose steps
+// are all done: no pause is left to end. A promote given while a step's
+// pods roll is not refused: the operator ends that step's pause as soon as
+// it comes.
+func refusePromote(rg *v1alpha1.RolloutGroup) string {
+	switch st := rg.Status.Step; {
+	case len(rg.Spec.Steps) == 0:
 		return "the group has no spec.steps: no step waits for promotion"
+	case st != nil && st.WaitingFor == v1alpha1.StepWaitDone:
+		return "every step of spec.steps is done (status.step): no step waits for promotion"
 	}
 	return ""
+}
+
+func promoteEffect(rg *v1alpha1.RolloutGroup) string {
+	st := rg.Status.Step
+	switch {
+	case st == nil:
+		return "the pause of the first step of spec.steps ends when it comes"
+	case st.WaitingFor == v1alpha1.StepWaitPromote || st.WaitingFor == v1alpha1.StepWaitDuration:
+		return fmt.Sprintf("the pause of step %d (%d%%) ends now; the rollout goes on", st.Index+1, st.Percent)
+	}
+	return fmt.Sprintf("the pause of step %d (%d%%) ends as soon as it comes (the step waits for %s now)", st.Index+1, st.Percent, st.WaitingFor)
 }

@@ -30,12 +30,14 @@ func TestControlsRefuseWhatIsMeaningless(t *testing.T) {
 	rolledBack := &v1alpha1.RollbackStatus{CompletionTime: &metav1.Time{}}
 	moved := []v1alpha1.MemberStatus{{Name: "zone-a", UpdateRevision: "new", StableRevision: "old"}}
 	still := []v1alpha1.MemberStatus{{Name: "zone-a", UpdateRevision: "old", StableRevision: "old"}}
+	steps := []v1alpha1.RolloutStep{{Percent: 10}, {Percent: 100}}
 	cases := []struct {
 		control    string
 		paused     bool
 		analysis   *v1alpha1.AnalysisStatus
 		members    []v1alpha1.MemberStatus
-		raw        map[string]any
+		steps      []v1alpha1.RolloutStep
+		step       *v1alpha1.StepStatus
 		wantRefuse string // a part of the refusal; "" when the control is written
 	}{
 		{control: "pause", wantRefuse: ""},
@@ -57,8 +59,11 @@ func TestControlsRefuseWhatIsMeaningless(t *testing.T) {
 		{control: "abort", wantRefuse: ""},
 		{control: "abort", members: moved, analysis: &v1alpha1.AnalysisStatus{Rollback: rollingBack}, wantRefuse: "already rolling back"},
 		{control: "abort", members: moved, analysis: &v1alpha1.AnalysisStatus{Rollback: rolledBack}, wantRefuse: "already rolled back"},
-		{control: "promote", raw: map[string]any{"spec": map[string]any{}}, wantRefuse: "no spec.steps"},
-		{control: "promote", raw: map[string]any{"spec": map[string]any{"steps": []any{map[string]any{"percent": int64(10)}}}}},
+		{control: "promote", wantRefuse: "no spec.steps"},
+		{control: "promote", steps: steps, step: &v1alpha1.StepStatus{Index: 0, WaitingFor: v1alpha1.StepWaitPromote}},
+		{control: "promote", steps: steps, step: &v1alpha1.StepStatus{Index: 0, WaitingFor: v1alpha1.StepWaitPods}},
+		{control: "promote", steps: steps},
+		{control: "promote", steps: steps, step: &v1alpha1.StepStatus{Index: 2, WaitingFor: v1alpha1.StepWaitDone}, wantRefuse: "every step of spec.steps is done"},
 		{control: "restart"},
 	}
 	for _, tc := range cases {
@@ -66,7 +71,8 @@ func TestControlsRefuseWhatIsMeaningless(t *testing.T) {
 		rg.Spec.Paused = tc.paused
 		rg.Status.Analysis = tc.analysis
 		rg.Status.StatefulSets = tc.members
-		got := controlNamed(t, tc.control).refuse(group{RolloutGroup: rg, raw: tc.raw})
+		rg.Spec.Steps, rg.Status.Step = tc.steps, tc.step
+		got := controlNamed(t, tc.control).refuse(rg)
 		switch {
 		case tc.wantRefuse == "" && got != "":
 			t.Errorf("%s with %+v: refused (%s), want it written", tc.control, tc, got)
@@ -79,8 +85,8 @@ func TestControlsRefuseWhatIsMeaningless(t *testing.T) {
 // The controls write exactly the documented field or annotation, an
 // annotation to a value that changes with time.
 func TestControlsWriteTheDocumentedChange(t *testing.T) {
-	g := group{RolloutGroup: &v1alpha1.RolloutGroup{}}
-	g.Status.Analysis = &v1alpha1.AnalysisStatus{Failure: &v1alpha1.AnalysisFailure{Reason: v1alpha1.ReasonAnalysisFailed,
+	rg := &v1alpha1.RolloutGroup{}
+	rg.Status.Analysis = &v1alpha1.AnalysisStatus{Failure: &v1alpha1.AnalysisFailure{Reason: v1alpha1.ReasonAnalysisFailed,
 		Gate: &v1alpha1.GateStatus{Member: "a", Kind: v1alpha1.GateAfterMember}}}
 	later := now.Add(1500 * 1e6)
 	for name, want := range map[string]string{
@@ -93,12 +99,12 @@ func TestControlsWriteTheDocumentedChange(t *testing.T) {
 		"restart":   `{"spec":{"restartAt":"2026-11-26T03:00:00Z"}}`,
 	} {
 		c := controlNamed(t, name)
-		patch, _ := c.change(g, now)
+		patch, _ := c.change(rg, now)
 		if got := mustJSON(t, patch); got != want {
 			t.Errorf("%s writes %s, want %s", name, got, want)
 		}
 		if strings.Contains(want, "annotations") {
-			again, _ := c.change(g, later)
+			again, _ := c.change(rg, later)
 			if mustJSON(t, again) == want {
 				t.Errorf("%s writes the same value 1.5s later; the operator acts once per value", name)
 			}

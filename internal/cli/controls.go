@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,8 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,17 +24,10 @@ type control struct {
 	long  string
 	// refuse says why the control is meaningless for the group as it is,
 	// "" when it is not.
-	refuse func(g group) string
+	refuse func(rg *v1alpha1.RolloutGroup) string
 	// change is the merge patch's content (without metadata.resourceVersion)
 	// and what it does, in the words printed after it is written.
-	change func(g group, now time.Time) (map[string]any, string)
-}
-
-// group is a RolloutGroup as typed and as the API server returned it: the
-// raw object also holds fields newer than this plugin's API types.
-type group struct {
-	*v1alpha1.RolloutGroup
-	raw map[string]any
+	change func(rg *v1alpha1.RolloutGroup, now time.Time) (map[string]any, string)
 }
 
 // maxConflicts is how often a control reads the group again when it changed
@@ -77,15 +67,14 @@ func applyControl(cmd *cobra.Command, s *session, key types.NamespacedName, c co
 	ctx := cmd.Context()
 	what := fmt.Sprintf("%s RolloutGroup %q in namespace %q", c.name, key.Name, key.Namespace)
 	for attempt := 1; ; attempt++ {
-		g, err := getGroup(ctx, s, key)
-		if err != nil {
+		rg := &v1alpha1.RolloutGroup{}
+		if err := getObject(ctx, s, "RolloutGroup", key, rg); err != nil {
 			return "", err
 		}
-		rg := g.RolloutGroup
-		if why := c.refuse(g); why != "" {
+		if why := c.refuse(rg); why != "" {
 			return "", fmt.Errorf("%s: refused: %s", what, why)
 		}
-		content, did := c.change(g, now())
+		content, did := c.change(rg, now())
 		content["metadata"] = mergeMaps(content["metadata"], map[string]any{"resourceVersion": rg.ResourceVersion})
 		data, err := json.Marshal(content)
 		if err != nil {
@@ -126,20 +115,6 @@ func mergeMaps(a any, b map[string]any) map[string]any {
 		out[k] = v
 	}
 	return out
-}
-
-// getGroup reads the group once, raw, and converts it to the typed object.
-func getGroup(ctx context.Context, s *session, key types.NamespacedName) (group, error) {
-	raw := &unstructured.Unstructured{}
-	raw.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("RolloutGroup"))
-	if err := getObject(ctx, s, "RolloutGroup", key, raw); err != nil {
-		return group{}, err
-	}
-	rg := &v1alpha1.RolloutGroup{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw.Object, rg); err != nil {
-		return group{}, fmt.Errorf("RolloutGroup %q: %w", key.Name, err)
-	}
-	return group{RolloutGroup: rg, raw: raw.Object}, nil
 }
 
 // annotate is the change that sets a control annotation to a fresh value:

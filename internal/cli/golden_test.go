@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"os"
 	"path/filepath"
@@ -14,8 +15,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/controllers/rolloutgroup"
 	"github.com/echelon-operator/echelon/internal/cli/render"
 	"github.com/echelon-operator/echelon/internal/rollout"
 	"github.com/echelon-operator/echelon/test/builders"
@@ -135,12 +139,28 @@ func groupView(rg *v1alpha1.RolloutGroup, zones []zone) render.RolloutGroupView 
 	return v
 }
 
-// inputOf is the planner's input for the fixture group, as
-// lookup.ObserveRolloutGroup reads it from the cluster.
-func inputOf(rg *v1alpha1.RolloutGroup, zones []zone) rollout.Input {
-	in := rollout.Input{Paused: rg.Spec.Paused, MinReadySeconds: rg.Spec.MinReadySeconds, Now: now, Holder: "RolloutGroup " + rg.Name}
+// inputOf is the planner's input for the fixture group, read through the
+// controller's own observation (rolloutgroup.PlannerInput) from a fake API
+// holding the fixture's objects.
+func inputOf(t *testing.T, rg *v1alpha1.RolloutGroup, zones []zone) rollout.Input {
+	t.Helper()
+	objs := []client.Object{rg.DeepCopy()}
 	for _, z := range zones {
-		in.Members = append(in.Members, rollout.Member{Name: z.sts.Name, StatefulSet: z.sts, Pods: z.pods, MaxUnavailable: rg.Spec.MaxUnavailable})
+		objs = append(objs, z.sts.DeepCopy())
+		for _, p := range z.pods {
+			p = p.DeepCopy()
+			if p.DeletionTimestamp != nil {
+				// The fake API, as a real one, keeps a deleted object only
+				// while a finalizer holds it.
+				p.Finalizers = append(p.Finalizers, "test/terminating")
+			}
+			objs = append(objs, p)
+		}
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(objs...).Build()
+	in, err := rolloutgroup.PlannerInput(context.Background(), c, rg, now)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return in
 }
@@ -205,7 +225,7 @@ func TestGoldenPlanRolling(t *testing.T) {
 	zones[1].pods[3] = builders.MakePod("demo", "ingester-zone-b", 3).ControlledBy(zones[1].sts).Revision("ingester-zone-b-new").Ready(now.Add(-time.Second)).Obj()
 	rg.Status.Disruption = nil
 	golden(t, "plan-rolling", draw(t, func(b *bytes.Buffer) error {
-		return render.Plan(b, dryRun(rg, inputOf(rg, zones), now), render.Style{})
+		return render.Plan(b, dryRun(rg, inputOf(t, rg, zones), now), render.Style{})
 	}))
 }
 
@@ -219,14 +239,14 @@ func TestGoldenPlanPaused(t *testing.T) {
 	})
 	rg.Status.Disruption = nil
 	golden(t, "plan-paused", draw(t, func(b *bytes.Buffer) error {
-		return render.Plan(b, dryRun(rg, inputOf(rg, zones), now), render.Style{})
+		return render.Plan(b, dryRun(rg, inputOf(t, rg, zones), now), render.Style{})
 	}))
 }
 
 func TestGoldenPlanFailedGate(t *testing.T) {
 	rg, zones := failedGroup()
 	golden(t, "plan-failed-gate", draw(t, func(b *bytes.Buffer) error {
-		return render.Plan(b, dryRun(rg, inputOf(rg, zones), now), render.Style{})
+		return render.Plan(b, dryRun(rg, inputOf(t, rg, zones), now), render.Style{})
 	}))
 }
 
@@ -304,4 +324,42 @@ func TestWaitingLineWrapsAtTheTerminalsWidth(t *testing.T) {
 	if !strings.Contains(out, want) {
 		t.Errorf("waiting line not wrapped at 60 columns:\n%s", out)
 	}
+}
+
+// stepsGroup is a group with spec.steps whose first step (25%, 3 of 12
+// pods) is done and waits for a promote: zone a is updated, b and c not.
+func stepsGroup() (*v1alpha1.RolloutGroup, []zone) {
+	rg, _ := rollingGroup()
+	zones := []zone{
+		zoneOf("ingester-zone-a", "new", []string{"new", "new", "new", "new"}, nil),
+		zoneOf("ingester-zone-b", "new", []string{"old", "old", "old", "old"}, nil),
+		zoneOf("ingester-zone-c", "new", []string{"old", "old", "old", "old"}, nil),
+	}
+	rg.Spec.Steps = []v1alpha1.RolloutStep{{Percent: 25, Pause: &v1alpha1.StepPause{}}, {Percent: 100}}
+	rg.Status.Phase = v1alpha1.PhaseProgressing
+	rg.Status.Message = "step 1 of 2 (25%, 3 pods) done, waiting for echelon.dev/promote"
+	rg.Status.Updated, rg.Status.UpdatedReplicas, rg.Status.AvailableReplicas = "4/12", 4, 12
+	rg.Status.Disruption = nil
+	rg.Status.StatefulSets[1].UpdatedReplicas, rg.Status.StatefulSets[1].ReadyReplicas, rg.Status.StatefulSets[1].AvailableReplicas = 0, 4, 4
+	rg.Status.StatefulSets[1].Phase = v1alpha1.MemberPending
+	rg.Status.Conditions[0].Reason = v1alpha1.ReasonWaitingForPromote
+	rg.Status.Step = &v1alpha1.StepStatus{Index: 0, Percent: 25, TargetReplicas: 3, WaitingFor: v1alpha1.StepWaitPromote,
+		Since: ptr.To(metav1.NewTime(now.Add(-5 * time.Minute)))}
+	return rg, zones
+}
+
+func TestGoldenStepsWaitingForPromote(t *testing.T) {
+	rg, zones := stepsGroup()
+	golden(t, "rolloutgroup-steps-promote", draw(t, func(b *bytes.Buffer) error {
+		return render.RolloutGroup(b, groupView(rg, zones), render.Style{})
+	}))
+	golden(t, "plan-steps-promote", draw(t, func(b *bytes.Buffer) error {
+		return render.Plan(b, dryRun(rg, inputOf(t, rg, zones), now), render.Style{})
+	}))
+	// A promote the operator has not acted on yet ends the pause: the plan
+	// goes on to the next step's pods.
+	rg.Annotations = map[string]string{v1alpha1.AnnotationPromote: "1"}
+	golden(t, "plan-steps-promoted", draw(t, func(b *bytes.Buffer) error {
+		return render.Plan(b, dryRun(rg, inputOf(t, rg, zones), now), render.Style{})
+	}))
 }

@@ -51,6 +51,13 @@ func Plan(w io.Writer, v PlanView, s Style) error {
 	}
 	b.WriteString("\n")
 
+	switch st := v.Plan.Step; {
+	case st == nil:
+	case st.WaitingFor == v1alpha1.StepWaitDone:
+		fmt.Fprintf(&b, "Step: all %d steps done\n\n", len(v.Group.Spec.Steps))
+	default:
+		fmt.Fprintf(&b, "Step: %d of %d, %d%% (%d pods), waiting for %s\n\n", st.Index+1, len(v.Group.Spec.Steps), st.Percent, st.Target, stepWait(st.WaitingFor))
+	}
 	writeDecision(&b, "Next", v.Plan, v, s)
 	if v.IfResumed != nil {
 		b.WriteString("\n")

@@ -107,6 +107,12 @@ func RolloutGroup(w io.Writer, v RolloutGroupView, s Style) error {
 		progress += fmt.Sprintf(", %d pods rolled in the rollout started %s", st.PodsRolled, ago(v.Now, start.Time))
 	}
 	field("Updated", progress)
+	if len(rg.Spec.Steps) > 0 {
+		field("Step", stepLine(rg, v.Now))
+	}
+	if at := rg.Spec.RestartAt; at != nil {
+		field("Restart", fmt.Sprintf("pods created before %s are replaced (spec.restartAt, %s)", stamp(at.Time), ago(v.Now, at.Time)))
+	}
 	field("Waiting for", wrap(waitingLine(rg, v.Now), s.Width-14, strings.Repeat(" ", 14)))
 	field("Disruption", holdLine(st.Disruption, v.Now))
 	writeAnalysis(&b, field, rg, v.Now, s)
@@ -226,6 +232,9 @@ func memberRows(v RolloutGroupView, name, branch, indent string, s Style) [][]ce
 	c := countPods(sts, pods)
 	info := fmt.Sprintf("%d/%d updated, %d ready, %d available, maxUnavailable %d",
 		c.updated, c.replicas, c.ready, c.available, status.MaxUnavailable)
+	if status.Partition != nil {
+		info += fmt.Sprintf(", partition %d", *status.Partition)
+	}
 	if status.Message != "" {
 		info += "; " + status.Message
 	}
@@ -280,4 +289,48 @@ func shortRevision(sts, revision string) string {
 		return "-"
 	}
 	return strings.TrimPrefix(revision, sts+"-")
+}
+
+// stepLine says where the rollout stands in spec.steps: the step, its share
+// of the pods, and what it waits for since when (a promote, the end of its
+// pause).
+func stepLine(rg *v1alpha1.RolloutGroup, now time.Time) string {
+	steps := rg.Spec.Steps
+	st := rg.Status.Step
+	if st == nil {
+		shares := make([]string, 0, len(steps))
+		for _, step := range steps {
+			shares = append(shares, fmt.Sprintf("%d%%", step.Percent))
+		}
+		return fmt.Sprintf("%d steps (%s); none under way", len(steps), strings.Join(shares, ", "))
+	}
+	if st.WaitingFor == v1alpha1.StepWaitDone {
+		return fmt.Sprintf("all %d steps done", len(steps))
+	}
+	line := fmt.Sprintf("%d of %d: %d%% (%d pods), waiting for %s", st.Index+1, len(steps), st.Percent, st.TargetReplicas, stepWait(st.WaitingFor))
+	if st.Since != nil {
+		line += " since " + ago(now, st.Since.Time)
+	}
+	if st.Until != nil {
+		line += fmt.Sprintf(", until %s (%s)", stamp(st.Until.Time), ago(now, st.Until.Time))
+	}
+	if st.WaitingFor == v1alpha1.StepWaitPromote {
+		line += fmt.Sprintf(": kubectl echelon promote %s", rg.Name)
+	}
+	return line
+}
+
+// stepWait names what a step waits for, as a person would.
+func stepWait(w v1alpha1.StepWait) string {
+	switch w {
+	case v1alpha1.StepWaitPods:
+		return "its pods to be rolled"
+	case v1alpha1.StepWaitAvailability:
+		return "its pods to be available"
+	case v1alpha1.StepWaitDuration:
+		return "its pause to end"
+	case v1alpha1.StepWaitPromote:
+		return "a promote"
+	}
+	return string(w)
 }
