@@ -13,8 +13,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -85,23 +83,6 @@ func (g *zoneGroup) waitAnalysis(ctx context.Context, check func(Gomega, *v1alph
 		check(gm, rg)
 	}).WithContext(ctx).Should(Succeed())
 	return rg
-}
-
-// crdHasSpecField reports whether the cluster's RolloutGroup CRD declares
-// spec.<field>: the controls of fields another change adds are judged by
-// what the API serves.
-func crdHasSpecField(ctx context.Context, field string) bool {
-	GinkgoHelper()
-	crd := &unstructured.Unstructured{}
-	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
-	Expect(k8s.Get(ctx, client.ObjectKey{Name: "rolloutgroups.echelon.dev"}, crd)).To(Succeed())
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	for _, v := range versions {
-		if _, found, _ := unstructured.NestedMap(v.(map[string]any), "schema", "openAPIV3Schema", "properties", "spec", "properties", field); found {
-			return true
-		}
-	}
-	return false
 }
 
 // tmuxScreen is a detached tmux session of its own server, 200x50, running

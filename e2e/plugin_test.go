@@ -13,10 +13,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 )
@@ -93,21 +91,45 @@ var _ = Describe("kubectl echelon", func() {
 		})
 		expectRefused(g.plugin("retry", g.name), "nothing to retry")
 
-		By("restart writes spec.restartAt where the CRD has it, and is refused by the API server where it has not")
+		By("restart writes spec.restartAt, the time it printed")
 		run := g.plugin("restart", g.name)
-		raw := &unstructured.Unstructured{}
-		raw.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("RolloutGroup"))
-		if crdHasSpecField(ctx, "restartAt") {
-			expectDone(run, "restart requested (spec.restartAt=")
-			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: g.name}, raw)).To(Succeed())
-			Expect(unstructured.NestedString(raw.Object, "spec", "restartAt")).NotTo(BeEmpty())
-		} else {
-			expectRefused(run, "the API server refused the change")
-			Expect(run.Stderr).To(ContainSubstring("restartAt"))
-			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: g.name}, raw)).To(Succeed())
-			_, found, _ := unstructured.NestedFieldNoCopy(raw.Object, "spec", "restartAt")
-			Expect(found).To(BeFalse())
-		}
+		expectDone(run, "restart requested (spec.restartAt=")
+		printed := regexp.MustCompile(`spec\.restartAt=([^)]+)\)`).FindStringSubmatch(run.Stdout)
+		Expect(printed).To(HaveLen(2))
+		at := g.get(ctx).Spec.RestartAt
+		Expect(at).NotTo(BeNil())
+		Expect(at.UTC().Format(time.RFC3339)).To(Equal(printed[1]))
+	})
+
+	It("promotes the step of spec.steps that waits for it, and refuses once every step is done", func(ctx SpecContext) {
+		g := newZoneGroup(ctx, 2, func(spec *v1alpha1.RolloutGroupSpec) {
+			spec.Steps = []v1alpha1.RolloutStep{{Percent: 30, Pause: &v1alpha1.StepPause{}}, {Percent: 100}}
+		})
+		startOperator(ctx, "echelon", g.ns)
+		g.waitComplete(ctx, time.Minute)
+		g.setVersion(ctx, "v2")
+		var rg *v1alpha1.RolloutGroup
+		Eventually(func(gm Gomega) {
+			rg = g.get(ctx)
+			gm.Expect(rg.Status.Step).NotTo(BeNil())
+			gm.Expect(rg.Status.Step.WaitingFor).To(Equal(v1alpha1.StepWaitPromote), "message: %s", rg.Status.Message)
+		}).Should(Succeed())
+		tree := g.plugin("get", "rg", g.name)
+		Expect(tree.Code).To(BeZero(), tree.Stderr)
+		Expect(tree.Stdout).To(MatchRegexp(`(?m)^Step:\s+1 of 2: 30% \(2 pods\), waiting for a promote`))
+		plan := g.plugin("plan", "rg", g.name)
+		Expect(plan.Code).To(BeZero(), plan.Stderr)
+		Expect(plan.Stdout).To(ContainSubstring("Next: no pod would be deleted"))
+		Expect(plan.Stdout).To(ContainSubstring("(WaitingForPromote)"))
+
+		expectDone(g.plugin("promote", g.name), "the pause of step 1 (30%) ends now")
+		promote := g.get(ctx).Annotations[v1alpha1.AnnotationPromote]
+		Expect(promote).NotTo(BeEmpty())
+		rg = g.waitComplete(ctx, 2*time.Minute)
+		Expect(rg.Status.Step).NotTo(BeNil())
+		Expect(rg.Status.Step.Promoted).To(Equal(promote), "the operator acted on the value written")
+		Expect(rg.Status.Step.WaitingFor).To(Equal(v1alpha1.StepWaitDone))
+		expectRefused(g.plugin("promote", g.name), "every step of spec.steps is done")
 	})
 
 	It("plans, on a paused group, the pods the operator deletes once it is resumed", func(ctx SpecContext) {
@@ -188,12 +210,14 @@ var _ = Describe("kubectl echelon", func() {
 		expectRefused(g.plugin("get", "deployment", g.name), `unknown kind "deployment"`)
 		expectRefused(g.plugin("plan", "sp", g.name), "only RolloutGroups (rg) can be planned")
 
-		nobody, err := cp.NewUser("plugin-nobody-" + g.ns)
-		Expect(err).NotTo(HaveOccurred())
-		denied := kubectlEchelon("--kubeconfig="+nobody.Kubeconfig, "get", "rg", g.name, "--namespace="+g.ns)
+		// A user bound to no role, as the admin impersonates it (the
+		// attached control plane of a parallel process issues no
+		// certificates).
+		nobody := "--as=plugin-nobody-" + g.ns
+		denied := g.plugin("get", "rg", g.name, nobody)
 		expectRefused(denied, "not allowed")
 		Expect(denied.Stderr).To(ContainSubstring(`cannot get resource "rolloutgroups"`))
-		expectRefused(kubectlEchelon("--kubeconfig="+nobody.Kubeconfig, "pause", g.name, "--namespace="+g.ns), "not allowed")
+		expectRefused(g.plugin("pause", g.name, nobody), "not allowed")
 
 		By("kubectl finds the plugin on PATH, as `kubectl echelon`")
 		cmd := exec.CommandContext(ctx, cp.Assets().Kubectl, "echelon", "version", "--client")
