@@ -22,11 +22,7 @@ func DelayedDownscale(w io.Writer, v DelayedDownscaleView, s Style) error {
 	dd := v.Delayed
 	st := dd.Status
 	var b strings.Builder
-	field := func(label, value string) { fmt.Fprintf(&b, "%-13s %s\n", label+":", value) }
-
-	field("Name", s.Bold(dd.Name))
-	field("Namespace", dd.Namespace)
-	field("Phase", phaseWithReason(string(st.Phase), conditionReason(st.Conditions, v1alpha1.DelayedConditionReady), s))
+	field := header(&b, s, dd.Name, dd.Namespace, string(st.Phase), conditionReason(st.Conditions, v1alpha1.DelayedConditionReady))
 	field("Target", "StatefulSet "+dd.Spec.TargetRef.Name)
 	field("Delay", dd.Spec.Delay+" prepared before a pod may be removed")
 	replicas := fmt.Sprintf("%d now, %s desired", st.Replicas, optional(st.DesiredReplicas))

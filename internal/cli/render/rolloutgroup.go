@@ -77,15 +77,11 @@ func RolloutGroup(w io.Writer, v RolloutGroupView, s Style) error {
 	rg := v.Group
 	st := rg.Status
 	var b strings.Builder
-	field := func(label, value string) { fmt.Fprintf(&b, "%-13s %s\n", label+":", value) }
-
-	field("Name", s.Bold(rg.Name))
-	field("Namespace", rg.Namespace)
 	phase := string(st.Phase)
 	if phase == "" {
 		phase = "Unknown"
 	}
-	field("Phase", phaseWithReason(phase, conditionReason(st.Conditions, v1alpha1.ConditionReady), s))
+	field := header(&b, s, rg.Name, rg.Namespace, phase, conditionReason(st.Conditions, v1alpha1.ConditionReady))
 	if rg.Spec.Paused {
 		field("Paused", s.Phase("yes")+": spec.paused is set; no pod is deleted until resumed")
 	}

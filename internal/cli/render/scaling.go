@@ -27,11 +27,7 @@ func ScalingPolicy(w io.Writer, v ScalingPolicyView, s Style) error {
 	sp := v.Policy
 	st := sp.Status
 	var b strings.Builder
-	field := func(label, value string) { fmt.Fprintf(&b, "%-13s %s\n", label+":", value) }
-
-	field("Name", s.Bold(sp.Name))
-	field("Namespace", sp.Namespace)
-	field("Phase", phaseWithReason(string(st.Phase), conditionReason(st.Conditions, v1alpha1.ScalingConditionReady), s))
+	field := header(&b, s, sp.Name, sp.Namespace, string(st.Phase), conditionReason(st.Conditions, v1alpha1.ScalingConditionReady))
 	if sp.Spec.Paused {
 		field("Paused", s.Phase("Paused")+": spec.paused is set; replicas are frozen")
 	}
@@ -92,6 +88,16 @@ func conditionReason(conditions []metav1.Condition, typ string) string {
 		return c.Reason
 	}
 	return ""
+}
+
+// header starts a view with the object's name, namespace and phase, and
+// returns how to add a field to it: a label and its value, aligned.
+func header(b *strings.Builder, s Style, name, namespace, phase, reason string) func(label, value string) {
+	field := func(label, value string) { fmt.Fprintf(b, "%-13s %s\n", label+":", value) }
+	field("Name", s.Bold(name))
+	field("Namespace", namespace)
+	field("Phase", phaseWithReason(phase, reason, s))
+	return field
 }
 
 // phaseWithReason is a phase, coloured, with the reason that explains it.
