@@ -30,6 +30,15 @@ all: build
 build: ## Build the echelon binary into bin/echelon.
 	go build -o $(BIN)/echelon .
 
+# The kubectl plugin's version is the commit's `git describe` (a tag once
+# releases are tagged, else the commit); `kubectl echelon version` compares it
+# with the operator's.
+PLUGIN_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: kubectl-echelon
+kubectl-echelon: ## Build the kubectl plugin into bin/kubectl-echelon (put bin/ on PATH for `kubectl echelon`).
+	go build -ldflags "-X main.version=$(PLUGIN_VERSION)" -o $(BIN)/kubectl-echelon ./cmd/kubectl-echelon
+
 ##@ Image and release
 
 # The operator image, built without a container engine by hack/image (a pinned
@@ -63,6 +72,15 @@ release-helm:
 release: image release-helm ## Write the release artifacts to dist/: image archive, Helm chart package, install.yaml, alerts, dashboard, SHA256SUMS.
 	hack/release.sh --helm $(CHART_HELM) --dist $(DIST) --version $(VERSION) --repository $(IMAGE_REPOSITORY) \
 		--image-archive $(IMAGE_ARCHIVE) --image-digest $$(sed 's/.*@//' $(BIN)/image.ref)
+
+# The plugin's release: linux and darwin, amd64 and arm64, checksums and the
+# Krew manifest, into dist/ beside `make release`'s artifacts. PLUGIN_RELEASE
+# defaults to the chart's appVersion, as the image's version does.
+PLUGIN_RELEASE ?= $(VERSION)
+
+.PHONY: release-plugin
+release-plugin: ## Cross-build kubectl-echelon for linux/darwin x amd64/arm64 into dist/ with SHA256 checksums and the Krew manifest.
+	hack/release-plugin.sh --dist $(DIST) --version $(PLUGIN_RELEASE)
 
 ##@ Generation
 
@@ -204,7 +222,7 @@ DEMO_FLAGS ?=
 
 # Built, then run, rather than `go run`, which exits 1 when Ctrl-C ends the demo.
 .PHONY: demo
-demo: test-assets ## Roll out a three-zone RolloutGroup on a local control plane, then keep it running until Ctrl-C.
+demo: test-assets kubectl-echelon ## Roll out a three-zone RolloutGroup on a local control plane, then keep it running until Ctrl-C.
 	go build -o $(BIN)/echelon-demo ./test/demo
 	$(BIN)/echelon-demo $(DEMO_FLAGS)
 

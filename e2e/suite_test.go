@@ -32,6 +32,7 @@ var (
 	k8s          client.Client
 	clientset    *kubernetes.Clientset
 	operatorBin  string
+	pluginBin    string
 	operatorUser *controlplane.User
 	logDir       string
 )
@@ -48,6 +49,7 @@ func TestE2E(t *testing.T) {
 type suiteState struct {
 	ControlPlane       controlplane.Handle `json:"controlPlane"`
 	OperatorBin        string              `json:"operatorBin"`
+	PluginBin          string              `json:"pluginBin"`
 	OperatorUser       string              `json:"operatorUser"`
 	OperatorKubeconfig string              `json:"operatorKubeconfig"`
 	LogDir             string              `json:"logDir"`
@@ -73,9 +75,11 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
 	Expect(err).NotTo(HaveOccurred())
 	bin, err := framework.BuildOperator(root, dir)
 	Expect(err).NotTo(HaveOccurred())
+	plugin, err := framework.BuildPlugin(root, dir)
+	Expect(err).NotTo(HaveOccurred())
 	user, err := cp.NewOperatorUser(ctx, "echelon-operator")
 	Expect(err).NotTo(HaveOccurred())
-	state, err := json.Marshal(suiteState{ControlPlane: cp.Share(), OperatorBin: bin,
+	state, err := json.Marshal(suiteState{ControlPlane: cp.Share(), OperatorBin: bin, PluginBin: plugin,
 		OperatorUser: user.Name, OperatorKubeconfig: user.Kubeconfig, LogDir: dir})
 	Expect(err).NotTo(HaveOccurred())
 	return state
@@ -91,7 +95,7 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
 	var err error
 	clientset, err = kubernetes.NewForConfig(cp.Config())
 	Expect(err).NotTo(HaveOccurred())
-	operatorBin, logDir = state.OperatorBin, state.LogDir
+	operatorBin, pluginBin, logDir = state.OperatorBin, state.PluginBin, state.LogDir
 	operatorUser = &controlplane.User{Name: state.OperatorUser, Kubeconfig: state.OperatorKubeconfig}
 }, NodeTimeout(10*time.Minute))
 

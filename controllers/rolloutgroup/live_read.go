@@ -6,11 +6,9 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/internal/kube"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
@@ -57,16 +55,11 @@ func (r *Reconciler) confirmWithLiveRead(ctx context.Context, rg *v1alpha1.Rollo
 // livePodsOf lists the member's pods from the API server, not the cache: the
 // pods matching its selector that it controls.
 func (r *Reconciler) livePodsOf(ctx context.Context, m rollout.Member) ([]*corev1.Pod, error) {
-	sts := m.StatefulSet
-	sel, err := metav1.LabelSelectorAsSelector(sts.Spec.Selector)
+	pods, err := lookup.ListedReads{}.PodsOf(ctx, r.apiReader, m.StatefulSet)
 	if err != nil {
-		return nil, fmt.Errorf("selector of StatefulSet %s: %w", sts.Name, err)
+		return nil, fmt.Errorf("live read: %w", err)
 	}
-	var list corev1.PodList
-	if err := r.apiReader.List(ctx, &list, client.InNamespace(sts.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return nil, fmt.Errorf("live read of the pods of StatefulSet %s: %w", sts.Name, err)
-	}
-	return kube.ControlledBy(list.Items, sts), nil
+	return pods, nil
 }
 
 func samePods(a, b []*corev1.Pod) bool {

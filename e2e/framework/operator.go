@@ -19,11 +19,16 @@ import (
 // BuildOperator compiles the echelon binary from the repository at root into
 // dir and returns its path. Tests run the real binary, as users do.
 func BuildOperator(root, dir string) (string, error) {
-	out := filepath.Join(dir, "echelon")
-	cmd := exec.Command("go", "build", "-o", out, ".")
+	return goBuild(root, filepath.Join(dir, "echelon"), ".")
+}
+
+// goBuild compiles the package pkg of the module at root into out, with the
+// extra go build flags given, and returns out.
+func goBuild(root, out, pkg string, flags ...string) (string, error) {
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", out, pkg)...)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build echelon: %w\n%s", err, b)
+		return "", fmt.Errorf("go build %s: %w\n%s", filepath.Base(out), err, b)
 	}
 	return out, nil
 }

@@ -248,7 +248,9 @@ The control plane and the operator keep running until you press Ctrl-C.
 Try, in another terminal:
 
   export KUBECONFIG=%s
-  export PATH=%s:$PATH
+  export PATH=%s:%s:$PATH
+  kubectl echelon -n demo get rg ingester --watch      # the group as a live tree (docs/kubectl-plugin.md)
+  kubectl echelon -n demo plan rg ingester             # which pods the operator deletes next, and why
   kubectl -n demo get rg -o wide --watch               # follow the group
   kubectl -n demo patch rg ingester --type=merge -p '{"spec":{"paused":true}}'
   for z in a b c; do kubectl -n demo set image sts/ingester-zone-$z ingester=example.com/ingester:1.2; done
@@ -256,7 +258,7 @@ Try, in another terminal:
   kubectl -n demo describe rg ingester
 
 Logs of the operator (echelon.log) and of every component: %s
-`, d.cp.Kubeconfig(), kubectlDir, d.cp.LogDir())
+`, d.cp.Kubeconfig(), filepath.Join(root, "bin"), kubectlDir, d.cp.LogDir())
 }
 
 // shutdown stops the operator first, so that it does not log the control

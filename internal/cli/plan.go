@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/controllers/rolloutgroup"
+	"github.com/echelon-operator/echelon/internal/cli/render"
+	"github.com/echelon-operator/echelon/internal/rollout"
+	"github.com/echelon-operator/echelon/internal/rollout/gate"
+)
+
+func newPlanCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "plan rg NAME",
+		Short: "Run the operator's planner on the live objects, read only: which pods go next and why, or why none",
+		Long: `plan reads the group, its StatefulSets and their pods from the API server as
+the operator observes them (the controller's own observation, read without its
+cache), and runs the operator's own planner on them. It
+changes nothing. A paused group is planned twice: as it is, and as it would be
+once resumed.`,
+		Example:           "  kubectl echelon plan rg ingester",
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: o.completeTarget,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			k, key, s, err := o.target(args)
+			if err != nil {
+				return err
+			}
+			if k != kindRolloutGroup {
+				return fmt.Errorf("plan %s: only RolloutGroups (rg) can be planned; see `kubectl echelon get %s` for what it waits for", strings.ToLower(string(k)), strings.Join(args, " "))
+			}
+			rg := &v1alpha1.RolloutGroup{}
+			if err := getObject(cmd.Context(), s, "RolloutGroup", key, rg); err != nil {
+				return err
+			}
+			now := o.now()
+			in, err := rolloutgroup.PlannerInput(cmd.Context(), s.client, rg, now)
+			if err != nil {
+				return explain(err, s.host, fmt.Sprintf("read the members of RolloutGroup %q in namespace %q", rg.Name, rg.Namespace))
+			}
+			return render.Plan(o.streams.Out, dryRun(rg, in, now), o.style())
+		},
+	}
+}
+
+// dryRun is the operator's pass over in without its side effects: the
+// analysis pass as the operator begins it (manual controls acted on, gates
+// opened or passed on what status records), then the planner. No check is
+// queried and no template restored; the notes say when the operator would.
+func dryRun(rg *v1alpha1.RolloutGroup, in rollout.Input, now time.Time) render.PlanView {
+	ap := gate.New(rg, now)
+	ap.ApplyTo(&in)
+	pre := rollout.Decide(in)
+	ap.Begin(pre)
+	due := ap.DueChecks()
+	ap.Decide(pre)
+	ap.ApplyTo(&in)
+	v := render.PlanView{Group: rg, Plan: rollout.Decide(in), MinReadySeconds: rg.Spec.MinReadySeconds, Now: now}
+	if in.Paused {
+		resumed := in
+		resumed.Paused = false
+		p := rollout.Decide(resumed)
+		v.IfResumed = &p
+	}
+	if len(due) > 0 && pre.Blocked == nil {
+		names := make([]string, 0, len(due))
+		for _, c := range due {
+			names = append(names, c.Name)
+		}
+		v.Notes = append(v.Notes, fmt.Sprintf("the operator would query check %s now; the dry run queries no Prometheus, so the gate stays as status records it", strings.Join(names, ", ")))
+	}
+	if ap.RollingBack() {
+		v.Notes = append(v.Notes, "a rollback is under way: the operator restores each member's stable template before it deletes a pod of that member")
+	}
+	return v
+}
