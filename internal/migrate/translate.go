@@ -133,8 +133,15 @@ type translation struct {
 	policies  map[string]bool      // namespace/name of the ScalingPolicies written
 }
 
+// add adds a workload, unless one of the same kind and name was added
+// before: then the later one is reported and translated nowhere.
 func (t *translation) add(w *workload) *workload {
-	t.workloads[w.kind+"/"+w.namespace+"/"+w.name] = w
+	key := w.kind + "/" + w.namespace + "/" + w.name
+	if _, dup := t.workloads[key]; dup {
+		t.fail(w.ref(), "", "appears more than once in the input: the first one is translated, the others ignored")
+		return &workload{}
+	}
+	t.workloads[key] = w
 	i, _ := slices.BinarySearchFunc(t.order, w, compareWorkloads)
 	t.order = slices.Insert(t.order, i, w)
 	return w

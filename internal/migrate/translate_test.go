@@ -73,3 +73,26 @@ func render(t *testing.T, input string) []byte {
 	}
 	return out.Bytes()
 }
+
+func TestDuplicateWorkloadIsReported(t *testing.T) {
+	var in Input
+	doc := "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: a, namespace: ns1, labels: {rollout-group: g}}\nspec: {updateStrategy: {type: OnDelete}}\n"
+	if err := in.Decode(strings.NewReader(doc+"---\n"+strings.Replace(doc, "rollout-group: g", "rollout-group: h", 1)), ""); err != nil {
+		t.Fatal(err)
+	}
+	res := Translate(in, Options{PausedGroups: true})
+	if len(res.RolloutGroups) != 1 || res.RolloutGroups[0].Name != "g" || !res.RolloutGroups[0].Spec.Paused {
+		t.Errorf("want one paused group g from the first copy, got %+v", res.RolloutGroups)
+	}
+	if !res.HasErrors() || res.Findings[0].Object != "StatefulSet ns1/a" {
+		t.Errorf("want the duplicate reported, got %+v", res.Findings)
+	}
+}
+
+func TestDecodeRejectsBrokenYAML(t *testing.T) {
+	var in Input
+	err := in.Decode(strings.NewReader("kind: StatefulSet\n---\nmetadata: [\n"), "")
+	if err == nil || !strings.Contains(err.Error(), "document 2") {
+		t.Errorf("want an error naming document 2, got %v", err)
+	}
+}
