@@ -40,18 +40,24 @@ var clusterKinds = []struct {
 	{gvk: schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "MutatingWebhookConfigurationList"}, optional: true},
 }
 
-// readCluster lists what migrate reads in namespace. It only gets and lists.
-func readCluster(ctx context.Context, in *migrate.Input, kubeconfig, namespace string, stderr io.Writer) error {
+// newClient connects to the cluster of kubeconfig (or of the default
+// loading rules: $KUBECONFIG, then ~/.kube/config).
+func newClient(kubeconfig string) (client.Client, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		return fmt.Errorf("load kubeconfig: %w", err)
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", cfg.Host, err)
+		return nil, fmt.Errorf("connect to %s: %w", cfg.Host, err)
 	}
+	return c, nil
+}
+
+// readCluster lists what migrate reads in namespace. It only lists.
+func readCluster(ctx context.Context, c client.Client, in *migrate.Input, namespace string, stderr io.Writer) error {
 	for _, k := range clusterKinds {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(k.gvk)
@@ -68,7 +74,7 @@ func readCluster(ctx context.Context, in *migrate.Input, kubeconfig, namespace s
 			fmt.Fprintf(stderr, "echelon migrate: cannot list %s (%v): skipped\n", k.gvk.Kind, err)
 			continue
 		default:
-			return fmt.Errorf("list %s in %s: %w", k.gvk.Kind, cfg.Host, err)
+			return fmt.Errorf("list %s: %w", k.gvk.Kind, err)
 		}
 		for i := range list.Items {
 			item := &list.Items[i]

@@ -20,6 +20,8 @@ import (
 	"slices"
 	"strings"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/echelon-operator/echelon/internal/migrate"
 )
 
@@ -35,7 +37,7 @@ const (
 	exitUntranslated = 3
 )
 
-const usage = `Usage: echelon migrate [-f FILE|DIR|-]... [--namespace NS] [--output-dir DIR] [--paused-groups]
+const usage = `Usage: echelon migrate [-f FILE|DIR|-]... [--namespace NS] [--output-dir DIR] [--paused-groups] [--apply]
 
 Translates the Grafana rollout-operator's labels, annotations and
 ZoneAwarePodDisruptionBudgets into Echelon's RolloutGroups, ScalingPolicies,
@@ -47,7 +49,9 @@ With -f it reads YAML or JSON streams (helm template, jsonnet output, kubectl
 get -o yaml) from files, directories (every .yaml, .yml and .json under them)
 or standard input (-); --namespace is then the namespace of objects without
 one. Without -f it reads the namespace --namespace of the cluster of the
-current kubeconfig context (get and list only).
+current kubeconfig context (get and list only), and with --apply
+server-side applies the resources once a dry run of every one passes,
+printing what each one changes. It never applies the patches.
 
 Without --output-dir the resources go to standard output and the report to
 standard error; with it, DIR/resources.yaml, DIR/patches.sh and
@@ -76,7 +80,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	namespace := fset.String("namespace", "", "Without -f: the namespace to read from the cluster. With -f: the namespace of objects that have none.")
 	kubeconfig := fset.String("kubeconfig", "", "Without -f: the kubeconfig to use (default: $KUBECONFIG, then ~/.kube/config).")
 	outputDir := fset.String("output-dir", "", "Write resources.yaml, patches.sh and report.txt into this directory instead of standard output and standard error.")
-	paused := fset.Bool("paused-groups", false, "Write every RolloutGroup with spec.paused: true, to create them before the Grafana operator stops.")
+	paused := fset.Bool("paused-groups", false, "Write every RolloutGroup with spec.paused: true, to check them before they roll.")
+	doApply := fset.Bool("apply", false, "Without -f: server-side apply the resources (field manager echelon-migrate) after a dry run of all of them passes, printing what each changes. The patches are never applied.")
 	fset.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fset.PrintDefaults()
@@ -91,24 +96,37 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "echelon migrate: unexpected arguments: %v (files are given with -f)\n", fset.Args())
 		return exitUsage
 	}
+	if *doApply && len(files) > 0 {
+		fmt.Fprintln(stderr, "echelon migrate: --apply reads the namespace from the cluster: use it without -f")
+		return exitUsage
+	}
 	if len(files) == 0 && *namespace == "" {
 		fmt.Fprintln(stderr, "echelon migrate: give manifests with -f, or a namespace of the cluster with --namespace")
 		return exitUsage
 	}
 
 	var in migrate.Input
+	var c client.Client
 	var err error
 	if len(files) > 0 {
 		err = readFiles(&in, files, *namespace, stdin)
 	} else {
-		err = readCluster(ctx, &in, *kubeconfig, *namespace, stderr)
+		c, err = newClient(*kubeconfig)
+		if err == nil {
+			err = readCluster(ctx, c, &in, *namespace, stderr)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "echelon migrate: %v\n", err)
 		return exitFailed
 	}
 	res := migrate.Translate(in, migrate.Options{PausedGroups: *paused})
-	if err := write(&res, *outputDir, stdout, stderr); err != nil {
+	if *doApply {
+		err = applyResult(ctx, c, &res, *outputDir, stdout, stderr)
+	} else {
+		err = write(&res, *outputDir, stdout, stderr)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "echelon migrate: %v\n", err)
 		return exitFailed
 	}
@@ -116,6 +134,22 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUntranslated
 	}
 	return exitOK
+}
+
+// applyResult applies the resources, then writes the patches and the
+// report as without --apply (the resources to the output directory only).
+func applyResult(ctx context.Context, c client.Client, res *migrate.Result, dir string, stdout, stderr io.Writer) error {
+	objs, err := res.Objects()
+	if err != nil {
+		return err
+	}
+	if err := apply(ctx, c, objs, stdout); err != nil {
+		return err
+	}
+	if dir == "" {
+		return res.WriteReport(stderr)
+	}
+	return write(res, dir, io.Discard, stderr)
 }
 
 // readFiles decodes every file named, and every manifest under every

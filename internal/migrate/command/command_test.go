@@ -79,6 +79,7 @@ func TestRun(t *testing.T) {
 	}{
 		{"no input", nil, exitUsage, "give manifests with -f"},
 		{"a stray argument", []string{"-f", "-", "x.yaml"}, exitUsage, "unexpected arguments"},
+		{"--apply with files", []string{"-f", "-", "--apply"}, exitUsage, "--apply reads the namespace from the cluster"},
 		{"a missing file", []string{"-f", "/nonexistent/x.yaml"}, exitFailed, "no such file"},
 		{"broken YAML", []string{"-f", "-"}, exitFailed, "standard input: document 1"},
 	} {
@@ -88,5 +89,13 @@ func TestRun(t *testing.T) {
 				t.Errorf("want exit %d and %q, got %d: %s", tc.code, tc.want, code, errOut)
 			}
 		})
+	}
+}
+
+func TestLineDiff(t *testing.T) {
+	got := lineDiff("spec:\n  maxUnavailable: 1\n  paused: true\n", "spec:\n  maxUnavailable: 2\n  paused: true\n")
+	want := "  spec:\n-   maxUnavailable: 1\n+   maxUnavailable: 2\n    paused: true\n"
+	if got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
 	}
 }
