@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +11,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
@@ -103,5 +106,29 @@ var _ = Describe("echelon migrate from the Grafana rollout-operator", func() {
 		code, _, stderr = runMigrate("--namespace=" + g.ns)
 		Expect(code).To(Equal(0))
 		Expect(stderr).To(HavePrefix("# 0 RolloutGroups, 0 ScalingPolicies"), "nothing left to translate")
+	})
+
+	It("writes resources the API server accepts for every golden input, percentages, regexes and durations included", func(ctx SpecContext) {
+		inputs, err := filepath.Glob(filepath.Join("..", "internal", "migrate", "testdata", "*.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(inputs).NotTo(BeEmpty())
+		ns := newNamespace(ctx)
+		created := 0
+		for _, input := range inputs {
+			code, stdout, stderr := runMigrate("-f", input, "--namespace=from-flag")
+			Expect(code).To(BeElementOf(0, 3), "%s: %s", input, stderr)
+			dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(stdout), 4096)
+			for {
+				obj := &unstructured.Unstructured{}
+				if err := dec.Decode(&obj.Object); err != nil {
+					Expect(err).To(MatchError(io.EOF))
+					break
+				}
+				obj.SetNamespace(ns) // one namespace for all: names do not collide within a fixture, and each is a dry run
+				Expect(k8s.Create(ctx, obj, client.DryRunAll)).To(Succeed(), "%s: %s %s", input, obj.GetKind(), obj.GetName())
+				created++
+			}
+		}
+		Expect(created).To(BeNumerically(">=", 19), "the golden files hold 19 resources")
 	})
 })
