@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
@@ -66,8 +67,11 @@ func (t *translation) scalingPolicy(w *workload) {
 		t.fail(w.ref(), "", "no ScalingPolicy written and its keys left in place: fix this object's other errors and run migrate again")
 		return
 	}
-	sp.ObjectMeta = objectMeta(w.namespace, t.policyName(w))
 	w.consume(consumed...)
+	if equality.Semantic.DeepEqual(sp.Spec, v1alpha1.ScalingPolicySpec{TargetRef: sp.Spec.TargetRef}) {
+		return // only keys that ask for nothing (no-downscale "false", a zone delay of 0)
+	}
+	sp.ObjectMeta = objectMeta(w.namespace, t.policyName(w))
 	t.result.ScalingPolicies = append(t.result.ScalingPolicies, sp)
 }
 
