@@ -11,12 +11,16 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/controllers/grafanacompat"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // runMigrate runs `echelon migrate` as a person would, with the admin's
@@ -32,17 +36,59 @@ func runMigrate(args ...string) (int, string, string) {
 	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
 }
 
+// labelTheGrafanaWay puts a zone of ingester in rollout-group ingester, two
+// pods at a time, zones b and c following zone a with a zone delay.
+func labelTheGrafanaWay(sts *appsv1.StatefulSet) {
+	sts.Labels["rollout-group"] = "ingester"
+	sts.Labels["grafana.com/min-time-between-zones-downscale"] = "1m"
+	sts.Annotations = map[string]string{"rollout-max-unavailable": "2"}
+	if sts.Name != "ingester-zone-a" {
+		sts.Annotations["grafana.com/rollout-downscale-leader"] = "ingester-zone-a"
+	}
+}
+
+// scaleLeaderAndWaitForFollowers scales zone a of g to replicas and waits
+// until zones b and c follow and every pod is Ready on version.
+func scaleLeaderAndWaitForFollowers(ctx SpecContext, g *zoneGroup, replicas int32, version string) {
+	GinkgoHelper()
+	g.scale(ctx, "ingester-zone-a", replicas)
+	g.scaled["ingester-zone-b"], g.scaled["ingester-zone-c"] = replicas, replicas
+	Eventually(func(gm Gomega) {
+		for _, z := range []string{"ingester-zone-b", "ingester-zone-c"} {
+			sts := &appsv1.StatefulSet{}
+			gm.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: z}, sts)).To(Succeed())
+			gm.Expect(*sts.Spec.Replicas).To(Equal(replicas), z)
+		}
+	}).WithContext(ctx).Should(Succeed())
+	g.waitPodsOn(ctx, version)
+}
+
+// scaleThenRoll checks, on a group labelled the Grafana way and handed to
+// Echelon, that the followers follow the leader up, then that v2 rolls under
+// the pod monitor.
+func scaleThenRoll(ctx SpecContext, g *zoneGroup) {
+	GinkgoHelper()
+	By("scaling the leader up: the followers follow")
+	scaleLeaderAndWaitForFollowers(ctx, g, 3, "v1")
+	By("rolling the group, two pods at a time, one zone at a time")
+	rollUnderMonitor(ctx, g, "v2")
+}
+
+// rollUnderMonitor rolls g to version while the pod monitor watches for any
+// breach of the guarantees.
+func rollUnderMonitor(ctx SpecContext, g *zoneGroup, version string) {
+	GinkgoHelper()
+	mon := g.monitor(ctx)
+	g.setVersion(ctx, version)
+	g.waitComplete(ctx, 2*time.Minute)
+	g.waitPodsOn(ctx, version)
+	expectNoBreaches(mon)
+}
+
 var _ = Describe("echelon migrate from the Grafana rollout-operator", func() {
 	It("translates a namespace labelled the Grafana way and applies it; the group rolls under the pod monitor, followers follow, and the patches remove the keys", func(ctx SpecContext) {
 		g := newZones(ctx, 2)
-		g.createStatefulSets(ctx, func(sts *appsv1.StatefulSet) {
-			sts.Labels["rollout-group"] = "ingester"
-			sts.Labels["grafana.com/min-time-between-zones-downscale"] = "1m"
-			sts.Annotations = map[string]string{"rollout-max-unavailable": "2"}
-			if sts.Name != "ingester-zone-a" {
-				sts.Annotations["grafana.com/rollout-downscale-leader"] = "ingester-zone-a"
-			}
-		})
+		g.createStatefulSets(ctx, labelTheGrafanaWay)
 		g.waitPodsOn(ctx, "v1")
 
 		By("applying the translation after a dry run, twice: the second changes nothing")
@@ -67,24 +113,7 @@ var _ = Describe("echelon migrate from the Grafana rollout-operator", func() {
 
 		startOperator(ctx, "migrate", g.ns)
 
-		By("scaling the leader up: the followers follow")
-		g.scale(ctx, "ingester-zone-a", 3)
-		g.scaled["ingester-zone-b"], g.scaled["ingester-zone-c"] = 3, 3
-		Eventually(func(gm Gomega) {
-			for _, z := range []string{"ingester-zone-b", "ingester-zone-c"} {
-				sts := &appsv1.StatefulSet{}
-				gm.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: z}, sts)).To(Succeed())
-				gm.Expect(*sts.Spec.Replicas).To(BeEquivalentTo(3), z)
-			}
-		}).WithContext(ctx).Should(Succeed())
-		g.waitPodsOn(ctx, "v1")
-
-		By("rolling the group, two pods at a time, one zone at a time")
-		mon := g.monitor(ctx)
-		g.setVersion(ctx, "v2")
-		g.waitComplete(ctx, 2*time.Minute)
-		g.waitPodsOn(ctx, "v2")
-		expectNoBreaches(mon)
+		scaleThenRoll(ctx, g)
 
 		By("running the patches: the translated keys are gone, the pod templates untouched")
 		script, err := os.ReadFile(filepath.Join(dir, "patches.sh"))
@@ -130,5 +159,45 @@ var _ = Describe("echelon migrate from the Grafana rollout-operator", func() {
 			}
 		}
 		Expect(created).To(BeNumerically(">=", 19), "the golden files hold 19 resources")
+	})
+})
+
+var _ = Describe("Grafana compat mode", func() {
+	It("rolls a group labelled the Grafana way under the pod monitor, followers follow, and a RolloutGroup of the user's takes over with a Warning", func(ctx SpecContext) {
+		g := newZones(ctx, 2)
+		g.createStatefulSets(ctx, labelTheGrafanaWay)
+		g.waitPodsOn(ctx, "v1")
+		startOperator(ctx, "compat", g.ns, "--grafana-compat")
+
+		By("keeping the translated resources, labelled as compat mode's")
+		Eventually(func(gm Gomega) {
+			rg := &v1alpha1.RolloutGroup{}
+			gm.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: "ingester"}, rg)).To(Succeed())
+			gm.Expect(rg.Labels).To(HaveKeyWithValue(v1alpha1.GrafanaCompatLabel, "true"))
+			gm.Expect(rg.Status.Phase).To(Equal(v1alpha1.PhaseComplete))
+		}).WithContext(ctx).Should(Succeed())
+
+		scaleThenRoll(ctx, g)
+
+		By("a RolloutGroup of the user's over the same StatefulSets: it wins, compat mode's goes, a Warning says why")
+		mine := builders.MakeRolloutGroup(g.ns, "ingester-mine").Members(g.zones...).Obj()
+		Expect(k8s.Create(ctx, mine)).To(Succeed())
+		Eventually(func() error {
+			return k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: "ingester"}, &v1alpha1.RolloutGroup{})
+		}).WithContext(ctx).Should(Satisfy(apierrors.IsNotFound))
+		Eventually(func(gm Gomega) {
+			var events corev1.EventList
+			gm.Expect(k8s.List(ctx, &events, client.InNamespace(g.ns))).To(Succeed())
+			gm.Expect(events.Items).To(ContainElement(And(
+				HaveField("Reason", grafanacompat.ReasonOverridden),
+				HaveField("InvolvedObject.Name", "ingester-zone-a"),
+				HaveField("Type", corev1.EventTypeWarning))))
+		}).WithContext(ctx).Should(Succeed())
+		g.name = "ingester-mine"
+		g.waitComplete(ctx, time.Minute)
+
+		By("the user's group rolls the next change, one pod at a time as it says")
+		rollUnderMonitor(ctx, g, "v3")
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: "ingester"}, &v1alpha1.RolloutGroup{})).To(Satisfy(apierrors.IsNotFound), "compat mode must not bring its group back")
 	})
 })
