@@ -200,4 +200,24 @@ var _ = Describe("Grafana compat mode", func() {
 		rollUnderMonitor(ctx, g, "v3")
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: "ingester"}, &v1alpha1.RolloutGroup{})).To(Satisfy(apierrors.IsNotFound), "compat mode must not bring its group back")
 	})
+	It("refuses, through the API server, kubectl scale down of a StatefulSet labelled grafana.com/no-downscale, and lets it grow", func(ctx SpecContext) {
+		g := newZones(ctx, 3)
+		g.zones = g.zones[:1]
+		g.createStatefulSets(ctx, func(sts *appsv1.StatefulSet) { sts.Labels["grafana.com/no-downscale"] = "true" })
+		startWebhookOperator(ctx, "compat", g.ns, "--grafana-compat")
+		guarded := g.zones[0]
+		Eventually(func(gm Gomega) {
+			sp := &v1alpha1.ScalingPolicy{}
+			gm.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: guarded}, sp)).To(Succeed())
+			gm.Expect(sp.Labels).To(HaveKeyWithValue(v1alpha1.GrafanaCompatLabel, "true"))
+			gm.Expect(sp.Spec.DownscaleAllowed()).To(BeFalse())
+			gm.Expect(sp.Status.ObservedGeneration).To(Equal(sp.Generation), "the operator has seen the policy")
+		}).WithContext(ctx).Should(Succeed())
+
+		out, ok := scaleWithKubectl(ctx, g.ns, "StatefulSet", guarded, 2)
+		Expect(ok).To(BeFalse(), "kubectl scale down was admitted: %s", out)
+		Expect(out).To(ContainSubstring("ScalingPolicy " + guarded))
+		out, ok = scaleWithKubectl(ctx, g.ns, "StatefulSet", guarded, 4)
+		Expect(ok).To(BeTrue(), out)
+	})
 })
