@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -219,5 +221,43 @@ var _ = Describe("Grafana compat mode", func() {
 		Expect(out).To(ContainSubstring("ScalingPolicy " + guarded))
 		out, ok = scaleWithKubectl(ctx, g.ns, "StatefulSet", guarded, 4)
 		Expect(ok).To(BeTrue(), out)
+	})
+	It("delays a downscale of a StatefulSet following a reference resource with the Grafana annotations, preparing each removed pod over the protocol first", func(ctx SpecContext) {
+		const delay = 3 * time.Second
+		g := newZones(ctx, 5)
+		g.zones = g.zones[:1]
+		pods := startPreparePods()
+		Expect(k8s.Create(ctx, newDeployment(g.ns, "ref", 5))).To(Succeed())
+		g.createStatefulSets(ctx, func(sts *appsv1.StatefulSet) {
+			sts.Annotations = map[string]string{
+				"grafana.com/rollout-mirror-replicas-from-resource-api-version": "apps/v1",
+				"grafana.com/rollout-mirror-replicas-from-resource-kind":        "Deployment",
+				"grafana.com/rollout-mirror-replicas-from-resource-name":        "ref",
+				"grafana.com/rollout-mirror-replicas-from-resource-write-back":  "false",
+				"grafana.com/rollout-delayed-downscale":                         "3s",
+				"grafana.com/rollout-prepare-delayed-downscale-url":             fmt.Sprintf("http://pod:%d%s", pods.port, preparePath),
+			}
+		})
+		g.waitPodsOn(ctx, "v1")
+		Eventually(func(gm Gomega) {
+			var list corev1.PodList
+			gm.Expect(k8s.List(ctx, &list, client.InNamespace(g.ns))).To(Succeed())
+			gm.Expect(list.Items).To(HaveLen(10))
+			for _, p := range list.Items {
+				gm.Expect(p.Status.PodIP).NotTo(BeEmpty(), p.Name)
+			}
+		}).WithContext(ctx).Should(Succeed())
+		pods.learnPods(ctx, g.ns)
+		s := &delayedSetup{zoneGroup: g, sts: g.zones[0], pods: pods, rec: recordReplicas(ctx, g.ns)}
+		startOperator(ctx, "compat", g.ns, append(delayedOperatorFlags, "--grafana-compat")...)
+		s.waitDelayed(ctx, time.Minute, idleAt(5))
+
+		kubectl(ctx, "-n", g.ns, "scale", "deployment/ref", "--replicas=2")
+		s.finish(ctx, 2)
+		changes := s.rec.of(s.sts)
+		s.pods.expectShrunkOnlyPastEligible(changes, s.sts, delay)
+		for _, ord := range []int{2, 3, 4} {
+			Expect(s.pods.callsTo(s.pod(ord), http.MethodPost)).NotTo(BeEmpty(), "%s was asked to prepare", s.pod(ord))
+		}
 	})
 })
