@@ -39,13 +39,19 @@ func runMigrate(args ...string) (int, string, string) {
 }
 
 // labelTheGrafanaWay puts a zone of ingester in rollout-group ingester, two
-// pods at a time, zones b and c following zone a with a zone delay.
-func labelTheGrafanaWay(sts *appsv1.StatefulSet) {
-	sts.Labels["rollout-group"] = "ingester"
-	sts.Labels["grafana.com/min-time-between-zones-downscale"] = "1m"
-	sts.Annotations = map[string]string{"rollout-max-unavailable": "2"}
-	if sts.Name != "ingester-zone-a" {
-		sts.Annotations["grafana.com/rollout-downscale-leader"] = "ingester-zone-a"
+// pods at a time, zones b and c following zone a with a zone delay of a
+// minute.
+func labelTheGrafanaWay(sts *appsv1.StatefulSet) { labelWithZoneDelay("1m")(sts) }
+
+// labelWithZoneDelay is labelTheGrafanaWay with another zone delay.
+func labelWithZoneDelay(delay string) func(*appsv1.StatefulSet) {
+	return func(sts *appsv1.StatefulSet) {
+		sts.Labels["rollout-group"] = "ingester"
+		sts.Labels["grafana.com/min-time-between-zones-downscale"] = delay
+		sts.Annotations = map[string]string{"rollout-max-unavailable": "2"}
+		if sts.Name != zoneA {
+			sts.Annotations["grafana.com/rollout-downscale-leader"] = zoneA
+		}
 	}
 }
 
@@ -259,5 +265,23 @@ var _ = Describe("Grafana compat mode", func() {
 		for _, ord := range []int{2, 3, 4} {
 			Expect(s.pods.callsTo(s.pod(ord), http.MethodPost)).NotTo(BeEmpty(), "%s was asked to prepare", s.pod(ord))
 		}
+	})
+	It("downscales the followers of a leader one zone at a time, the Grafana zone delay apart", func(ctx SpecContext) {
+		const delay = 5 * time.Second
+		g := newZones(ctx, 3)
+		g.createStatefulSets(ctx, labelWithZoneDelay("5s"))
+		g.waitPodsOn(ctx, "v1")
+		rec := recordReplicas(ctx, g.ns)
+		startOperator(ctx, "compat", g.ns, "--grafana-compat")
+		Eventually(func() error {
+			return k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: zoneC}, &v1alpha1.ScalingPolicy{})
+		}).WithContext(ctx).Should(Succeed())
+		waitStable(ctx, g.ns, zoneB, zoneC)
+
+		g.scale(ctx, zoneA, 2)
+		b := rec.waitChange(ctx, zoneB, 2, 30*time.Second)
+		c := rec.waitChange(ctx, zoneC, 2, 30*time.Second)
+		apart := c.At.Sub(b.At).Abs()
+		Expect(apart).To(BeNumerically(">=", delay), "the followers scaled down %s apart; the zone delay is %s", apart, delay)
 	})
 })
