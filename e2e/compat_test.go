@@ -208,7 +208,7 @@ var _ = Describe("Grafana compat mode", func() {
 		rollUnderMonitor(ctx, g, "v3")
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: "ingester"}, &v1alpha1.RolloutGroup{})).To(Satisfy(apierrors.IsNotFound), "compat mode must not bring its group back")
 	})
-	It("refuses, through the API server, kubectl scale down of a StatefulSet labelled grafana.com/no-downscale, and lets it grow", func(ctx SpecContext) {
+	It("refuses, through the API server, kubectl scale down of a StatefulSet labelled grafana.com/no-downscale, lets it grow, and lets it shrink once the label is gone", func(ctx SpecContext) {
 		g := newZones(ctx, 3)
 		g.zones = g.zones[:1]
 		g.createStatefulSets(ctx, func(sts *appsv1.StatefulSet) { sts.Labels["grafana.com/no-downscale"] = "true" })
@@ -227,6 +227,16 @@ var _ = Describe("Grafana compat mode", func() {
 		Expect(out).To(ContainSubstring("ScalingPolicy " + guarded))
 		out, ok = scaleWithKubectl(ctx, g.ns, "StatefulSet", guarded, 4)
 		Expect(ok).To(BeTrue(), out)
+
+		By("removing the label: compat mode deletes its policy, and the downscale is admitted")
+		patchStatefulSet(ctx, g.ns, guarded, `{"metadata":{"labels":{"grafana.com/no-downscale":null}}}`)
+		Eventually(func() error {
+			return k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: guarded}, &v1alpha1.ScalingPolicy{})
+		}).WithContext(ctx).Should(Satisfy(apierrors.IsNotFound))
+		Eventually(func() bool {
+			_, ok := scaleWithKubectl(ctx, g.ns, "StatefulSet", guarded, 2)
+			return ok
+		}).WithContext(ctx).Should(BeTrue(), "the webhook's cache sees the policy gone")
 	})
 	It("delays a downscale of a StatefulSet following a reference resource with the Grafana annotations, preparing each removed pod over the protocol first", func(ctx SpecContext) {
 		const delay = 3 * time.Second
