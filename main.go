@@ -17,6 +17,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/echelon-operator/echelon/internal/migrate/command"
 	"github.com/echelon-operator/echelon/internal/operator"
 	"github.com/echelon-operator/echelon/internal/options"
 )
@@ -30,6 +31,9 @@ var (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "migrate" {
+		os.Exit(command.Run(ctrl.SetupSignalHandler(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	opts := options.Default()
 	fs := flag.CommandLine
 	fs.Init(os.Args[0], flag.ContinueOnError)

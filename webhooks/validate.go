@@ -245,7 +245,7 @@ func decodeAndValidate[T any, PT interface {
 			return nil, nil, err
 		}
 		obj.GetObjectKind().SetGroupVersionKind(gvk)
-		return obj, fn(obj, objs), nil
+		return obj, fn(obj, objs.withoutGrafanaCompat(obj)), nil
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 
 	echelonv1alpha1 "github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers"
+	"github.com/echelon-operator/echelon/controllers/grafanacompat"
 	"github.com/echelon-operator/echelon/internal/certs"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/options"
@@ -93,6 +94,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 	addressing := podcall.Addressing{PodAddressIP: opts.PodAddress == options.PodAddressIP, ClusterDomain: opts.ClusterDomain}
 	if err := controllers.Setup(mgr, addressing); err != nil {
 		return err
+	}
+	if opts.GrafanaCompat {
+		if err := grafanacompat.New(mgr).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up Grafana compat mode: %w", err)
+		}
 	}
 	if opts.Webhook.Port != 0 {
 		check, err := setupWebhooks(ctx, cfg, mgr, opts, addressing)

@@ -46,6 +46,10 @@ type Options struct {
 
 	// Webhook is the HTTPS admission webhook server, served by every replica.
 	Webhook WebhookOptions
+
+	// GrafanaCompat acts on the Grafana rollout-operator's labels and
+	// annotations as on the resources `echelon migrate` would write.
+	GrafanaCompat bool
 }
 
 // WebhookOptions configure the admission webhook server and its certificate.
@@ -108,6 +112,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "How long a standby waits before taking over a Lease that is not renewed.")
 	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "How long the leader retries renewing the Lease before it steps down.")
 	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "How often candidates try to acquire or renew the Lease.")
+	fs.BoolVar(&o.GrafanaCompat, "grafana-compat", o.GrafanaCompat, "Act on the Grafana rollout-operator's labels and annotations: keep the RolloutGroups, ScalingPolicies and DelayedDownscales they translate to (labelled echelon.dev/grafana-compat) in the watched namespaces. A resource of your own that claims the same StatefulSet wins.")
 	fs.Func("namespaces", "Comma-separated namespaces to watch; empty watches all namespaces.", func(v string) error {
 		o.Namespaces = splitList(v)
 		return nil

@@ -88,6 +88,9 @@ until a feature uses them.
 - --namespaces={{ join "," . }}
 {{- end }}
 - --pod-address={{ .Values.podAddress }}
+{{- if .Values.grafanaCompat }}
+- --grafana-compat
+{{- end }}
 - --cluster-domain={{ .Values.clusterDomain }}
 - --kube-api-qps={{ .Values.kubeAPI.qps }}
 - --kube-api-burst={{ .Values.kubeAPI.burst }}

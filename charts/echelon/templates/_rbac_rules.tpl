@@ -71,10 +71,14 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - delayeddownscales
-  - zonedisruptionbudgets
+  - rolloutgroups
+  - scalingpolicies
   verbs:
+  - create
+  - delete
   - get
   - list
+  - patch
   - watch
 - apiGroups:
   - echelon.dev
@@ -88,23 +92,15 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
 - apiGroups:
   - echelon.dev
   resources:
-  - rolloutgroups
-  verbs:
-  - get
-  - list
-  - patch
-  - watch
-- apiGroups:
-  - echelon.dev
-  resources:
   - rolloutgroups/finalizers
   verbs:
   - update
 - apiGroups:
   - echelon.dev
   resources:
-  - scalingpolicies
+  - zonedisruptionbudgets
   verbs:
+  - get
   - list
   - watch
 - apiGroups:
@@ -175,10 +171,14 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - echelon.dev
   resources:
   - delayeddownscales
-  - zonedisruptionbudgets
+  - rolloutgroups
+  - scalingpolicies
   verbs:
+  - create
+  - delete
   - get
   - list
+  - patch
   - watch
 - apiGroups:
   - echelon.dev
@@ -192,23 +192,15 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
 - apiGroups:
   - echelon.dev
   resources:
-  - rolloutgroups
-  verbs:
-  - get
-  - list
-  - patch
-  - watch
-- apiGroups:
-  - echelon.dev
-  resources:
   - rolloutgroups/finalizers
   verbs:
   - update
 - apiGroups:
   - echelon.dev
   resources:
-  - scalingpolicies
+  - zonedisruptionbudgets
   verbs:
+  - get
   - list
   - watch
 - apiGroups:

@@ -1,0 +1,157 @@
+/*
+Copyright 2026 The Echelon Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+// Package grafanacompat is the --grafana-compat mode: it reads the Grafana
+// rollout-operator's labels and annotations on the StatefulSets,
+// Deployments and ReplicaSets of each watched namespace, translates them
+// with the migrate package, and keeps the resulting RolloutGroups,
+// ScalingPolicies and DelayedDownscales in the cluster (labelled
+// echelon.dev/grafana-compat), where the ordinary controllers act on them
+// with every guarantee, status, Event and metric. It never writes the
+// workloads. A resource a user made that claims the same StatefulSet wins:
+// the compat resource is deleted (or not made) and a Warning Event on the
+// StatefulSet says so.
+package grafanacompat
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/migrate"
+)
+
+// CompatLabel marks the resources compat mode owns. Only those are updated
+// or deleted by it.
+const CompatLabel = v1alpha1.GrafanaCompatLabel
+
+// fieldManager owns the fields compat mode applies.
+const fieldManager = "echelon-grafana-compat"
+
+// Event reasons on the StatefulSets.
+const (
+	// ReasonOverridden: a user's resource claims the StatefulSet, so its
+	// Grafana keys are ignored.
+	ReasonOverridden = "GrafanaKeysOverridden"
+	// ReasonNotTranslated: a Grafana key could not be translated (the
+	// message says why); the rest of the workload's keys are acted on.
+	ReasonNotTranslated = "GrafanaKeyNotTranslated"
+)
+
+// +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups;scalingpolicies;delayeddownscales,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=statefulsets;deployments;replicasets,verbs=list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconciler keeps one namespace's compat resources in line with its
+// workloads' Grafana keys. A request names the namespace only.
+type Reconciler struct {
+	client client.Client
+	events recorder.EventRecorder
+}
+
+// New is the compat reconciler of mgr.
+func New(mgr ctrl.Manager) *Reconciler {
+	return &Reconciler{client: mgr.GetClient(), events: mgr.GetEventRecorder("echelon")}
+}
+
+// Reconcile translates the namespace's keys, applies what no user resource
+// overrides, and deletes the compat resources nothing asks for any more.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ns := req.Namespace
+	obs, err := r.observe(ctx, ns)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	res := migrate.Translate(obs.input, migrate.Options{})
+	objs, err := res.Objects()
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	keep := map[string]bool{}
+	for _, obj := range objs {
+		if owner := obs.overriddenBy(obj); owner != "" {
+			r.warnOverridden(obs, obj, owner)
+			continue
+		}
+		labels := obj.GetLabels()
+		delete(labels, migrate.MigratedFromLabel)
+		labels[CompatLabel] = "true"
+		obj.SetLabels(labels)
+		if err := r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+			return ctrl.Result{}, fmt.Errorf("apply %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+		keep[obj.GetKind()+"/"+obj.GetName()] = true
+	}
+	for _, obj := range obs.compat {
+		if keep[kindOf(obj)+"/"+obj.GetName()] {
+			continue
+		}
+		if err := r.client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("delete %s %s: %w", kindOf(obj), obj.GetName(), err)
+		}
+	}
+	for _, f := range res.Findings {
+		if f.Severity != migrate.SeverityError {
+			continue
+		}
+		if sts := obs.statefulSetRef(f.Object); sts != nil {
+			r.events.Eventf(sts, nil, corev1.EventTypeWarning, ReasonNotTranslated, "GrafanaCompat", "%s: %s", f.Key, f.Message)
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// warnOverridden says on each StatefulSet obj would claim that owner, a
+// user's resource, claims it instead.
+func (r *Reconciler) warnOverridden(obs *observation, obj *unstructured.Unstructured, owner string) {
+	for _, name := range claimedStatefulSets(obj) {
+		if sts := obs.statefulSets[name]; sts != nil {
+			r.events.Eventf(sts, nil, corev1.EventTypeWarning, ReasonOverridden, "GrafanaCompat",
+				"%s claims this StatefulSet: its Grafana rollout-operator keys for a %s are ignored", owner, obj.GetKind())
+		}
+	}
+}
+
+// kindOf is the kind of one of the typed objects compat mode owns.
+func kindOf(obj client.Object) string {
+	switch obj.(type) {
+	case *v1alpha1.RolloutGroup:
+		return "RolloutGroup"
+	case *v1alpha1.ScalingPolicy:
+		return "ScalingPolicy"
+	case *v1alpha1.DelayedDownscale:
+		return "DelayedDownscale"
+	}
+	return ""
+}
+
+// claimedStatefulSets names the StatefulSets a translated object acts on.
+func claimedStatefulSets(obj *unstructured.Unstructured) []string {
+	switch obj.GetKind() {
+	case "RolloutGroup":
+		members, _, _ := unstructured.NestedSlice(obj.Object, "spec", "statefulSets")
+		var names []string
+		for _, m := range members {
+			if name, ok := m.(map[string]any)["name"].(string); ok {
+				names = append(names, name)
+			}
+		}
+		return names
+	default:
+		kind, _, _ := unstructured.NestedString(obj.Object, "spec", "targetRef", "kind")
+		name, _, _ := unstructured.NestedString(obj.Object, "spec", "targetRef", "name")
+		if kind == "" || kind == v1alpha1.TargetKindStatefulSet {
+			return []string{name}
+		}
+		return nil
+	}
+}
