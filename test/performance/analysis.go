@@ -151,15 +151,11 @@ func runAnalysis(ctx context.Context, cfg runConfig, o analysisOptions) (_ *anal
 
 	r := &analysisRun{cfg: cfg, o: o, c: cp.Client(), ns: ns, say: say, deleted: &deletionsSeen{},
 		res: &analysisResult{ScrapeIntervalSeconds: analysisScrapeInterval.Seconds(), IdleGroups: o.idleGroups}}
-	podLog, err := os.Create(filepath.Join(cfg.workDir, "pods-"+cfg.slug()+".log"))
-	if err != nil {
+	var stopPodWatch func()
+	if r.w, stopPodWatch, err = startLoggedWatch(ctx, cfg, cp.Config(), ns); err != nil {
 		return nil, err
 	}
-	defer podLog.Close()
-	if r.w, err = startWatch(ctx, cp.Config(), ns, podLog); err != nil {
-		return nil, err
-	}
-	defer r.w.Close()
+	defer stopPodWatch()
 	if err := r.w.AddHandler(ctx, &corev1.Pod{}, r.deleted.handler()); err != nil {
 		return nil, err
 	}

@@ -161,16 +161,11 @@ func runDrain(ctx context.Context, cfg runConfig, o drainOptions) (_ *drainResul
 		return nil, err
 	}
 	res.NodesDrained = len(drained)
-	podLog, err := os.Create(filepath.Join(cfg.workDir, "pods-"+cfg.slug()+".log"))
+	w, stopPodWatch, err := startLoggedWatch(ctx, cfg, cp.Config(), ns)
 	if err != nil {
 		return nil, err
 	}
-	defer podLog.Close()
-	w, err := startWatch(ctx, cp.Config(), ns, podLog)
-	if err != nil {
-		return nil, err
-	}
-	defer w.Close()
+	defer stopPodWatch()
 
 	began = time.Now()
 	if err := createZones(ctx, c, ns, cfg.scenario, placeInZone); err != nil {

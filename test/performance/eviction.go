@@ -12,8 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -167,16 +165,11 @@ func runEviction(ctx context.Context, cfg runConfig, o evictionOptions) (_ *evic
 	if err != nil {
 		return nil, err
 	}
-	podLog, err := os.Create(filepath.Join(cfg.workDir, "pods-"+cfg.slug()+".log"))
+	w, stopPodWatch, err := startLoggedWatch(ctx, cfg, cp.Config(), ns)
 	if err != nil {
 		return nil, err
 	}
-	defer podLog.Close()
-	w, err := startWatch(ctx, cp.Config(), ns, podLog)
-	if err != nil {
-		return nil, err
-	}
-	defer w.Close()
+	defer stopPodWatch()
 
 	began = time.Now()
 	if err := createZones(ctx, c, ns, cfg.scenario, nil); err != nil {

@@ -11,8 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -116,16 +114,11 @@ func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
 	say("control plane up in %s", since(began))
 
 	c := cp.Client()
-	podLog, err := os.Create(filepath.Join(cfg.workDir, "pods-"+cfg.slug()+".log"))
+	w, stopPodWatch, err := startLoggedWatch(ctx, cfg, cp.Config(), ns)
 	if err != nil {
 		return nil, err
 	}
-	defer podLog.Close()
-	w, err := startWatch(ctx, cp.Config(), ns, podLog)
-	if err != nil {
-		return nil, err
-	}
-	defer w.Close()
+	defer stopPodWatch()
 
 	groups := benchGroups(cfg.scenario, cfg.idleGroups)
 	res := &result{

@@ -10,6 +10,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -41,6 +43,20 @@ func startWatch(ctx context.Context, cfg *rest.Config, ns string, podLog io.Writ
 		return nil, err
 	}
 	return &watcher{w}, nil
+}
+
+// startLoggedWatch starts the watch of ns with every pod event logged to
+// the run's pods-<slug>.log in its work directory; stop closes both.
+func startLoggedWatch(ctx context.Context, run runConfig, cfg *rest.Config, ns string) (w *watcher, stop func(), err error) {
+	podLog, err := os.Create(filepath.Join(run.workDir, "pods-"+run.slug()+".log"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if w, err = startWatch(ctx, cfg, ns, podLog); err != nil {
+		podLog.Close()
+		return nil, nil, err
+	}
+	return w, func() { w.Close(); podLog.Close() }, nil
 }
 
 // waitUntil returns once cond holds, checking it now and after every event.
