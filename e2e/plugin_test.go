@@ -203,12 +203,24 @@ var _ = Describe("kubectl echelon", func() {
 		Expect(screen.capture(true)).To(ContainSubstring("\x1b["), "a terminal gets colours")
 	})
 
+	It("plans a ScalingPolicy's next scale, which the operator then makes", func(ctx SpecContext) {
+		g, rec := followingZones(ctx, 2, time.Hour)
+		g.scale(ctx, zoneA, 3)
+		run := g.plugin("plan", "sp", zoneB)
+		Expect(run.Code).To(Equal(0), "stderr: %s", run.Stderr)
+		AddReportEntry("plan sp", run.Stdout)
+		Expect(run.Stdout).To(And(ContainSubstring("ScalingPolicy "+g.ns+"/"),
+			ContainSubstring("Next: scale "+zoneB+" from 2 to 3")))
+		startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
+		rec.waitChange(ctx, zoneB, 3, time.Minute)
+	})
+
 	It("says what is wrong with bad input in one line and exits non-zero", func(ctx SpecContext) {
 		g := newZoneGroup(ctx, 1, nil)
 		expectRefused(g.plugin("get", "rg", "no-such-group"), `get RolloutGroup "no-such-group" in namespace "`+g.ns+`": not found`)
 		expectRefused(g.plugin("pause", "no-such-group"), "not found")
 		expectRefused(g.plugin("get", "deployment", g.name), `unknown kind "deployment"`)
-		expectRefused(g.plugin("plan", "sp", g.name), "only RolloutGroups (rg) can be planned")
+		expectRefused(g.plugin("plan", "dd", g.name), "only RolloutGroups (rg) and ScalingPolicies (sp) can be planned")
 
 		// A user bound to no role, as the admin impersonates it (the
 		// attached control plane of a parallel process issues no

@@ -1,29 +1,33 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers/rolloutgroup"
+	"github.com/echelon-operator/echelon/controllers/scalingpolicy"
 	"github.com/echelon-operator/echelon/internal/cli/render"
 	"github.com/echelon-operator/echelon/internal/rollout"
 	"github.com/echelon-operator/echelon/internal/rollout/gate"
+	"github.com/echelon-operator/echelon/internal/scaling"
 )
 
 func newPlanCommand(o *options) *cobra.Command {
 	return &cobra.Command{
-		Use:   "plan rg NAME",
-		Short: "Run the operator's planner on the live objects, read only: which pods go next and why, or why none",
+		Use:   "plan rg|sp NAME",
+		Short: "Run the operator's planner on the live objects, read only: which pods go next and why, or why none; for a ScalingPolicy, the next scale",
 		Long: `plan reads the group, its StatefulSets and their pods from the API server as
 the operator observes them (the controller's own observation, read without its
 cache), and runs the operator's own planner on them. It
 changes nothing. A paused group is planned twice: as it is, and as it would be
 once resumed.`,
-		Example:           "  kubectl echelon plan rg ingester",
+		Example:           "  kubectl echelon plan rg ingester\n  kubectl echelon plan sp ingester-zone-b",
 		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: o.completeTarget,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -31,8 +35,11 @@ once resumed.`,
 			if err != nil {
 				return err
 			}
+			if k == kindScalingPolicy {
+				return o.planScaling(cmd.Context(), s, key)
+			}
 			if k != kindRolloutGroup {
-				return fmt.Errorf("plan %s: only RolloutGroups (rg) can be planned; see `kubectl echelon get %s` for what it waits for", strings.ToLower(string(k)), strings.Join(args, " "))
+				return fmt.Errorf("plan %s: only RolloutGroups (rg) and ScalingPolicies (sp) can be planned; see `kubectl echelon get %s` for what it waits for", strings.ToLower(string(k)), strings.Join(args, " "))
 			}
 			rg := &v1alpha1.RolloutGroup{}
 			if err := getObject(cmd.Context(), s, "RolloutGroup", key, rg); err != nil {
@@ -78,4 +85,21 @@ func dryRun(rg *v1alpha1.RolloutGroup, in rollout.Input, now time.Time) render.P
 		v.Notes = append(v.Notes, "a rollback is under way: the operator restores each member's stable template before it deletes a pod of that member")
 	}
 	return v
+}
+
+// planScaling is `plan sp`: the scaling planner on the policy's live objects,
+// observed as the controller observes them. A downscale of a group's member
+// shows the disruption budget's question, which only the operator asks (its
+// answer records a hold).
+func (o *options) planScaling(ctx context.Context, s *session, key types.NamespacedName) error {
+	sp := &v1alpha1.ScalingPolicy{}
+	if err := getObject(ctx, s, "ScalingPolicy", key, sp); err != nil {
+		return err
+	}
+	now := o.now()
+	in, err := scalingpolicy.PlannerInput(ctx, s.client, sp, now)
+	if err != nil {
+		return explain(err, s.host, fmt.Sprintf("read the target and source of ScalingPolicy %q in namespace %q", sp.Name, sp.Namespace))
+	}
+	return render.ScalingPlan(o.streams.Out, render.ScalingPlanView{Policy: sp, Plan: scaling.Decide(in), Now: now}, o.style())
 }

@@ -39,73 +39,78 @@ const (
 	IndexDelayedTarget = "echelon.dev/delayed-target"
 )
 
-// Register adds every index above to the manager's cache. It must run before
+// Register adds every index (indexes, below) to the manager's cache. It must run before
 // the cache starts, once per manager.
 func Register(ctx context.Context, idx client.FieldIndexer) error {
-	indexes := []struct {
-		obj  client.Object
-		name string
-		fn   client.IndexerFunc
-	}{
-		{&v1alpha1.RolloutGroup{}, IndexGroupMember, func(o client.Object) []string {
-			rg := o.(*v1alpha1.RolloutGroup)
-			names := make([]string, 0, len(rg.Spec.StatefulSets))
-			for _, m := range rg.Spec.StatefulSets {
-				names = append(names, m.Name)
-			}
-			return names
-		}},
-		{&v1alpha1.RolloutGroup{}, IndexGroupUsesSelector, func(o client.Object) []string {
-			if o.(*v1alpha1.RolloutGroup).Spec.Selector != nil {
-				return []string{"true"}
-			}
-			return nil
-		}},
-		{&v1alpha1.RolloutGroup{}, IndexGroupUsesPodDisruptionBudgets, func(o client.Object) []string {
-			if UsesPodDisruptionBudgets(o.(*v1alpha1.RolloutGroup)) {
-				return []string{"true"}
-			}
-			return nil
-		}},
-		{&corev1.Pod{}, IndexPodOwner, func(o client.Object) []string {
-			if name := OwnerStatefulSet(o); name != "" {
-				return []string{name}
-			}
-			return nil
-		}},
-		{&v1alpha1.ScalingPolicy{}, IndexPolicyTarget, func(o client.Object) []string {
-			ref := o.(*v1alpha1.ScalingPolicy).Spec.TargetRef
-			return []string{PolicyTargetKey(ref.Kind, ref.Name)}
-		}},
-		{&v1alpha1.ScalingPolicy{}, IndexPolicyLeader, func(o client.Object) []string {
-			if from := o.(*v1alpha1.ScalingPolicy).Spec.ReplicasFrom; from != nil && from.Leader != nil {
-				return []string{from.Leader.Name}
-			}
-			return nil
-		}},
-		{&v1alpha1.ScalingPolicy{}, IndexPolicyResource, func(o client.Object) []string {
-			spec := o.(*v1alpha1.ScalingPolicy).Spec
-			var keys []string
-			if from := spec.ReplicasFrom; from != nil && from.Resource != nil {
-				if gv, err := schema.ParseGroupVersion(from.Resource.APIVersion); err == nil {
-					keys = append(keys, ResourceKey(gv.Group, from.Resource.Kind, from.Resource.Name))
-				}
-			}
-			if !spec.TargetRef.IsStatefulSet() {
-				keys = append(keys, ResourceKey(appsv1.GroupName, spec.TargetRef.Kind, spec.TargetRef.Name))
-			}
-			return keys
-		}},
-		{&v1alpha1.DelayedDownscale{}, IndexDelayedTarget, func(o client.Object) []string {
-			return []string{o.(*v1alpha1.DelayedDownscale).Spec.TargetRef.Name}
-		}},
-	}
 	for _, ix := range indexes {
 		if err := idx.IndexField(ctx, ix.obj, ix.name, ix.fn); err != nil {
 			return fmt.Errorf("index %T by %s: %w", ix.obj, ix.name, err)
 		}
 	}
 	return nil
+}
+
+// fieldIndex is one index of the cache: objects of obj's kind by fn, named name.
+type fieldIndex struct {
+	obj  client.Object
+	name string
+	fn   client.IndexerFunc
+}
+
+// indexes are the cache's indexes.
+var indexes = []fieldIndex{
+	{&v1alpha1.RolloutGroup{}, IndexGroupMember, func(o client.Object) []string {
+		rg := o.(*v1alpha1.RolloutGroup)
+		names := make([]string, 0, len(rg.Spec.StatefulSets))
+		for _, m := range rg.Spec.StatefulSets {
+			names = append(names, m.Name)
+		}
+		return names
+	}},
+	{&v1alpha1.RolloutGroup{}, IndexGroupUsesSelector, func(o client.Object) []string {
+		if o.(*v1alpha1.RolloutGroup).Spec.Selector != nil {
+			return []string{"true"}
+		}
+		return nil
+	}},
+	{&v1alpha1.RolloutGroup{}, IndexGroupUsesPodDisruptionBudgets, func(o client.Object) []string {
+		if UsesPodDisruptionBudgets(o.(*v1alpha1.RolloutGroup)) {
+			return []string{"true"}
+		}
+		return nil
+	}},
+	{&corev1.Pod{}, IndexPodOwner, func(o client.Object) []string {
+		if name := OwnerStatefulSet(o); name != "" {
+			return []string{name}
+		}
+		return nil
+	}},
+	{&v1alpha1.ScalingPolicy{}, IndexPolicyTarget, func(o client.Object) []string {
+		ref := o.(*v1alpha1.ScalingPolicy).Spec.TargetRef
+		return []string{PolicyTargetKey(ref.Kind, ref.Name)}
+	}},
+	{&v1alpha1.ScalingPolicy{}, IndexPolicyLeader, func(o client.Object) []string {
+		if from := o.(*v1alpha1.ScalingPolicy).Spec.ReplicasFrom; from != nil && from.Leader != nil {
+			return []string{from.Leader.Name}
+		}
+		return nil
+	}},
+	{&v1alpha1.ScalingPolicy{}, IndexPolicyResource, func(o client.Object) []string {
+		spec := o.(*v1alpha1.ScalingPolicy).Spec
+		var keys []string
+		if from := spec.ReplicasFrom; from != nil && from.Resource != nil {
+			if gv, err := schema.ParseGroupVersion(from.Resource.APIVersion); err == nil {
+				keys = append(keys, ResourceKey(gv.Group, from.Resource.Kind, from.Resource.Name))
+			}
+		}
+		if !spec.TargetRef.IsStatefulSet() {
+			keys = append(keys, ResourceKey(appsv1.GroupName, spec.TargetRef.Kind, spec.TargetRef.Name))
+		}
+		return keys
+	}},
+	{&v1alpha1.DelayedDownscale{}, IndexDelayedTarget, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.DelayedDownscale).Spec.TargetRef.Name}
+	}},
 }
 
 // OwnerStatefulSet is the name of the StatefulSet controlling o, or "".
