@@ -37,7 +37,7 @@ func TestPreparedDownscaleNotStored(t *testing.T) {
 
 	// A stored downscale: confirmed, its record kept, no DELETE.
 	g.Expect(scaleTo(ctx, e.admin, sts, 4)).To(Succeed())
-	g.Expect(pods.Calls()).To(Equal([]string{"POST ingester-4"}))
+	g.Expect(pods.DistinctCalls()).To(Equal([]string{"POST ingester-4"}))
 	var stored *metav1.MicroTime
 	g.Eventually(func(g Gomega) {
 		g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(prep), prep)).To(Succeed())
@@ -45,7 +45,7 @@ func TestPreparedDownscaleNotStored(t *testing.T) {
 		g.Expect(prep.Status.LastDownscaleTime).NotTo(BeNil())
 		stored = prep.Status.LastDownscaleTime
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
-	g.Consistently(pods.Calls, 2*time.Second, 200*time.Millisecond).Should(Equal([]string{"POST ingester-4"}), "no DELETE for a stored downscale")
+	g.Consistently(pods.DistinctCalls, 2*time.Second, 200*time.Millisecond).Should(Equal([]string{"POST ingester-4"}), "no DELETE for a stored downscale")
 
 	// A downscale admitted by the webhook that the API server then refuses:
 	// the update carries a resourceVersion that is no longer current.
@@ -59,7 +59,7 @@ func TestPreparedDownscaleNotStored(t *testing.T) {
 	stale.Spec.Replicas = ptr.To[int32](2)
 	err := e.admin.Update(ctx, stale)
 	g.Expect(apierrors.IsConflict(err)).To(BeTrue(), "want a conflict, got %v", err)
-	g.Expect(pods.Calls()).To(Equal([]string{"POST ingester-2", "POST ingester-3"}), "the webhook prepared the pods before the conflict")
+	g.Expect(pods.DistinctCalls()).To(Equal([]string{"POST ingester-2", "POST ingester-3"}), "the webhook prepared the pods before the conflict")
 	g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(prep), prep)).To(Succeed())
 	g.Expect(prep.Status.PendingDownscale).NotTo(BeNil(), "the webhook's record is provisional")
 	g.Expect(prep.Status.PendingDownscale.Replicas).To(Equal(int32(2)))
@@ -67,7 +67,7 @@ func TestPreparedDownscaleNotStored(t *testing.T) {
 	g.Expect(prep.Status.LastDownscaleTime.Time).To(BeTemporally(">", stored.Time), "the zone delay counts from the admitted downscale meanwhile")
 
 	// The webhook's timeout (10s) is the deadline; the test allows it twice.
-	g.Eventually(pods.Calls, 20*time.Second, 100*time.Millisecond).Should(Equal([]string{
+	g.Eventually(pods.DistinctCalls, 20*time.Second, 100*time.Millisecond).Should(Equal([]string{
 		"DELETE ingester-2", "DELETE ingester-3", "POST ingester-2", "POST ingester-3"}), "the prepared pods are told to cancel")
 	g.Eventually(func(g Gomega) {
 		g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(prep), prep)).To(Succeed())
@@ -99,11 +99,11 @@ func TestPreparedDownscaleRefusedByALaterWebhook(t *testing.T) {
 
 	err := scaleTo(ctx, e.admin, sts, 3)
 	g.Expect(err).To(MatchError(ContainSubstring("refused by the test's own webhook")))
-	g.Expect(pods.Calls()).To(Equal([]string{"POST ingester-3", "POST ingester-4"}), "prepare-downscale admitted it first")
+	g.Expect(pods.DistinctCalls()).To(Equal([]string{"POST ingester-3", "POST ingester-4"}), "prepare-downscale admitted it first")
 	g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(prep), prep)).To(Succeed())
 	g.Expect(prep.Status.PendingDownscale).NotTo(BeNil(), "the webhook's record is provisional")
 
-	g.Eventually(pods.Calls, 20*time.Second, 100*time.Millisecond).Should(Equal([]string{
+	g.Eventually(pods.DistinctCalls, 20*time.Second, 100*time.Millisecond).Should(Equal([]string{
 		"DELETE ingester-3", "DELETE ingester-4", "POST ingester-3", "POST ingester-4"}), "the prepared pods are told to cancel")
 	g.Eventually(func(g Gomega) {
 		g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(prep), prep)).To(Succeed())

@@ -83,6 +83,15 @@ func (s *PodServer) Calls() []string {
 	return slices.Sorted(slices.Values(s.calls))
 }
 
+// DistinctCalls is Calls with each call once. The API server calls a webhook
+// again when the connection of a call is lost (it retries a reset or closed
+// keep-alive connection), and the webhook then asks the pods again: the
+// prepare protocol is idempotent, so tests against a real API server judge
+// which calls were made, not how often.
+func (s *PodServer) DistinctCalls() []string {
+	return slices.Compact(s.Calls())
+}
+
 // Reset forgets the calls received.
 func (s *PodServer) Reset() {
 	s.mu.Lock()
