@@ -507,3 +507,15 @@ func rollsOf(mon *framework.Monitor, member string) int {
 	}
 	return n
 }
+
+// membersInOrder are the members of deletions in the order they were rolled,
+// each run of one member's deletions once.
+func membersInOrder(deletions []framework.Deletion) []string {
+	var out []string
+	for _, d := range deletions {
+		if len(out) == 0 || out[len(out)-1] != d.Member {
+			out = append(out, d.Member)
+		}
+	}
+	return out
+}
