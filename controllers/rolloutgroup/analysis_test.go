@@ -218,6 +218,9 @@ func (e *env) playRevisions() {
 				}
 				cur.Status.ObservedGeneration = cur.Generation
 				cur.Status.UpdateRevision = strings.TrimPrefix(cur.Spec.Template.Spec.Containers[0].Image, "app:")
+				if err := e.Recount(cur); err != nil {
+					return err
+				}
 				return e.Admin.Status().Update(e.Ctx, cur)
 			})
 			if err != nil && e.Ctx.Err() == nil {

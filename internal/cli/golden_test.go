@@ -60,9 +60,12 @@ type zone struct {
 func zoneOf(name, update string, revisions []string, edit func(i int, p *builders.PodWrapper)) zone {
 	sts := builders.MakeStatefulSet("demo", name).Replicas(int32(len(revisions))).OnDelete().Generation(2).
 		Revision(name + "-" + update).CurrentRevision(name + "-" + revisions[0]).Obj()
-	ready := int32(0)
+	ready, updated := int32(0), int32(0)
 	var pods []*corev1.Pod
 	for i, rev := range revisions {
+		if rev == update {
+			updated++
+		}
 		p := builders.MakePod("demo", name, i).ControlledBy(sts).Revision(name + "-" + rev).Ready(now.Add(-10 * time.Minute))
 		if edit != nil {
 			edit(i, p)
@@ -73,7 +76,7 @@ func zoneOf(name, update string, revisions []string, edit func(i int, p *builder
 		}
 		pods = append(pods, pod)
 	}
-	sts.Status.Replicas, sts.Status.ReadyReplicas = int32(len(revisions)), ready
+	sts.Status.Replicas, sts.Status.ReadyReplicas, sts.Status.UpdatedReplicas = int32(len(revisions)), ready, updated
 	return zone{sts: sts, pods: pods}
 }
 

@@ -136,6 +136,9 @@ type MemberState struct {
 	// not show, such as terminating pods of a scale-down.
 	StatusReplicas int32
 	StatusReady    int32
+	// StatusUpdated is status.updatedReplicas: the pods on the update revision
+	// the StatefulSet controller counted when it last wrote its status.
+	StatusUpdated int32
 	// Outdated are the live pods (not terminating) that need the update revision.
 	Outdated []*corev1.Pod
 	// ToRoll counts the wanted pods, terminating or not, not on the update revision.
@@ -205,6 +208,13 @@ func (ms *MemberState) scaling() bool {
 // 9 of 9 Ready for 10 wanted, then 9 of 10, then 10 of 10. A member judged
 // whole at 9 of 9 would be complete, then waiting, then complete again (two
 // MemberComplete Events); it waits until the status counts every wanted pod.
+// The pod and StatefulSet caches are fed by separate watches, so the status
+// may also be older than every pod the cache shows: read before the last pod
+// was deleted, it counts 10 of 10 Ready while the cache already shows that
+// pod's replacement Ready, and the next status to arrive (written while the
+// replacement started) counts 9 of 10. Such a status counts fewer pods on the
+// update revision than the cache shows, so a member whose pods are all
+// updated also waits for its status to count them all.
 // A status that counts no pod at all is left to the pods: every pod it has
 // not counted is then missing, or was created since it was last written.
 func (ms *MemberState) disruption() string {
@@ -221,6 +231,8 @@ func (ms *MemberState) disruption() string {
 		return fmt.Sprintf("StatefulSet status shows %d of %d pods Ready", ms.StatusReady, ms.StatusReplicas)
 	case ms.StatusReplicas > 0 && ms.StatusReplicas < ms.Replicas:
 		return fmt.Sprintf("StatefulSet status shows %d of %d pods Ready", ms.StatusReady, ms.Replicas)
+	case ms.StatusReplicas > 0 && ms.StatusUpdated < ms.Replicas && len(ms.Outdated) == 0 && ms.ToRoll == 0:
+		return fmt.Sprintf("StatefulSet status shows %d of %d pods updated", ms.StatusUpdated, ms.Replicas)
 	}
 	return ""
 }
@@ -589,6 +601,7 @@ func observeMember(m Member, in Input) MemberState {
 	ms.UpdateRevision = sts.Status.UpdateRevision
 	ms.StatusReplicas = sts.Status.Replicas
 	ms.StatusReady = sts.Status.ReadyReplicas
+	ms.StatusUpdated = sts.Status.UpdatedReplicas
 
 	start, end := ordinalRange(sts)
 	ms.start = int32(start)

@@ -226,6 +226,18 @@ func generateGroup(b *fuzzinput.Bytes) fuzzGroup {
 			statusReady = max(0, statusReady-1-b.Intn(2))
 		}
 		sts.StatusReplicas(int32(len(m.Pods)), int32(statusReady))
+		// It counts the pods on the update revision too, and now and then that
+		// count is older than the pods the cache shows.
+		statusUpdated := 0
+		for _, p := range m.Pods {
+			if podRevision(p) == "r2" {
+				statusUpdated++
+			}
+		}
+		if b.Rare(8) {
+			statusUpdated = max(0, statusUpdated-1-b.Intn(2))
+		}
+		sts.StatusUpdated(int32(statusUpdated))
 		if exists {
 			m.StatefulSet = sts.Obj()
 		}
@@ -400,7 +412,9 @@ type memberView struct {
 	// leaving counts the member's pods, terminating or not, at ordinals it does
 	// not want (a scale-down in progress).
 	leaving int
-	// statusBehind: the StatefulSet's own status counts more pods than Ready ones.
+	// statusBehind: the StatefulSet's own status counts more pods than Ready
+	// ones, or, while every wanted pod is on the update revision, fewer updated
+	// pods than the member wants.
 	statusBehind bool
 	// partitioned members are rolled by their partition, relative to start.
 	partitioned      bool
@@ -428,6 +442,15 @@ func (g fuzzGroup) view(i int) memberView {
 		}
 	}
 	v.replicas = len(fm.wanted)
+	allOnUpdate := true
+	for _, p := range m.Pods {
+		if slices.ContainsFunc(fm.wanted, func(o int) bool { return p.Name == fmt.Sprintf("%s-%d", m.Name, o) }) && podRevision(p) != v.updateRev {
+			allOnUpdate = false
+		}
+	}
+	if sts := m.StatefulSet; sts != nil && allOnUpdate && sts.Status.Replicas > 0 && int(sts.Status.UpdatedReplicas) < len(fm.wanted) {
+		v.statusBehind = true
+	}
 	for _, p := range m.Pods {
 		wanted := slices.ContainsFunc(fm.wanted, func(o int) bool { return p.Name == fmt.Sprintf("%s-%d", m.Name, o) })
 		if !wanted {

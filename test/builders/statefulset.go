@@ -199,10 +199,19 @@ func (w *StatefulSetWrapper) CurrentRevision(current string) *StatefulSetWrapper
 }
 
 // StatusReplicas sets the StatefulSet controller's counts: status.replicas
-// (pods that exist, terminating ones included) and status.readyReplicas.
+// (pods that exist, terminating ones included) and status.readyReplicas, with
+// status.updatedReplicas counting every pod (StatusUpdated sets it apart).
 func (w *StatefulSetWrapper) StatusReplicas(replicas, ready int32) *StatefulSetWrapper {
 	w.sts.Status.Replicas = replicas
 	w.sts.Status.ReadyReplicas = ready
+	w.sts.Status.UpdatedReplicas = replicas
+	return w
+}
+
+// StatusUpdated sets status.updatedReplicas: the pods the StatefulSet
+// controller counted on the update revision.
+func (w *StatefulSetWrapper) StatusUpdated(updated int32) *StatefulSetWrapper {
+	w.sts.Status.UpdatedReplicas = updated
 	return w
 }
 

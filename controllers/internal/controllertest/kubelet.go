@@ -1,6 +1,7 @@
 package controllertest
 
 import (
+	"k8s.io/apimachinery/pkg/api/equality"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -87,31 +88,67 @@ func (e *Env) finishTermination(pod *corev1.Pod, d time.Duration) {
 	}
 }
 
-// CountPods writes status.replicas and readyReplicas of a StatefulSet from its
-// pods, as its controller does.
+// CountPods writes status.replicas, readyReplicas, currentReplicas and
+// updatedReplicas of a StatefulSet from its pods, as its controller does.
 func (e *Env) CountPods(name string) error {
-	var list corev1.PodList
-	if err := e.Admin.List(e.Ctx, &list, client.InNamespace(e.NS), client.MatchingLabels{"app": name}); err != nil {
+	pods, err := e.listPods(name)
+	if err != nil {
 		return err
-	}
-	var replicas, ready int32
-	for i := range list.Items {
-		replicas++
-		if kube.PodReady(&list.Items[i]) && list.Items[i].DeletionTimestamp == nil {
-			ready++
-		}
 	}
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		sts := &appsv1.StatefulSet{}
 		if err := e.Admin.Get(e.Ctx, types.NamespacedName{Namespace: e.NS, Name: name}, sts); err != nil {
 			return err
 		}
-		if sts.Status.Replicas == replicas && sts.Status.ReadyReplicas == ready {
+		before := sts.Status.DeepCopy()
+		countPods(sts, pods)
+		if equality.Semantic.DeepEqual(before, &sts.Status) {
 			return nil
 		}
-		sts.Status.Replicas, sts.Status.ReadyReplicas = replicas, ready
 		return e.Admin.Status().Update(e.Ctx, sts)
 	})
+}
+
+// Recount sets sts's status counts from its pods as they are now, as the
+// StatefulSet controller does on each pass (a new update revision included).
+func (e *Env) Recount(sts *appsv1.StatefulSet) error {
+	pods, err := e.listPods(sts.Name)
+	if err != nil {
+		return err
+	}
+	countPods(sts, pods)
+	return nil
+}
+
+// countPods sets a StatefulSet's status.replicas (its pods, terminating ones
+// included), readyReplicas, currentReplicas and updatedReplicas (its pods,
+// terminating ones aside, Ready, on its current and on its update revision).
+func countPods(sts *appsv1.StatefulSet, pods []corev1.Pod) {
+	st := &sts.Status
+	st.Replicas, st.ReadyReplicas, st.CurrentReplicas, st.UpdatedReplicas = 0, 0, 0, 0
+	for i := range pods {
+		st.Replicas++
+		if pods[i].DeletionTimestamp != nil {
+			continue
+		}
+		if kube.PodReady(&pods[i]) {
+			st.ReadyReplicas++
+		}
+		rev := pods[i].Labels[appsv1.ControllerRevisionHashLabelKey]
+		if rev == st.CurrentRevision {
+			st.CurrentReplicas++
+		}
+		if rev == st.UpdateRevision {
+			st.UpdatedReplicas++
+		}
+	}
+}
+
+// listPods lists the pods of the StatefulSet name (label app=name).
+func (e *Env) listPods(name string) ([]corev1.Pod, error) {
+	var list corev1.PodList
+	err := e.Admin.List(e.Ctx, &list, client.InNamespace(e.NS), client.MatchingLabels{"app": name})
+	return list.Items, err
 }
 
 func (e *Env) recreate(gone *corev1.Pod, readyAfter time.Duration) error {

@@ -28,7 +28,7 @@ func (e *Env) StatefulSet(name string, replicas int32, rev string) *appsv1.State
 }
 
 // SetRevisions writes the StatefulSet's status as its controller would after
-// observing a template whose revision is update.
+// observing a template whose revision is update, its pods counted by revision.
 func (e *Env) SetRevisions(name, current, update string) {
 	e.T.Helper()
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -36,6 +36,9 @@ func (e *Env) SetRevisions(name, current, update string) {
 		sts.Status.ObservedGeneration = sts.Generation
 		sts.Status.CurrentRevision = current
 		sts.Status.UpdateRevision = update
+		if err := e.Recount(sts); err != nil {
+			return err
+		}
 		return e.Admin.Status().Update(e.Ctx, sts)
 	}); err != nil {
 		e.T.Fatal(err)

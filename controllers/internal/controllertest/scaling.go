@@ -45,12 +45,12 @@ func (e *Env) SetReplicas(name string, n int32) {
 }
 
 // MarkReady writes a StatefulSet's status as its controller would once every
-// wanted pod exists and is Ready.
+// wanted pod exists, is Ready and runs the update revision.
 func (e *Env) MarkReady(name string) {
 	e.T.Helper()
 	sts := e.GetSTS(name)
 	sts.Status.ObservedGeneration = sts.Generation
-	sts.Status.Replicas, sts.Status.ReadyReplicas = *sts.Spec.Replicas, *sts.Spec.Replicas
+	sts.Status.Replicas, sts.Status.ReadyReplicas, sts.Status.UpdatedReplicas = *sts.Spec.Replicas, *sts.Spec.Replicas, *sts.Spec.Replicas
 	if err := e.Admin.Status().Update(e.Ctx, sts); err != nil {
 		e.T.Fatal(err)
 	}

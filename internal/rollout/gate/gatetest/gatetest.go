@@ -39,7 +39,7 @@ func Group(soak time.Duration, policy v1alpha1.FailurePolicy, mutate func(*v1alp
 // Member is a member state: name, pods on r2 of 3, available pods.
 func Member(name string, updated, available int32) rollout.MemberState {
 	ms := rollout.MemberState{Name: name, Replicas: 3, Updated: updated, Available: available, Ready: available,
-		MaxUnavailable: 1, UpdateRevision: "r2", CurrentRevision: "r1", StatusReplicas: 3, StatusReady: available,
+		MaxUnavailable: 1, UpdateRevision: "r2", CurrentRevision: "r1", StatusReplicas: 3, StatusReady: available, StatusUpdated: updated,
 		StableRevision: "r1", Unavailable: 3 - available, ToRoll: 3 - updated, Phase: v1alpha1.MemberPending}
 	if updated == 3 && available == 3 {
 		ms.Phase = v1alpha1.MemberComplete
