@@ -307,7 +307,7 @@ func TestInjection(t *testing.T) {
 	// injector handles one configuration at a time, in the order of the
 	// events: once the caBundle cleared after it is back, the first change
 	// has been handled, so the count of patches is exact.
-	before := p.inject.patches.Load()
+	before := p.inject[0].patches.Load()
 	c = e.validating(labelled)
 	c.Annotations = map[string]string{"touched": "yes"}
 	if _, err := vwcs.Update(e.ctx, c, metav1.UpdateOptions{}); err != nil {
@@ -319,7 +319,7 @@ func TestInjection(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "the second cleared caBundle to come back", injectedEverywhere)
-	if got := p.inject.patches.Load() - before; got != 1 {
+	if got := p.inject[0].patches.Load() - before; got != 1 {
 		t.Errorf("%d patches for one cleared caBundle and one unrelated change, want 1", got)
 	}
 }
