@@ -74,4 +74,3 @@ func TestZPDBValidation(t *testing.T) {
 		})
 	}
 }
-
