@@ -138,3 +138,31 @@ func TestGrafanaCompatService(t *testing.T) {
 		t.Errorf("--grafana-compat-service=%q, want ro", opts.GrafanaCompatService)
 	}
 }
+
+// TestGrafanaCompatAlert: the alert on unreadable ZoneAwarePodDisruptionBudgets
+// exists with grafanaCompat only, and points at its runbook section.
+func TestGrafanaCompatAlert(t *testing.T) {
+	t.Parallel()
+	const name = "EchelonGrafanaCompatZPDBsUnreadable"
+	has := func(rules []alertRule) *alertRule {
+		for i := range rules {
+			if rules[i].Alert == name {
+				return &rules[i]
+			}
+		}
+		return nil
+	}
+	if has(renderedAlerts(t, "--set", "prometheusRule.enabled=true")) != nil {
+		t.Errorf("%s without grafanaCompat", name)
+	}
+	r := has(renderedAlerts(t, "--set", "prometheusRule.enabled=true", "--set", "grafanaCompat=true"))
+	if r == nil {
+		t.Fatalf("no %s with grafanaCompat", name)
+	}
+	if _, anchor, _ := strings.Cut(r.Annotations["runbook_url"], "#"); !runbookAnchors(t)[anchor] {
+		t.Errorf("%s: runbook_url %q names no section of docs/runbooks.md", name, r.Annotations["runbook_url"])
+	}
+	if err := checkPromQL(r.Expr); err != nil || !strings.Contains(r.Expr, "echelon_grafana_compat_zpdbs_readable") {
+		t.Errorf("%s: expr %q: %v", name, r.Expr, err)
+	}
+}

@@ -76,11 +76,7 @@ func (z *zpdbReader) list(ctx context.Context, namespace string) (pdbs []migrate
 // report logs a change of state and sets the metric.
 func (z *zpdbReader) report(ctx context.Context, state string) {
 	readable := state == "readable"
-	if readable {
-		metrics.GrafanaCompatZPDBReadable.Set(1)
-	} else {
-		metrics.GrafanaCompatZPDBReadable.Set(0)
-	}
+	metrics.SetGrafanaCompatZPDBReadable(readable)
 	z.mu.Lock()
 	changed := z.state != state
 	z.state = state

@@ -23,11 +23,23 @@ var (
 	// ZoneAwarePodDisruptionBudgets, 0 when their CRD is not installed or
 	// the operator may not list them: then none is translated, and the
 	// evictions they guarded are judged by nothing of Echelon's.
-	GrafanaCompatZPDBReadable = prometheus.NewGauge(prometheus.GaugeOpts{
+	//
+	// A vector without labels, so that the series is absent until compat
+	// mode sets it: an install without compat mode exports no 0 to alert on.
+	GrafanaCompatZPDBReadable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "echelon_grafana_compat_zpdbs_readable",
 		Help: "1 while --grafana-compat can read ZoneAwarePodDisruptionBudgets; 0 when their CRD is missing or listing them is forbidden.",
-	})
+	}, nil)
 )
+
+// SetGrafanaCompatZPDBReadable sets echelon_grafana_compat_zpdbs_readable.
+func SetGrafanaCompatZPDBReadable(readable bool) {
+	v := 0.0
+	if readable {
+		v = 1
+	}
+	GrafanaCompatZPDBReadable.WithLabelValues().Set(v)
+}
 
 func init() {
 	crmetrics.Registry.MustRegister(GrafanaCompatObjects, GrafanaCompatZPDBReadable)
