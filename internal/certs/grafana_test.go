@@ -8,6 +8,7 @@ package certs
 
 import (
 	"context"
+	"crypto/x509"
 	"testing"
 	"time"
 
@@ -62,26 +63,40 @@ func TestGrafanaInjection(t *testing.T) {
 	}
 
 	first := mustParse(t, bundle)
-	if err := ps[0].RotateCA(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	data := e.secret()
-	rotated, err := parseCerts(data[KeyCABundle])
-	if err != nil || len(rotated) != 2 || !rotated[1].Equal(first) {
-		t.Fatalf("bundle after RotateCA: %d CAs (%v), want the new CA and the first", len(rotated), err)
-	}
-	eventually(t, 20*time.Second, "both replicas to serve a certificate of the new CA", func() bool {
-		for _, p := range ps {
-			c, _ := p.GetCertificate(nil)
-			if c.Leaf.CheckSignatureFrom(rotated[0]) != nil {
-				return false
-			}
-		}
-		return true
-	})
+	data, rotated := e.rotateCA(ps[0], first)
+	eventually(t, 20*time.Second, "both replicas to serve a certificate of the new CA", allServeCertificatesOf(ps, rotated[0]))
 	for _, name := range []string{before, after} {
 		if !allEqual(e.validatingBundles(name), data[KeyCABundle]) {
 			t.Errorf("a replica serves the new CA's certificate while Grafana configuration %s lacks the new bundle", name)
 		}
+	}
+}
+
+// rotateCA starts a CA rotation on p and returns the Secret's data and its
+// bundle: the new CA, then first.
+func (e *certEnv) rotateCA(p *SelfSigned, first *x509.Certificate) (map[string][]byte, []*x509.Certificate) {
+	e.t.Helper()
+	if err := p.RotateCA(e.ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	data := e.secret()
+	bundle, err := parseCerts(data[KeyCABundle])
+	if err != nil || len(bundle) != 2 || !bundle[1].Equal(first) {
+		e.t.Fatalf("bundle after RotateCA: %d CAs (%v), want the new CA and the first", len(bundle), err)
+	}
+	return data, bundle
+}
+
+// allServeCertificatesOf says whether every replica serves a certificate ca
+// signed.
+func allServeCertificatesOf(ps []*SelfSigned, ca *x509.Certificate) func() bool {
+	return func() bool {
+		for _, p := range ps {
+			c, _ := p.GetCertificate(nil)
+			if c.Leaf.CheckSignatureFrom(ca) != nil {
+				return false
+			}
+		}
+		return true
 	}
 }
