@@ -22,6 +22,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers/grafanacompat"
+	"github.com/echelon-operator/echelon/internal/migrate"
 	"github.com/echelon-operator/echelon/test/builders"
 )
 
@@ -293,5 +294,97 @@ var _ = Describe("Grafana compat mode", func() {
 		c := rec.waitChange(ctx, zoneC, 2, 30*time.Second)
 		apart := c.At.Sub(b.At).Abs()
 		Expect(apart).To(BeNumerically(">=", delay), "the followers scaled down %s apart; the zone delay is %s", apart, delay)
+	})
+	It("answers the Grafana operator's webhook configurations unchanged: injects its CA, refuses through them a downscale of a grafana.com/no-downscale StatefulSet, an eviction past a ZoneAwarePodDisruptionBudget and an invalid budget", func(ctx SpecContext) {
+		installZPDBCRD(ctx)
+		Expect(cp.GrantGrafanaCompat(ctx, operatorUser.Name)).To(Succeed())
+		g := newZones(ctx, 2)
+		g.createStatefulSets(ctx, func(sts *appsv1.StatefulSet) {
+			labelTheGrafanaWay(sts)
+			sts.Spec.Template.Labels["name"] = "ingester"
+			if sts.Name == zoneA {
+				sts.Labels["grafana.com/no-downscale"] = "true"
+			}
+		})
+		Expect(createZPDB(ctx, g.ns, "ingester", map[string]any{"maxUnavailable": 1, "selector": map[string]any{"matchLabels": map[string]any{"name": "ingester"}}})).To(Succeed())
+		g.waitPodsOn(ctx, "v1")
+		w := startWebhookServer(ctx, "compat", g.ns, "--grafana-compat")
+		installGrafanaWebhookConfigurations(ctx, g.ns, w.port)
+
+		By("translating the ZoneAwarePodDisruptionBudget into the group's disruption budget")
+		Eventually(func(gm Gomega) {
+			rg := &v1alpha1.RolloutGroup{}
+			gm.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: "ingester"}, rg)).To(Succeed())
+			gm.Expect(rg.Labels).To(HaveKeyWithValue(v1alpha1.GrafanaCompatLabel, "true"))
+			gm.Expect(rg.Spec.DisruptionBudget).NotTo(BeNil())
+			gm.Expect(rg.Spec.DisruptionBudget.MaxUnavailable).To(HaveValue(Equal(intstr.FromInt32(1))))
+			gm.Expect(rg.Status.Phase).To(Equal(v1alpha1.PhaseComplete))
+			sp := &v1alpha1.ScalingPolicy{}
+			gm.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: zoneA}, sp)).To(Succeed())
+			gm.Expect(sp.Spec.DownscaleAllowed()).To(BeFalse())
+			gm.Expect(sp.Status.ObservedGeneration).To(Equal(sp.Generation), "the operator has seen the policy")
+		}).WithContext(ctx).Should(Succeed())
+		Expect(hasMetricLine(w, "echelon_grafana_compat_objects", `kind="RolloutGroup"`, `namespace="`+g.ns+`"`, "} 1")).To(BeTrue())
+
+		By("refusing kubectl scale down of the no-downscale StatefulSet through the Grafana no-downscale configuration")
+		out, ok := scaleWithKubectl(ctx, g.ns, "StatefulSet", zoneA, 1)
+		Expect(ok).To(BeFalse(), "kubectl scale down was admitted: %s", out)
+		Expect(out).To(And(ContainSubstring("no-downscale-"+g.ns+".grafana.com"), ContainSubstring("ScalingPolicy "+zoneA)))
+
+		By("refusing, through the Grafana pod-eviction configuration, an eviction in zone c while a pod of zone b is down")
+		g.setPodReady(ctx, zoneB+"-0", false)
+		Eventually(func() bool { return apierrors.IsTooManyRequests(evict(ctx, g.ns, zoneC+"-0", true)) }).
+			WithContext(ctx).Should(BeTrue(), "a dry run is refused once the webhook sees zone b short")
+		err := evict(ctx, g.ns, zoneC+"-0", false)
+		Expect(apierrors.IsTooManyRequests(err)).To(BeTrue(), "want 429, got %v", err)
+		Expect(err.Error()).To(And(ContainSubstring("RolloutGroup ingester"), ContainSubstring(zoneB)), "the refusal names the budget and the zone that is down")
+		Expect(hasMetricLine(w, "echelon_webhook_requests_total", `webhook="pod-eviction"`, `decision="denied"`)).To(BeTrue(), "the alias is counted under its own name")
+		g.setPodReady(ctx, zoneB+"-0", true)
+		Eventually(func() error { return evict(ctx, g.ns, zoneC+"-0", false) }).WithContext(ctx).Should(Succeed(), "admitted once zone b is whole")
+
+		By("refusing an invalid ZoneAwarePodDisruptionBudget through the Grafana zpdb-validation configuration, naming the field")
+		err = createZPDB(ctx, g.ns, "bad", map[string]any{"maxUnavailable": -1, "selector": map[string]any{"matchLabels": map[string]any{"name": "ingester"}}})
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(And(ContainSubstring("zpdb-validation-"+g.ns+".grafana.com"), ContainSubstring("spec.maxUnavailable"), ContainSubstring("-1 is negative")))
+	})
+	It("counts the grafana.com/last-downscale of a zone the Grafana operator downscaled as its last downscale, so the zone delay holds across the handover", func(ctx SpecContext) {
+		g := newZones(ctx, 3)
+		g.zones = g.zones[:2]
+		// The Grafana operator downscaled the leader a minute before it stopped.
+		downscaled := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+		g.createStatefulSets(ctx, func(sts *appsv1.StatefulSet) {
+			labelWithZoneDelay("1h")(sts)
+			if sts.Name == zoneA {
+				sts.Annotations[migrate.LastDownscaleAnnotation] = migrate.FormatLastDownscale(downscaled)
+			}
+		})
+		g.waitPodsOn(ctx, "v1")
+		startOperator(ctx, "compat", g.ns, "--grafana-compat")
+		Eventually(func() error {
+			return k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: zoneB}, &v1alpha1.ScalingPolicy{})
+		}).WithContext(ctx).Should(Succeed())
+		waitStable(ctx, g.ns, zoneB)
+
+		By("the follower waits for the zone delay after the leader's recorded downscale")
+		g.scale(ctx, zoneA, 2)
+		sp := waitPolicy(ctx, g.ns, zoneB, v1alpha1.ScalingPhaseWaiting, v1alpha1.ScalingReasonZoneDelay, time.Minute)
+		Expect(sp.Status.Message).To(ContainSubstring("StatefulSet " + zoneA))
+		Expect(sp.Status.WaitingUntil).NotTo(BeNil())
+		Expect(sp.Status.WaitingUntil.Time).To(BeTemporally(">=", downscaled.Add(time.Hour)), "the delay counts from the annotation")
+		follower := &appsv1.StatefulSet{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: zoneB}, follower)).To(Succeed())
+		Expect(*follower.Spec.Replicas).To(Equal(int32(3)), "the follower has not shrunk")
+
+		By("once the recorded downscale is older than the delay, the follower follows and records its own downscale the Grafana way")
+		patchStatefulSet(ctx, g.ns, zoneA, fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, migrate.LastDownscaleAnnotation,
+			migrate.FormatLastDownscale(time.Now().Add(-2*time.Hour))))
+		before := time.Now().Add(-time.Second)
+		Eventually(func(gm Gomega) {
+			gm.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: zoneB}, follower)).To(Succeed())
+			gm.Expect(*follower.Spec.Replicas).To(Equal(int32(2)))
+		}).WithContext(ctx).Should(Succeed())
+		at, err := migrate.LastDownscaleOf(follower)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(at).To(BeTemporally(">=", before.Truncate(time.Second)), "compat mode wrote %s on the follower it downscaled", migrate.LastDownscaleAnnotation)
 	})
 })

@@ -43,6 +43,15 @@ type webhookOperator struct {
 // operator injects.
 func startWebhookOperator(ctx context.Context, name, ns string, flags ...string) *webhookOperator {
 	GinkgoHelper()
+	w := startWebhookServer(ctx, name, ns, flags...)
+	installWebhookConfigurations(ctx, ns, w.port)
+	return w
+}
+
+// startWebhookServer is startWebhookOperator without Echelon's webhook
+// configurations: the spec registers its own.
+func startWebhookServer(ctx context.Context, name, ns string, flags ...string) *webhookOperator {
+	GinkgoHelper()
 	port, err := framework.FreePort()
 	Expect(err).NotTo(HaveOccurred())
 	Expect(cp.GrantWebhookCerts(ctx, operatorUser.Name, ns)).To(Succeed())
@@ -53,9 +62,7 @@ func startWebhookOperator(ctx context.Context, name, ns string, flags ...string)
 		"--webhook-cert-secret=" + webhookCertSecret,
 		"--pod-address=ip",
 	}, flags...)
-	w := &webhookOperator{Operator: startOperator(ctx, name, ns, args...), ns: ns, port: port}
-	installWebhookConfigurations(ctx, ns, port)
-	return w
+	return &webhookOperator{Operator: startOperator(ctx, name, ns, args...), ns: ns, port: port}
 }
 
 // installWebhookConfigurations registers the webhook configurations that

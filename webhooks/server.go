@@ -49,6 +49,9 @@ type Config struct {
 	Addressing podcall.Addressing
 	// Namespaces are the watched ones; empty means all.
 	Namespaces []string
+	// GrafanaCompat also answers the Grafana rollout-operator's paths that
+	// are not Echelon's (PathGrafanaPodEviction, PathGrafanaZPDBValidation).
+	GrafanaCompat bool
 }
 
 // Setup adds the HTTPS webhook server to the manager, serving the four
@@ -70,16 +73,25 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 	prepare := &PrepareDownscale{Cluster: cluster, Budget: NewDownscaleBudget(mgr.GetClient(), mgr.GetAPIReader()),
 		Identity: cfg.Identity, Pods: NewPodClient(), Addressing: cfg.Addressing, Now: time.Now}
 	eviction := &Eviction{Cluster: cluster, Budgets: NewEvictionBudgets(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetClient(), time.Now)}
-	for path, d := range map[string]struct {
+	type handler struct {
 		name string
 		decider
 		limiter *eventLimiter
-	}{
+	}
+	evictionLimiter := newEventLimiter(evictionEventInterval)
+	handlers := map[string]handler{
 		PathNoDownscale:      {metrics.WebhookNoDownscale, &NoDownscale{Cluster: cluster, Identity: cfg.Identity}, nil},
 		PathPrepareDownscale: {metrics.WebhookPrepareDownscale, prepare, nil},
 		PathValidate:         {metrics.WebhookValidate, &Validate{Cluster: cluster}, nil},
-		PathEviction:         {metrics.WebhookEviction, eviction, newEventLimiter(evictionEventInterval)},
-	} {
+		PathEviction:         {metrics.WebhookEviction, eviction, evictionLimiter},
+	}
+	if cfg.GrafanaCompat {
+		// The same eviction judge under its own metric label, so that calls
+		// through the Grafana configurations can be told apart.
+		handlers[PathGrafanaPodEviction] = handler{metrics.WebhookGrafanaPodEviction, eviction, evictionLimiter}
+		handlers[PathGrafanaZPDBValidation] = handler{metrics.WebhookGrafanaZPDBValidation, ZPDBValidation{}, nil}
+	}
+	for path, d := range handlers {
 		srv.Register(path, &reviewHandler{webhook: d.name, decider: d.decider, events: events, limiter: d.limiter, log: log})
 	}
 	if err := mgr.Add(srv); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers/internal/patch"
+	"github.com/echelon-operator/echelon/controllers/internal/source"
 	"github.com/echelon-operator/echelon/internal/delayed"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
@@ -152,7 +153,7 @@ func (r *Reconciler) recordTransition(dd *v1alpha1.DelayedDownscale, st v1alpha1
 func New(mgr ctrl.Manager, addressing podcall.Addressing) *Reconciler {
 	return &Reconciler{
 		Client: mgr.GetClient(),
-		events: mgr.GetEventRecorder("echelon"),
+		events: source.Recorder(mgr.GetEventRecorder("echelon")),
 		// The per-call timeout bounds each call; this one only bounds a call
 		// whose context lost its deadline.
 		pods:   &podcall.Client{HTTP: &http.Client{Timeout: 5 * time.Minute}},

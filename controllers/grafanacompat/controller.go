@@ -6,12 +6,14 @@ Licensed under the Apache License, Version 2.0.
 
 // Package grafanacompat is the --grafana-compat mode: it reads the Grafana
 // rollout-operator's labels and annotations on the StatefulSets,
-// Deployments and ReplicaSets of each watched namespace, translates them
-// with the migrate package, and keeps the resulting RolloutGroups,
-// ScalingPolicies and DelayedDownscales in the cluster (labelled
+// Deployments and ReplicaSets of each watched namespace, and its
+// ZoneAwarePodDisruptionBudgets, translates them with the migrate package,
+// and keeps the resulting RolloutGroups, ScalingPolicies, DelayedDownscales
+// and ZoneDisruptionBudgets in the cluster (labelled
 // echelon.dev/grafana-compat), where the ordinary controllers act on them
 // with every guarantee, status, Event and metric. It never writes the
-// workloads. A resource a user made that claims the same StatefulSet wins:
+// workloads itself (the ScalingPolicy controller writes the Grafana
+// protocol's grafana.com/last-downscale when it downscales one). A resource a user made that claims the same StatefulSet wins:
 // the compat resource is deleted (or not made) and a Warning Event on the
 // StatefulSet says so.
 package grafanacompat
@@ -19,6 +21,7 @@ package grafanacompat
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -27,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/migrate"
 )
 
@@ -47,20 +51,32 @@ const (
 	ReasonNotTranslated = "GrafanaKeyNotTranslated"
 )
 
+// zpdbRecheck is how soon a namespace is reconciled again while the
+// ZoneAwarePodDisruptionBudgets cannot be read, so that a CRD installed (or
+// a permission granted) later is noticed without a restart.
+const zpdbRecheck = time.Minute
+
 // +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups;scalingpolicies;delayeddownscales,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=statefulsets;deployments;replicasets,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+//
+// Reading ZoneAwarePodDisruptionBudgets, writing ZoneDisruptionBudgets and
+// injecting the CA into the Grafana webhook configurations are compat's
+// alone: config/rbac/grafana_compat_role.yaml, and the chart's grafanaCompat,
+// grant them, not a marker, so that an install without compat mode holds
+// none of them.
 
 // Reconciler keeps one namespace's compat resources in line with its
 // workloads' Grafana keys. A request names the namespace only.
 type Reconciler struct {
 	client client.Client
 	events recorder.EventRecorder
+	zpdbs  *zpdbReader
 }
 
 // New is the compat reconciler of mgr.
 func New(mgr ctrl.Manager) *Reconciler {
-	return &Reconciler{client: mgr.GetClient(), events: mgr.GetEventRecorder("echelon")}
+	return &Reconciler{client: mgr.GetClient(), events: mgr.GetEventRecorder("echelon"), zpdbs: &zpdbReader{client: mgr.GetClient()}}
 }
 
 // Reconcile translates the namespace's keys, applies what no user resource
@@ -77,6 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	keep := map[string]bool{}
+	counts := map[string]float64{}
 	for _, obj := range objs {
 		if owner := obs.overriddenBy(obj); owner != "" {
 			r.warnOverridden(obs, obj, owner)
@@ -90,6 +107,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, fmt.Errorf("apply %s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
 		keep[obj.GetKind()+"/"+obj.GetName()] = true
+		counts[obj.GetKind()]++
+	}
+	for _, kind := range metrics.GrafanaCompatKinds {
+		metrics.GrafanaCompatObjects.WithLabelValues(ns, kind).Set(counts[kind])
 	}
 	for _, obj := range obs.compat {
 		if keep[kindOf(obj)+"/"+obj.GetName()] {
@@ -107,7 +128,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.events.Eventf(sts, nil, corev1.EventTypeWarning, ReasonNotTranslated, "GrafanaCompat", "%s: %s", f.Key, f.Message)
 		}
 	}
+	r.warnUnreadableLastDownscale(obs, keep)
+	if !obs.zpdbsReadable {
+		return ctrl.Result{RequeueAfter: zpdbRecheck}, nil
+	}
 	return ctrl.Result{}, nil
+}
+
+// warnUnreadableLastDownscale says on each member of a kept RolloutGroup
+// whose grafana.com/last-downscale cannot be read that it counts as no
+// downscale: the zone delay does not wait for it.
+func (r *Reconciler) warnUnreadableLastDownscale(obs *observation, keep map[string]bool) {
+	for _, sts := range obs.statefulSets {
+		group := sts.Labels[migrate.RolloutGroupLabel]
+		if group == "" || !keep["RolloutGroup/"+group] {
+			continue
+		}
+		if _, err := migrate.LastDownscaleOf(sts); err != nil {
+			r.events.Eventf(sts, nil, corev1.EventTypeWarning, ReasonNotTranslated, "GrafanaCompat",
+				"%v: ignored, so the zone delay does not count from it", err)
+		}
+	}
 }
 
 // warnOverridden says on each StatefulSet obj would claim that owner, a
@@ -130,6 +171,8 @@ func kindOf(obj client.Object) string {
 		return "ScalingPolicy"
 	case *v1alpha1.DelayedDownscale:
 		return "DelayedDownscale"
+	case *v1alpha1.ZoneDisruptionBudget:
+		return "ZoneDisruptionBudget"
 	}
 	return ""
 }
@@ -146,6 +189,8 @@ func claimedStatefulSets(obj *unstructured.Unstructured) []string {
 			}
 		}
 		return names
+	case "ZoneDisruptionBudget":
+		return nil // it selects pods; a user's budget of the same name takes its place
 	default:
 		kind, _, _ := unstructured.NestedString(obj.Object, "spec", "targetRef", "kind")
 		name, _, _ := unstructured.NestedString(obj.Object, "spec", "targetRef", "name")

@@ -29,6 +29,10 @@ type observation struct {
 	groups           []v1alpha1.RolloutGroup
 	policies         []v1alpha1.ScalingPolicy
 	delayedDownscale []v1alpha1.DelayedDownscale
+	budgets          []v1alpha1.ZoneDisruptionBudget
+	// zpdbsReadable is false when the ZoneAwarePodDisruptionBudgets could
+	// not be read (no CRD, no permission): none is translated.
+	zpdbsReadable bool
 }
 
 func (r *Reconciler) observe(ctx context.Context, ns string) (*observation, error) {
@@ -39,7 +43,8 @@ func (r *Reconciler) observe(ctx context.Context, ns string) (*observation, erro
 	var groups v1alpha1.RolloutGroupList
 	var policies v1alpha1.ScalingPolicyList
 	var delayed v1alpha1.DelayedDownscaleList
-	for _, list := range []client.ObjectList{&stsList, &deployments, &replicaSets, &groups, &policies, &delayed} {
+	var budgets v1alpha1.ZoneDisruptionBudgetList
+	for _, list := range []client.ObjectList{&stsList, &deployments, &replicaSets, &groups, &policies, &delayed, &budgets} {
 		if err := r.client.List(ctx, list, in); err != nil {
 			return nil, fmt.Errorf("list %T: %w", list, err)
 		}
@@ -79,6 +84,18 @@ func (r *Reconciler) observe(ctx context.Context, ns string) (*observation, erro
 			obs.delayedDownscale = append(obs.delayedDownscale, delayed.Items[i])
 		}
 	}
+	for i := range budgets.Items {
+		if isCompat(&budgets.Items[i]) {
+			obs.compat = append(obs.compat, &budgets.Items[i])
+		} else {
+			obs.budgets = append(obs.budgets, budgets.Items[i])
+		}
+	}
+	pdbs, readable, err := r.zpdbs.list(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	obs.input.ZoneAwarePDBs, obs.zpdbsReadable = pdbs, readable
 	return obs, nil
 }
 
@@ -111,6 +128,12 @@ func (o *observation) overriddenBy(obj *unstructured.Unstructured) string {
 		for _, p := range o.policies {
 			if p.Name == obj.GetName() || p.Spec.TargetRef.KindOrDefault() == kind && p.Spec.TargetRef.Name == name {
 				return ref("ScalingPolicy", p.Name)
+			}
+		}
+	case "ZoneDisruptionBudget":
+		for _, b := range o.budgets {
+			if b.Name == obj.GetName() {
+				return ref("ZoneDisruptionBudget", b.Name)
 			}
 		}
 	case "DelayedDownscale":

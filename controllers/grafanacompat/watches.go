@@ -31,13 +31,21 @@ func toNamespace(_ context.Context, obj client.Object) []reconcile.Request {
 
 // SetupWithManager reconciles a namespace when a workload's labels,
 // annotations or spec change (not its status: rollouts would wake it for
-// nothing), or an Echelon resource is made, changed or deleted.
+// nothing), an Echelon resource is made, changed or deleted, or (once their
+// CRD is seen) a ZoneAwarePodDisruptionBudget changes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
 	b := ctrl.NewControllerManagedBy(mgr).Named("grafanacompat")
 	for _, obj := range []client.Object{&appsv1.StatefulSet{}, &appsv1.Deployment{}, &appsv1.ReplicaSet{},
-		&v1alpha1.RolloutGroup{}, &v1alpha1.ScalingPolicy{}, &v1alpha1.DelayedDownscale{}} {
+		&v1alpha1.RolloutGroup{}, &v1alpha1.ScalingPolicy{}, &v1alpha1.DelayedDownscale{}, &v1alpha1.ZoneDisruptionBudget{}} {
 		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(toNamespace), changed)
 	}
-	return b.Complete(r)
+	c, err := b.Build(r)
+	if err != nil {
+		return err
+	}
+	// The ZoneAwarePodDisruptionBudgets are watched once their CRD is seen
+	// (zpdbReader): a watch of a missing CRD would only log errors.
+	r.zpdbs.watch = zpdbWatch(mgr, c)
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers/internal/patch"
+	"github.com/echelon-operator/echelon/controllers/internal/source"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
@@ -308,7 +309,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 func New(mgr ctrl.Manager) *Reconciler {
 	return &Reconciler{
 		Client:    mgr.GetClient(),
-		events:    mgr.GetEventRecorder("echelon"),
+		events:    source.Recorder(mgr.GetEventRecorder("echelon")),
 		apiReader: mgr.GetAPIReader(),
 		deletions: newDeletionExpectations(),
 		revisions: newRevisionMemo(),

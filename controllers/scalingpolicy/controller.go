@@ -18,9 +18,11 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers/internal/patch"
+	"github.com/echelon-operator/echelon/controllers/internal/source"
 	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/migrate"
 	"github.com/echelon-operator/echelon/internal/scaling"
 )
 
@@ -146,6 +148,12 @@ func (r *Reconciler) scale(ctx context.Context, sp *v1alpha1.ScalingPolicy, obs 
 	}
 	patched := obs.target.DeepCopy()
 	patched.Spec.Replicas = plan.Scale
+	if *plan.Scale < plan.Current && sp.Labels[v1alpha1.GrafanaCompatLabel] == "true" {
+		// The Grafana protocol's record, in the same patch: a Grafana
+		// operator put back (switching back from compat mode) waits for
+		// the zone delay after this downscale too.
+		metav1.SetMetaDataAnnotation(&patched.ObjectMeta, migrate.LastDownscaleAnnotation, migrate.FormatLastDownscale(r.now()))
+	}
 	// The field manager, with the operator's user, tells the no-downscale
 	// webhook that this downscale is the policy's own.
 	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(obs.target, client.MergeFromWithOptimisticLock{}),
@@ -218,7 +226,7 @@ func New(mgr ctrl.Manager) *Reconciler {
 	r := &Reconciler{
 		Client:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
-		events:    mgr.GetEventRecorder("echelon"),
+		events:    source.Recorder(mgr.GetEventRecorder("echelon")),
 		now:       time.Now,
 	}
 	r.sources = &sourceWatches{cache: mgr.GetCache(), mapper: r.requestsForResource, watched: map[schema.GroupVersionKind]bool{}}

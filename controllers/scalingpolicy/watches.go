@@ -18,6 +18,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/lookup"
+	"github.com/echelon-operator/echelon/internal/migrate"
 )
 
 // requestsForStatefulSet maps a StatefulSet event to the policies that scale it
@@ -169,11 +170,14 @@ var delayedEligibleChanged = predicates.UpdatedWhen(func(o, n *v1alpha1.DelayedD
 })
 
 // statefulSetChanged passes the StatefulSet updates a policy reads: its
-// replicas (spec and status, Ready count) and generation.
+// replicas (spec and status, Ready count) and generation, and the Grafana
+// protocol's record of its last downscale, which the zone delay of a group
+// compat mode keeps counts from.
 var statefulSetChanged = predicates.UpdatedWhen(func(o, n *appsv1.StatefulSet) bool {
 	return o.Generation != n.Generation || o.Status.ObservedGeneration != n.Status.ObservedGeneration ||
 		o.Status.Replicas != n.Status.Replicas || o.Status.ReadyReplicas != n.Status.ReadyReplicas ||
-		!equality.Semantic.DeepEqual(o.Labels, n.Labels)
+		!equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
+		o.Annotations[migrate.LastDownscaleAnnotation] != n.Annotations[migrate.LastDownscaleAnnotation]
 })
 
 // SetupWithManager registers the controller and its watches; source resources

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -69,13 +70,32 @@ func New(cfg *rest.Config, o options.Options) (Provider, error) {
 		return nil, fmt.Errorf("webhook certificates: %w", err)
 	}
 	ns := o.OperatorNamespace()
-	return NewSelfSigned(cs, SelfSignedOptions{
+	opts := SelfSignedOptions{
 		Namespace:    ns,
 		SecretName:   w.CertSecret,
 		SANs:         ServingSANs(w.Service, ns, o.ClusterDomain, w.ExtraSANs),
 		CertValidity: w.CertValidity,
 		CAValidity:   w.CAValidity,
-	})
+	}
+	if o.GrafanaCompat {
+		grafana := ServingSANs(o.GrafanaCompatService, ns, o.ClusterDomain, nil)
+		opts.SANs = ServingSANs(w.Service, ns, o.ClusterDomain, append(slices.Clone(w.ExtraSANs), grafana.DNSNames...))
+		opts.AlsoInject = []string{GrafanaInjectionSelector(ns)}
+	}
+	return NewSelfSigned(cs, opts)
+}
+
+// The Grafana rollout-operator's labels on the webhook configurations that
+// get its CA: compat mode injects Echelon's into them instead.
+const (
+	GrafanaInjectCALabel  = "grafana.com/inject-rollout-operator-ca"
+	GrafanaNamespaceLabel = "grafana.com/namespace"
+)
+
+// GrafanaInjectionSelector selects the webhook configurations the Grafana
+// rollout-operator of namespace injects its CA into.
+func GrafanaInjectionSelector(namespace string) string {
+	return GrafanaInjectCALabel + "=true," + GrafanaNamespaceLabel + "=" + namespace
 }
 
 // served is the certificate a replica presents, swapped atomically so that a

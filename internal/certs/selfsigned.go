@@ -58,6 +58,10 @@ type SelfSignedOptions struct {
 	// Propagation: see Policy.Propagation. Zero means 10s, or a twelfth of
 	// CAValidity when that is shorter.
 	Propagation time.Duration
+	// AlsoInject are label selectors of further webhook configurations that
+	// get the CA bundle (compat mode: the Grafana rollout-operator's). They
+	// are kept current, and waited for in a CA rotation, as Echelon's own.
+	AlsoInject []string
 }
 
 // SelfSigned keeps a self-signed CA and serving certificate in one Secret
@@ -77,7 +81,8 @@ type SelfSigned struct {
 	mu      sync.Mutex
 	log     logr.Logger
 	secrets cache.SharedIndexInformer
-	inject  *injector
+	// inject are the injectors of selector and of opts.AlsoInject, in order.
+	inject  []*injector
 	started bool
 	// waiting is the reason of the last decision to wait, logged once.
 	waiting string
@@ -160,13 +165,15 @@ func (p *SelfSigned) Start(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	inj := newInjector(p.client, p.selector, p.bundleFromCache, p.liveBundle, p.wake, log)
+	var injectors []*injector
+	for _, selector := range append([]string{p.selector}, p.opts.AlsoInject...) {
+		injectors = append(injectors, newInjector(p.client, selector, p.bundleFromCache, p.liveBundle, p.wake, log.WithValues("selector", selector)))
+	}
 	p.mu.Lock()
-	p.inject = inj
+	p.inject = injectors
 	p.mu.Unlock()
 	go p.secrets.RunWithContext(ctx)
-	injectDone := make(chan error, 1)
-	go func() { injectDone <- inj.run(ctx) }()
+	injectDone := runInjectors(ctx, injectors)
 	if !cache.WaitForCacheSync(ctx.Done(), p.secrets.HasSynced) {
 		// Only an ended ctx stops the wait: a shutdown, not a failure.
 		return <-injectDone
@@ -345,9 +352,17 @@ func (p *SelfSigned) get(ctx context.Context) (*corev1.Secret, error) {
 // Start, when it is not known.
 func (p *SelfSigned) injected(secret *corev1.Secret) bool {
 	p.mu.Lock()
-	inj := p.inject
+	injectors := p.inject
 	p.mu.Unlock()
-	return inj != nil && secret != nil && len(secret.Data[KeyCABundle]) > 0 && inj.injected(secret.Data[KeyCABundle])
+	if len(injectors) == 0 || secret == nil || len(secret.Data[KeyCABundle]) == 0 {
+		return false
+	}
+	for _, inj := range injectors {
+		if !inj.injected(secret.Data[KeyCABundle]) {
+			return false
+		}
+	}
+	return true
 }
 
 // logWaiting logs why nothing is done while a rotation waits, once per reason.
@@ -390,9 +405,9 @@ func (p *SelfSigned) onSecret(obj any) {
 		}
 	}
 	p.mu.Lock()
-	inj := p.inject
+	injectors := p.inject
 	p.mu.Unlock()
-	if inj != nil {
+	for _, inj := range injectors {
 		inj.enqueueAll()
 	}
 	p.wake()
@@ -451,3 +466,23 @@ func (p *SelfSigned) logger() logr.Logger {
 }
 
 func (p *SelfSigned) leafOrNil() *tls.Certificate { return p.cert.Load() }
+
+// runInjectors runs every injector until ctx ends; the channel gives the
+// first error, or nil, once all have returned.
+func runInjectors(ctx context.Context, injectors []*injector) <-chan error {
+	done := make(chan error, 1)
+	errs := make(chan error, len(injectors))
+	for _, inj := range injectors {
+		go func() { errs <- inj.run(ctx) }()
+	}
+	go func() {
+		var first error
+		for range injectors {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		done <- first
+	}()
+	return done
+}

@@ -307,7 +307,7 @@ func TestInjection(t *testing.T) {
 	// injector handles one configuration at a time, in the order of the
 	// events: once the caBundle cleared after it is back, the first change
 	// has been handled, so the count of patches is exact.
-	before := p.inject.patches.Load()
+	before := p.inject[0].patches.Load()
 	c = e.validating(labelled)
 	c.Annotations = map[string]string{"touched": "yes"}
 	if _, err := vwcs.Update(e.ctx, c, metav1.UpdateOptions{}); err != nil {
@@ -319,7 +319,7 @@ func TestInjection(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "the second cleared caBundle to come back", injectedEverywhere)
-	if got := p.inject.patches.Load() - before; got != 1 {
+	if got := p.inject[0].patches.Load() - before; got != 1 {
 		t.Errorf("%d patches for one cleared caBundle and one unrelated change, want 1", got)
 	}
 }
@@ -554,29 +554,14 @@ func TestRotateCA(t *testing.T) {
 	eventually(t, 20*time.Second, "the first bundle to be injected", func() bool {
 		return allEqual(e.validatingBundles(config), e.secret()[KeyCABundle])
 	})
-	if err := ps[0].RotateCA(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	data := e.secret()
-	bundle, err := parseCerts(data[KeyCABundle])
-	if err != nil || len(bundle) != 2 || !bundle[1].Equal(first) {
-		t.Fatalf("bundle after RotateCA: %d CAs (%v), want the new CA and the first", len(bundle), err)
-	}
+	data, bundle := e.rotateCA(ps[0], first)
 	if mustParse(t, data[KeyServingCert]).CheckSignatureFrom(first) != nil {
 		t.Fatal("the serving certificate moved to the new CA at once")
 	}
 	if err := ps[1].Rotate(e.ctx); err == nil {
 		t.Error("Rotate during a CA rotation succeeded")
 	}
-	eventually(t, 20*time.Second, "both replicas to serve a certificate of the new CA, its bundle injected", func() bool {
-		for _, p := range ps {
-			c, _ := p.GetCertificate(nil)
-			if c.Leaf.CheckSignatureFrom(bundle[0]) != nil {
-				return false
-			}
-		}
-		return true
-	})
+	eventually(t, 20*time.Second, "both replicas to serve a certificate of the new CA, its bundle injected", allServeCertificatesOf(ps, bundle[0]))
 	if !allEqual(e.validatingBundles(config), data[KeyCABundle]) {
 		t.Error("a replica serves the new CA's certificate while the configuration lacks the new bundle")
 	}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/migrate"
 	"github.com/echelon-operator/echelon/internal/rollout"
 	"github.com/echelon-operator/echelon/internal/scaling"
 )
@@ -162,7 +163,9 @@ func DownscaleGroup(ctx context.Context, c client.Reader, target *appsv1.Statefu
 	return DownscaleGroupOf(ctx, c, rg, target)
 }
 
-// DownscaleGroupOf is DownscaleGroup for rg, known to claim target. Whether
+// DownscaleGroupOf is DownscaleGroup for rg, known to claim target. In a
+// group compat mode keeps (v1alpha1.GrafanaCompatLabel), a member's
+// grafana.com/last-downscale annotation counts as a downscale too. Whether
 // the other members are whole is not read here: the group's disruption
 // budget judges that on their pods (package budget).
 func DownscaleGroupOf(ctx context.Context, c client.Reader, rg *v1alpha1.RolloutGroup, target *appsv1.StatefulSet) (*scaling.Group, error) {
@@ -185,6 +188,14 @@ func DownscaleGroupOf(ctx context.Context, c client.Reader, rg *v1alpha1.Rollout
 		for _, p := range policies {
 			if t := p.Status.LastDownscaleTime; t != nil && t.After(member.LastDownscale) {
 				member.LastDownscale = t.Time
+			}
+		}
+		if rg.Labels[v1alpha1.GrafanaCompatLabel] == "true" {
+			// A group compat mode keeps also counts the downscales the
+			// Grafana operator recorded before the handover; an unreadable
+			// value counts as none (compat mode warns about it).
+			if t, err := migrate.LastDownscaleOf(m.StatefulSet); err == nil && t.After(member.LastDownscale) {
+				member.LastDownscale = t
 			}
 		}
 		g.Others = append(g.Others, member)

@@ -13,6 +13,13 @@ const (
 	WebhookNoDownscale      = "no-downscale"
 	WebhookPrepareDownscale = "prepare-downscale"
 	WebhookValidate         = "validate"
+	// The paths compat mode answers for the Grafana rollout-operator's
+	// webhook configurations, where they are not Echelon's own:
+	// /admission/pod-eviction judges as the eviction webhook does,
+	// /admission/zpdb-validation validates ZoneAwarePodDisruptionBudgets.
+	// (no-downscale and prepare-downscale have the same paths in both.)
+	WebhookGrafanaPodEviction    = "pod-eviction"
+	WebhookGrafanaZPDBValidation = "zpdb-validation"
 
 	// Decisions: allowed and denied are answers about the object; error is a
 	// request the webhook could not judge (undecodable, a failed lookup, a

@@ -177,3 +177,16 @@ func (t *translation) setGroupBudget(ref, namespace, group string, zones []*work
 	}
 	return false
 }
+
+// ZoneAwarePDBKind is the kind of the Grafana operator's zone-aware
+// budgets, in ZoneAwarePDBGroup.
+const ZoneAwarePDBKind = "ZoneAwarePodDisruptionBudget"
+
+// ValidateZoneAwarePDB checks a ZoneAwarePodDisruptionBudget's fields
+// alone, as the Grafana operator's zpdb-validation webhook does: the errors
+// (Key names the field) are those that keep it from being translated.
+func ValidateZoneAwarePDB(pdb ZoneAwarePDB) []Finding {
+	t := &translation{workloads: map[string]*workload{}}
+	t.zoneBudget(pdb)
+	return slices.DeleteFunc(t.result.Findings, func(f Finding) bool { return f.Severity != SeverityError })
+}

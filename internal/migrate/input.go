@@ -99,7 +99,7 @@ func (in *Input) add(u *unstructured.Unstructured, defaultNamespace string) erro
 			return err
 		}
 		in.ReplicaSets = append(in.ReplicaSets, rs)
-	case gvk.Group == ZoneAwarePDBGroup && gvk.Kind == "ZoneAwarePodDisruptionBudget":
+	case gvk.Group == ZoneAwarePDBGroup && gvk.Kind == ZoneAwarePDBKind:
 		spec, _, _ := unstructured.NestedMap(u.Object, "spec")
 		in.ZoneAwarePDBs = append(in.ZoneAwarePDBs, ZoneAwarePDB{Namespace: u.GetNamespace(), Name: u.GetName(), Spec: spec})
 	case gvk.Group == "admissionregistration.k8s.io" && (gvk.Kind == "ValidatingWebhookConfiguration" || gvk.Kind == "MutatingWebhookConfiguration"):

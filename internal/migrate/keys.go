@@ -48,3 +48,7 @@ var knownWorkloadKeys = map[string]bool{
 	labelNoDownscale: true, labelPrepareDownscale: true, annotationPreparePath: true,
 	annotationPreparePort: true, annotationLastDownscale: true,
 }
+
+// RolloutGroupLabel is the Grafana operator's label that puts a StatefulSet
+// in a rollout-group; the RolloutGroup migrate writes has its value as name.
+const RolloutGroupLabel = labelRolloutGroup

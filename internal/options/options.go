@@ -50,6 +50,11 @@ type Options struct {
 	// GrafanaCompat acts on the Grafana rollout-operator's labels and
 	// annotations as on the resources `echelon migrate` would write.
 	GrafanaCompat bool
+	// GrafanaCompatService is the Service the Grafana operator's webhook
+	// configurations name (in the operator's namespace): with GrafanaCompat,
+	// the self-signed serving certificate names it too, and its CA is
+	// injected into the configurations labelled for the Grafana operator.
+	GrafanaCompatService string
 }
 
 // WebhookOptions configure the admission webhook server and its certificate.
@@ -92,6 +97,7 @@ func Default() Options {
 		KubeAPIBurst:             100,
 		LogFormat:                "json",
 		LogLevel:                 "info",
+		GrafanaCompatService:     "rollout-operator",
 		Webhook: WebhookOptions{
 			Port:         8443,
 			CertSecret:   "echelon-webhook-tls",
@@ -113,6 +119,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "How long the leader retries renewing the Lease before it steps down.")
 	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "How often candidates try to acquire or renew the Lease.")
 	fs.BoolVar(&o.GrafanaCompat, "grafana-compat", o.GrafanaCompat, "Act on the Grafana rollout-operator's labels and annotations: keep the RolloutGroups, ScalingPolicies and DelayedDownscales they translate to (labelled echelon.dev/grafana-compat) in the watched namespaces. A resource of your own that claims the same StatefulSet wins.")
+	fs.StringVar(&o.GrafanaCompatService, "grafana-compat-service", o.GrafanaCompatService, "With --grafana-compat: the Service, in the operator's namespace, that the Grafana rollout-operator's webhook configurations name. The self-signed serving certificate names it, and its CA is injected into the webhook configurations labelled grafana.com/inject-rollout-operator-ca=true and grafana.com/namespace=<operator namespace>.")
 	fs.Func("namespaces", "Comma-separated namespaces to watch; empty watches all namespaces.", func(v string) error {
 		o.Namespaces = splitList(v)
 		return nil
@@ -174,6 +181,11 @@ func (o *Options) Validate() error {
 		}
 		if o.LeaderElectRetryPeriod <= 0 || o.LeaderElectRetryPeriod >= o.LeaderElectRenewDeadline {
 			errs = append(errs, fmt.Errorf("--leader-elect-retry-period=%s: must be greater than 0 and less than --leader-elect-renew-deadline", o.LeaderElectRetryPeriod))
+		}
+	}
+	if o.GrafanaCompat {
+		if msgs := validation.IsDNS1123Label(o.GrafanaCompatService); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--grafana-compat-service=%q: %s", o.GrafanaCompatService, strings.Join(msgs, "; ")))
 		}
 	}
 	return errors.Join(errs...)

@@ -90,6 +90,7 @@ until a feature uses them.
 - --pod-address={{ .Values.podAddress }}
 {{- if .Values.grafanaCompat }}
 - --grafana-compat
+- --grafana-compat-service={{ .Values.grafanaCompatService.name }}
 {{- end }}
 - --cluster-domain={{ .Values.clusterDomain }}
 - --kube-api-qps={{ .Values.kubeAPI.qps }}
