@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers/internal/patch"
+	"github.com/echelon-operator/echelon/internal/analysis"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
@@ -52,7 +54,9 @@ type Reconciler struct {
 	revisions *revisionMemo
 	status    *statusLedger
 	queriers  *querierCache
-	now       func() time.Time
+	// httpChecks sends the GETs of http analysis checks.
+	httpChecks analysis.HTTPGetter
+	now        func() time.Time
 }
 
 // +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups,verbs=get;list;watch
@@ -314,6 +318,8 @@ func New(mgr ctrl.Manager) *Reconciler {
 		revisions: newRevisionMemo(),
 		status:    newStatusLedger(),
 		queriers:  newQuerierCache(),
-		now:       time.Now,
+		// Each request carries its own timeout (spec); none on the client.
+		httpChecks: analysis.NewHTTPGetter(&http.Client{}),
+		now:        time.Now,
 	}
 }
