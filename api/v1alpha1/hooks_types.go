@@ -227,7 +227,9 @@ type MemberHookStatus struct {
 	Name string `json:"name"`
 	// revision is the update revision the hooks were called for.
 	Revision string `json:"revision"`
-	// beforeTime is when beforeMember succeeded (or failed with Ignore).
+	// beforeTime is when the member started rolling the revision: when
+	// beforeMember succeeded (or failed with failurePolicy Ignore), or its
+	// first batch when the group has no beforeMember hook.
 	// +optional
 	BeforeTime *metav1.Time `json:"beforeTime,omitempty"`
 	// afterTime is when afterMember succeeded (or failed with Ignore).

@@ -74,7 +74,7 @@ func TestHTTPCheckGatesMembers(t *testing.T) {
 	consul := newConsulStub(t, 0)
 	check := v1alpha1.AnalysisCheck{
 		Name: "consul", Gate: v1alpha1.GateAfterMember,
-		HTTP: &v1alpha1.HTTPCheck{URL: consul.srv.URL + "/v1/health/service/{{ .Member }}?passing", JSONPath: "#"},
+		HTTP:      &v1alpha1.HTTPCheck{URL: consul.srv.URL + "/v1/health/service/{{ .Member }}?passing", JSONPath: "#"},
 		Condition: v1alpha1.CheckCondition{Compare: &v1alpha1.Comparison{Operator: v1alpha1.OperatorGreaterOrEqual, Threshold: "2"}},
 		Interval:  &metav1.Duration{Duration: time.Second}, FailureThreshold: 100,
 	}
