@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +26,9 @@ import (
 // fixedHook is the hook of every pod, or none.
 type fixedHook struct{ hook *RemovalHook }
 
-func (f fixedHook) RemovalHook(context.Context, *corev1.Pod) (*RemovalHook, error) { return f.hook, nil }
+func (f fixedHook) RemovalHook(context.Context, *corev1.Pod) (*RemovalHook, error) {
+	return f.hook, nil
+}
 
 // TestEvictionCallsRemovalHook: an eviction the budget allows calls the
 // pod's hook with reason eviction first; a failure under Fail refuses it

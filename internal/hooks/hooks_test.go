@@ -68,7 +68,7 @@ func TestWithin(t *testing.T) {
 	tests := []struct {
 		in, want Settings
 	}{
-		{in: Settings{Timeout: time.Second, Retries: 2}, want: Settings{Timeout: time.Second, Retries: 2}},       // 4.5s fits
+		{in: Settings{Timeout: time.Second, Retries: 2}, want: Settings{Timeout: time.Second, Retries: 2}},         // 4.5s fits
 		{in: Settings{Timeout: 2 * time.Second, Retries: 2}, want: Settings{Timeout: 2 * time.Second, Retries: 1}}, // 7s, then 4.5s
 		{in: Settings{Timeout: 5 * time.Second, Retries: 2}, want: Settings{Timeout: 5 * time.Second, Retries: 0}},
 		{in: Settings{Timeout: 30 * time.Second, Retries: 5}, want: Settings{Timeout: EvictionBudget, Retries: 0}},
