@@ -8,11 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/podcall"
 )
 
 // maxAnswer bounds what is read of an answer: only its status matters.
@@ -51,26 +50,8 @@ type Caller struct {
 // Do makes every call concurrently (a bounded number at a time) and returns
 // each one's result by key. hook and reason label the metrics.
 func (c *Caller) Do(ctx context.Context, hook, reason string, s Settings, calls []Call) map[string]Result {
-	limit := c.Concurrency
-	if limit <= 0 {
-		limit = 8
-	}
-	sem := make(chan struct{}, limit)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	out := make(map[string]Result, len(calls))
-	for _, call := range calls {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			r := c.one(ctx, hook, reason, s, call)
-			mu.Lock()
-			out[call.Key] = r
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return out
+	return podcall.Concurrently(c.Concurrency, calls, func(call Call) string { return call.Key },
+		func(call Call) Result { return c.one(ctx, hook, reason, s, call) })
 }
 
 // one makes a call and its retries: a failure (non-2xx) or an error (no
@@ -143,18 +124,7 @@ func (c *Caller) post(ctx context.Context, timeout time.Duration, call Call, bod
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if resp.StatusCode/100 != 2 {
-		return resp.StatusCode, fmt.Errorf("POST %s answered %d: %s", call.URL, resp.StatusCode, excerpt(answer))
+		return resp.StatusCode, fmt.Errorf("POST %s answered %d: %s", call.URL, resp.StatusCode, podcall.Excerpt(answer))
 	}
 	return resp.StatusCode, nil
-}
-
-func excerpt(body []byte) string {
-	s := strings.TrimSpace(string(body))
-	if len(s) > 120 {
-		s = s[:120] + "..."
-	}
-	if s == "" {
-		return "(empty body)"
-	}
-	return fmt.Sprintf("%q", s)
 }
