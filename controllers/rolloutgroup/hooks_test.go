@@ -273,7 +273,7 @@ func TestMemberHooks(t *testing.T) {
 		t.Errorf("zone-b pods %v while its beforeMember fails, want both on r1", got)
 	}
 	srv.setFailing("/before/zone-b", false)
-	rg := e.waitRolledToTag("ingester", "r2", 60*time.Second)
+	e.waitRolledToTag("ingester", "r2", 60*time.Second)
 	expectNoBreaches(t, mon)
 	e.Eventually(10*time.Second, "afterMember of zone-b", func() (bool, error) {
 		return slices.ContainsFunc(srv.recorded(), func(c hookCall) bool { return c.path == "/after/zone-b" }), nil
@@ -293,7 +293,7 @@ func TestMemberHooks(t *testing.T) {
 			t.Errorf("member hook body %+v on %s", c.member, c.path)
 		}
 	}
-	rg = e.GetGroup("ingester")
+	rg := e.GetGroup("ingester")
 	if rg.Status.Hooks == nil || len(rg.Status.Hooks.Members) != 2 {
 		t.Fatalf("status.hooks %+v, want a record per member", rg.Status.Hooks)
 	}
