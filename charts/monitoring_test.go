@@ -68,7 +68,7 @@ func renderedAlerts(t *testing.T, args ...string) []alertRule {
 var wantAlerts = []string{
 	"EchelonRolloutGroupStalled", "EchelonRolloutGroupBlocked", "EchelonRolloutGroupPausedLong",
 	"EchelonRolloutGroupWaitingForPromote", "EchelonRolloutGroupAnalysisFailed", "EchelonRolloutGroupAnalysisErrors",
-	"EchelonReconcileErrors", "EchelonOperatorAbsent", "EchelonScalingPolicyBlocked", "EchelonDelayedDownscaleBlocked",
+	"EchelonHookCallsFailing", "EchelonReconcileErrors", "EchelonOperatorAbsent", "EchelonScalingPolicyBlocked", "EchelonDelayedDownscaleBlocked",
 	"EchelonWebhookErrors", "EchelonWebhookCertificateExpiring", "EchelonEvictionsRefusedLong", "EchelonNoLeader",
 }
 
@@ -295,7 +295,8 @@ func TestDashboard(t *testing.T) {
 	for _, want := range []string{"Phase", "Rollout progress", "Rollout duration", "Reconcile errors", "Pods rolled", "Leader",
 		"Webhook requests", "Webhook latency (p99)", "Pod call failures",
 		"Analysis check results", "Analysis query latency (p99)", "Rollbacks",
-		"Evictions", "Disruption decisions", "Disruption hold conflicts", "Eviction webhook latency (p50, p99)"} {
+		"Evictions", "Disruption decisions", "Disruption hold conflicts", "Eviction webhook latency (p50, p99)",
+		"Hook calls", "Hook call latency (p99)"} {
 		if !slices.Contains(titles, want) {
 			t.Errorf("dashboard panels %v lack %q", titles, want)
 		}

@@ -29,7 +29,7 @@ func Setup(mgr ctrl.Manager, addressing podcall.Addressing) error {
 	if err := lookup.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	if err := rolloutgroup.New(mgr).SetupWithManager(mgr); err != nil {
+	if err := rolloutgroup.New(mgr).WithAddressing(addressing).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the RolloutGroup controller: %w", err)
 	}
 	if err := scalingpolicy.New(mgr).SetupWithManager(mgr); err != nil {

@@ -105,7 +105,7 @@ func (p *promSetup) flip(ctx context.Context, member string, v float64) time.Tim
 
 // analysis is a spec.analysis against the server with checks and soak.
 func (p *promSetup) analysis(soak time.Duration, checks ...v1alpha1.AnalysisCheck) *v1alpha1.RolloutAnalysis {
-	a := &v1alpha1.RolloutAnalysis{Prometheus: v1alpha1.PrometheusSource{Address: p.prom.Address()}, Checks: checks}
+	a := &v1alpha1.RolloutAnalysis{Prometheus: &v1alpha1.PrometheusSource{Address: p.prom.Address()}, Checks: checks}
 	if soak > 0 {
 		a.SoakTime = &metav1.Duration{Duration: soak}
 	}

@@ -64,7 +64,7 @@ func expectDone(run framework.PluginRun, did string) {
 func unreachableGates(spec *v1alpha1.RolloutGroupSpec) {
 	spec.MaxUnavailable = ptr.To(intstr.FromInt32(1))
 	spec.Analysis = &v1alpha1.RolloutAnalysis{
-		Prometheus: v1alpha1.PrometheusSource{Address: "http://127.0.0.1:1"},
+		Prometheus: &v1alpha1.PrometheusSource{Address: "http://127.0.0.1:1"},
 		Checks: []v1alpha1.AnalysisCheck{{
 			Name: "never-answers", Query: "up", Condition: v1alpha1.CheckCondition{HasData: ptr.To(true)},
 			Interval: &metav1.Duration{Duration: time.Second}, ErrorThreshold: 1000, Gate: v1alpha1.GateAfterMember,

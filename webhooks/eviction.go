@@ -19,7 +19,9 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/disruption"
+	"github.com/echelon-operator/echelon/internal/hooks"
 	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/podcall"
 )
 
 // Reasons of the eviction webhook's answers (metric labels) besides the
@@ -70,6 +72,11 @@ var evictionKinds = []schema.GroupVersionKind{
 type Eviction struct {
 	Cluster Cluster
 	Budgets EvictionBudgets
+	// Hooks, Caller and Addressing call the pod's beforePodRemoval hook
+	// (reason eviction) once the eviction is allowed; no hook when nil.
+	Hooks      EvictionHooks
+	Caller     *hooks.Caller
+	Addressing podcall.Addressing
 }
 
 func (h *Eviction) decide(ctx context.Context, req *admissionv1.AdmissionRequest) verdict {
@@ -139,15 +146,23 @@ func (h *Eviction) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		}
 		metrics.DisruptionDecisions.WithLabelValues(metrics.RequesterEviction, metrics.DecisionAllowed, "").Inc()
 	}
-	switch {
-	case !judged && len(unusable) > 0:
-		return allow(reasonInvalidBudget, unusable...)
-	case !judged:
-		return allow(reasonNotCovered)
-	case dryRun:
+	if dryRun {
+		if !judged {
+			return allow(reasonNotCovered)
+		}
 		return allow(reasonEvictionDryRun, unusable...)
 	}
-	return allow(reasonEvictionAllowed, unusable...)
+	refusal, warnings := h.callRemovalHook(ctx, pod)
+	if refusal != nil {
+		return *refusal
+	}
+	switch {
+	case !judged && len(unusable) > 0:
+		return allow(reasonInvalidBudget, append(unusable, warnings...)...)
+	case !judged:
+		return allow(reasonNotCovered, warnings...)
+	}
+	return allow(reasonEvictionAllowed, append(unusable, warnings...)...)
 }
 
 // refuseEviction answers 429 with the budget's reason, as the API server

@@ -72,7 +72,8 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 	log := ctrl.Log.WithName("webhooks")
 	prepare := &PrepareDownscale{Cluster: cluster, Budget: NewDownscaleBudget(mgr.GetClient(), mgr.GetAPIReader()),
 		Identity: cfg.Identity, Pods: NewPodClient(), Addressing: cfg.Addressing, Now: time.Now}
-	eviction := &Eviction{Cluster: cluster, Budgets: NewEvictionBudgets(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetClient(), time.Now)}
+	eviction := &Eviction{Cluster: cluster, Budgets: NewEvictionBudgets(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetClient(), time.Now),
+		Hooks: NewEvictionHooks(mgr.GetClient()), Caller: newHookCaller(), Addressing: cfg.Addressing}
 	type handler struct {
 		name string
 		decider

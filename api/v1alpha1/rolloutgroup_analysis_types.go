@@ -76,11 +76,13 @@ const (
 	AnnotationAbort = "echelon.dev/abort"
 )
 
-// RolloutAnalysis gates a rollout on Prometheus queries.
+// RolloutAnalysis gates a rollout on Prometheus queries and HTTP checks.
+// +kubebuilder:validation:XValidation:rule="has(self.prometheus) || self.checks.all(c, !has(c.query))",message="spec.analysis.prometheus is required when a check has a query"
 type RolloutAnalysis struct {
-	// prometheus is the server the checks query.
-	// +required
-	Prometheus PrometheusSource `json:"prometheus"`
+	// prometheus is the server the query checks ask. Required when a check
+	// has a query; HTTP checks do not use it.
+	// +optional
+	Prometheus *PrometheusSource `json:"prometheus,omitempty"`
 
 	// checks are the queries that must pass at each gate. A gate of kind
 	// AfterBatch evaluates the AfterBatch checks, a gate of kind AfterMember the
@@ -176,7 +178,10 @@ type PrometheusTLS struct {
 	ServerName string `json:"serverName,omitempty"`
 }
 
-// AnalysisCheck is one query and the condition its result must meet.
+// AnalysisCheck is one query, or one HTTP request, and the condition its
+// result must meet.
+// +kubebuilder:validation:XValidation:rule="has(self.query) != has(self.http)",message="spec.analysis.checks[]: set exactly one of query (PromQL) or http"
+// +kubebuilder:validation:XValidation:rule="!has(self.query) || !has(self.condition.equals)",message="spec.analysis.checks[].condition.equals applies to http checks only: a query's samples are numbers"
 type AnalysisCheck struct {
 	// name identifies the check in status, Events and metrics.
 	// +required
@@ -191,12 +196,21 @@ type AnalysisCheck struct {
 	// revision. It is not a Go template: anything else between {{ and }} is
 	// refused. The expanded query is at most 64 KiB. For example
 	// 'sum(rate(errors_total{namespace="{{ .Namespace }}",pod=~"{{ .Member }}-.*"}[1m]))'.
-	// +required
+	// Exactly one of query and http is set.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
-	Query string `json:"query"`
+	Query string `json:"query,omitempty"`
+
+	// http is a GET whose answer is the check's result, instead of a query:
+	// for example a service-discovery health endpoint (Consul's
+	// /v1/health/service/<service>?passing) or a load balancer's target
+	// health. Exactly one of query and http is set.
+	// +optional
+	HTTP *HTTPCheck `json:"http,omitempty"`
 
 	// condition is what the query's result must meet for the check to succeed.
+	// For an http check it judges the answer: see HTTPCheck.
 	// +required
 	Condition CheckCondition `json:"condition"`
 
@@ -250,8 +264,8 @@ type AnalysisCheck struct {
 	Gate AnalysisGate `json:"gate,omitempty"`
 }
 
-// CheckCondition is exactly one of hasData or compare.
-// +kubebuilder:validation:XValidation:rule="has(self.hasData) != has(self.compare)",message="spec.analysis.checks[].condition must set exactly one of hasData or compare"
+// CheckCondition is exactly one of hasData, compare or equals.
+// +kubebuilder:validation:XValidation:rule="(has(self.hasData) ? 1 : 0) + (has(self.compare) ? 1 : 0) + (has(self.equals) ? 1 : 0) == 1",message="spec.analysis.checks[].condition must set exactly one of hasData, compare or equals"
 type CheckCondition struct {
 	// hasData true succeeds when the query returns at least one sample; false
 	// succeeds when it returns none (for example no alert firing).
@@ -261,6 +275,12 @@ type CheckCondition struct {
 	// comparison. A query that returns no sample fails it.
 	// +optional
 	Compare *Comparison `json:"compare,omitempty"`
+	// equals succeeds when the JSON field an http check selects is this
+	// string, or a number, boolean or null printed as this string (for
+	// example "passing", "true" or "3"). For http checks only.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Equals *string `json:"equals,omitempty"`
 }
 
 // Comparison compares each sample's value with a threshold.
@@ -349,7 +369,8 @@ type CheckStatus struct {
 	// lastError is the last query error; cleared by the next result.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
-	// query is the PromQL last sent, after template expansion.
+	// query is the PromQL last sent, after template expansion; for an http
+	// check, "GET " and the URL last requested.
 	// +optional
 	Query string `json:"query,omitempty"`
 }

@@ -143,6 +143,12 @@ type RolloutGroupSpec struct {
 	// +optional
 	// +kubebuilder:default=Pause
 	OnFailure FailurePolicy `json:"onFailure,omitempty"`
+
+	// hooks are HTTP calls around the disruptions the group causes: to each
+	// pod before it is removed, with the reason, and before and after each
+	// member rolls. See docs/hooks-and-http-gates.md.
+	// +optional
+	Hooks *RolloutGroupHooks `json:"hooks,omitempty"`
 }
 
 // RolloutStep is one stage of a rollout: roll up to percent of the group's
@@ -499,6 +505,11 @@ type RolloutGroupStatus struct {
 	// analysis is the state of spec.analysis gates, failures and rollbacks.
 	// +optional
 	Analysis *AnalysisStatus `json:"analysis,omitempty"`
+
+	// hooks records the member hooks called for the members' update
+	// revisions.
+	// +optional
+	Hooks *HooksStatus `json:"hooks,omitempty"`
 	// conditions: Ready, Progressing, Paused.
 	// +optional
 	// +listType=map

@@ -75,24 +75,34 @@ func (r *Reconciler) analyze(ctx context.Context, rg *v1alpha1.RolloutGroup, in 
 	return ap, written, restoreErr
 }
 
-// runChecks queries the due checks concurrently and returns their outcomes by
+// runChecks runs the due checks concurrently and returns their outcomes by
 // check name. A Prometheus that cannot be reached, a Secret that cannot be
 // read, a template that cannot be expanded: each is an error outcome of every
-// check concerned, counted against its errorThreshold.
+// check concerned, counted against its errorThreshold. HTTP checks do not need
+// Prometheus.
 func (r *Reconciler) runChecks(ctx context.Context, rg *v1alpha1.RolloutGroup, vars analysis.Vars, checks []v1alpha1.AnalysisCheck) map[string]analysis.Outcome {
 	outcomes := make(map[string]analysis.Outcome, len(checks))
-	q, err := r.querierFor(ctx, rg)
-	if err != nil {
-		for _, c := range checks {
-			outcomes[c.Name] = analysis.Outcome{Err: err}
+	var q analysis.Querier
+	var qErr error
+	for _, c := range checks {
+		if c.HTTP == nil {
+			q, qErr = r.querierFor(ctx, rg)
+			break
 		}
-		return outcomes
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, c := range checks {
 		wg.Go(func() {
-			o := runCheck(ctx, q, c, vars, r.now)
+			var o analysis.Outcome
+			switch {
+			case c.HTTP != nil:
+				o = r.runHTTPCheck(ctx, rg, c, vars)
+			case qErr != nil:
+				o = analysis.Outcome{Err: qErr}
+			default:
+				o = runCheck(ctx, q, c, vars, r.now)
+			}
 			mu.Lock()
 			outcomes[c.Name] = o
 			mu.Unlock()
@@ -123,11 +133,51 @@ func runCheck(ctx context.Context, q analysis.Querier, c v1alpha1.AnalysisCheck,
 	return analysis.Outcome{Query: query, Verdict: verdict, Err: err}
 }
 
+// runHTTPCheck expands the check's URL, reads its credentials (live), sends
+// the GET and judges the answer.
+func (r *Reconciler) runHTTPCheck(ctx context.Context, rg *v1alpha1.RolloutGroup, c v1alpha1.AnalysisCheck, vars analysis.Vars) analysis.Outcome {
+	url, err := analysis.ExpandQuery(c.HTTP.URL, vars)
+	if err != nil {
+		return analysis.Outcome{Err: fmt.Errorf("spec.analysis.checks[%s].http.url: %w", c.Name, err)}
+	}
+	req := analysis.HTTPRequest{URL: url, Timeout: analysis.DefaultTimeout, Headers: map[string]string{}}
+	if c.HTTP.Timeout != nil && c.HTTP.Timeout.Duration > 0 {
+		req.Timeout = c.HTTP.Timeout.Duration
+	}
+	for _, h := range c.HTTP.Headers {
+		req.Headers[h.Name] = h.Value
+	}
+	shown := analysis.DescribeHTTP(url)
+	if ref := c.HTTP.AuthSecretRef; ref != nil {
+		field := fmt.Sprintf("spec.analysis.checks[%s].http.authSecretRef", c.Name)
+		data, err := r.secretData(ctx, rg.Namespace, ref.Name)
+		if err != nil {
+			return analysis.Outcome{Query: shown, Err: secretReadError(field, rg.Namespace, ref.Name, err)}
+		}
+		req.BearerToken = string(data["token"])
+		req.Username, req.Password = string(data["username"]), string(data["password"])
+		if req.BearerToken == "" && req.Username == "" {
+			return analysis.Outcome{Query: shown, Err: fmt.Errorf("%s: Secret %s has neither a token key nor a username key", field, ref.Name)}
+		}
+	}
+	start := time.Now()
+	ans, err := r.httpChecks.Get(ctx, req)
+	metrics.AnalysisHTTPDuration.WithLabelValues(vars.Namespace, vars.Group).Observe(time.Since(start).Seconds())
+	if err != nil {
+		return analysis.Outcome{Query: shown, Err: err}
+	}
+	verdict, err := analysis.JudgeHTTP(*c.HTTP, c.Condition, ans)
+	return analysis.Outcome{Query: shown, Verdict: verdict, Err: err}
+}
+
 // querierFor returns the group's Prometheus querier, reading its Secrets each
 // time (live, so that no Secret is cached) and reusing the querier, with its
 // connections, while address, credentials and TLS settings stay the same.
 func (r *Reconciler) querierFor(ctx context.Context, rg *v1alpha1.RolloutGroup) (analysis.Querier, error) {
 	src := rg.Spec.Analysis.Prometheus
+	if src == nil {
+		return nil, fmt.Errorf("spec.analysis.prometheus is not set, and a query check needs it")
+	}
 	cfg := analysis.PrometheusConfig{Address: src.Address, Timeout: analysis.DefaultTimeout}
 	if src.Timeout != nil && src.Timeout.Duration > 0 {
 		cfg.Timeout = src.Timeout.Duration

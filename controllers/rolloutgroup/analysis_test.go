@@ -90,7 +90,8 @@ func (p *promStub) recorded() []stubQuery {
 func constant(v string) func(string) string { return func(string) string { return v } }
 
 // analysisGroup creates a group of the members whose analysis queries prom with
-// the given checks.
+// the given checks; with prom nil the analysis has no Prometheus (http checks
+// only).
 func (e *env) analysisGroup(name string, prom *promStub, policy v1alpha1.FailurePolicy, checks []v1alpha1.AnalysisCheck, members ...string) {
 	e.T.Helper()
 	rg := &v1alpha1.RolloutGroup{
@@ -98,11 +99,11 @@ func (e *env) analysisGroup(name string, prom *promStub, policy v1alpha1.Failure
 		Spec: v1alpha1.RolloutGroupSpec{
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 			OnFailure:      policy,
-			Analysis: &v1alpha1.RolloutAnalysis{
-				Prometheus: v1alpha1.PrometheusSource{Address: prom.srv.URL},
-				Checks:     checks,
-			},
+			Analysis:       &v1alpha1.RolloutAnalysis{Checks: checks},
 		},
+	}
+	if prom != nil {
+		rg.Spec.Analysis.Prometheus = &v1alpha1.PrometheusSource{Address: prom.srv.URL}
 	}
 	for _, m := range members {
 		rg.Spec.StatefulSets = append(rg.Spec.StatefulSets, v1alpha1.RolloutMember{Name: m})

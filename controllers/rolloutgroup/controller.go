@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +19,10 @@ import (
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers/internal/patch"
 	"github.com/echelon-operator/echelon/controllers/internal/source"
+	"github.com/echelon-operator/echelon/internal/analysis"
+	"github.com/echelon-operator/echelon/internal/hooks"
 	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
 
@@ -53,7 +57,15 @@ type Reconciler struct {
 	revisions *revisionMemo
 	status    *statusLedger
 	queriers  *querierCache
-	now       func() time.Time
+	// httpChecks sends the GETs of http analysis checks.
+	httpChecks analysis.HTTPGetter
+	// hookCaller makes the calls of spec.hooks; podHost says how a pod of a
+	// StatefulSet with a service name is reached (podcall.Addressing.Host);
+	// hooksDone remembers the pods already called.
+	hookCaller *hooks.Caller
+	podHost    func(pod *corev1.Pod, service string) (host, why string)
+	hooksDone  *hookMemo
+	now        func() time.Time
 }
 
 // +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups,verbs=get;list;watch
@@ -99,6 +111,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	ap, written, restoreErr := r.analyze(ctx, rg, &in, written, now)
 	plan := rollout.Decide(in)
+	hp := r.memberHooks(ctx, rg, plan, now)
+	if hp.heldMember != "" {
+		// A failed member hook (failurePolicy Fail) holds the batch; a
+		// partitioned member keeps its partition.
+		plan.Delete, plan.Message, plan.Reason = nil, hp.message(), v1alpha1.ReasonHookFailed
+	}
 	if len(plan.Delete) > 0 {
 		if in, plan, err = r.confirmWithLiveRead(ctx, rg, in, plan); err != nil {
 			return ctrl.Result{}, err
@@ -126,7 +144,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		rg.Status.LeakRecords = written.LeakRecords
 	}
-	acted, actErr := r.removePods(ctx, rg, plan, now)
+	acted, actErr := r.removePods(ctx, rg, plan, in.Members, now)
+	hp.heldPods = acted.hookHeld
 	released, partitionErr := r.writePartitions(ctx, rg, plan, in.Members)
 	acted.deleted += released
 	actErr = errors.Join(actErr, partitionErr)
@@ -139,6 +158,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	failure := withoutStaleViews(actErr)
 	up := computeStatus(rg, plan, acted, ap, now)
+	applyHooks(&up.status, rg.Generation, hp, now)
 	if failure != nil {
 		// observedGeneration says a pass over that generation succeeded (as in
 		// Cluster API); a stale view is not a failure of the pass.
@@ -159,6 +179,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	after = rollout.MinPositive(after, ap.RequeueAfter())
 	if acted.refused != "" {
 		after = rollout.MinPositive(after, evictionRetryInterval)
+	}
+	if hp.holding() {
+		after = rollout.MinPositive(after, hookRetryInterval)
 	}
 	if failure != nil {
 		return ctrl.Result{}, actErr
@@ -304,6 +327,13 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	metrics.ForgetGroup(key.Namespace, key.Name)
 }
 
+// WithAddressing sets how the beforePodRemoval hook reaches pods (the
+// --pod-address and --cluster-domain flags).
+func (r *Reconciler) WithAddressing(a podcall.Addressing) *Reconciler {
+	r.podHost = a.Host
+	return r
+}
+
 // New returns the reconciler, reading through the
 // manager's cache (whose indexes setupIndexes registers) and API reader.
 func New(mgr ctrl.Manager) *Reconciler {
@@ -315,6 +345,11 @@ func New(mgr ctrl.Manager) *Reconciler {
 		revisions: newRevisionMemo(),
 		status:    newStatusLedger(),
 		queriers:  newQuerierCache(),
-		now:       time.Now,
+		// Each request carries its own timeout (spec); none on the client.
+		httpChecks: analysis.NewHTTPGetter(&http.Client{}),
+		hookCaller: &hooks.Caller{HTTP: &http.Client{}},
+		hooksDone:  newHookMemo(),
+		podHost:    podcall.Addressing{ClusterDomain: "cluster.local"}.Host,
+		now:        time.Now,
 	}
 }

@@ -22,6 +22,9 @@ type actionResult struct {
 	deleted int32
 	// refused is non-empty when an eviction was refused (PodDisruptionBudget).
 	refused string
+	// hookHeld are the pods of the batch a beforePodRemoval hook held
+	// (failurePolicy Fail), with the error of each.
+	hookHeld map[string]string
 }
 
 // statusUpdate is the new status and what the controller should know about the
@@ -72,6 +75,7 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 		PodsRolled:            old.PodsRolled,
 		// Only budget.Acquire writes the hold: carried over as written.
 		Disruption: old.Disruption.DeepCopy(),
+		Hooks:      old.Hooks.DeepCopy(),
 		Conditions: append([]metav1.Condition(nil), old.Conditions...),
 	}
 	for _, m := range plan.Members {

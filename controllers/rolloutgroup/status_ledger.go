@@ -123,7 +123,7 @@ func urgentStatusChange(spec v1alpha1.RolloutGroupSpec, written, next v1alpha1.R
 	if len(written.Conditions) != len(next.Conditions) || len(written.StatefulSets) != len(next.StatefulSets) {
 		return true
 	}
-	if gate.Changed(written.Analysis, next.Analysis) || stepChanged(written.Step, next.Step) ||
+	if !equality.Semantic.DeepEqual(written.Hooks, next.Hooks) || gate.Changed(written.Analysis, next.Analysis) || stepChanged(written.Step, next.Step) ||
 		rotationChanged(written, next) || leaksChanged(written, next) {
 		return true
 	}

@@ -58,6 +58,12 @@ func ValidateChecks(a *v1alpha1.RolloutAnalysis) field.ErrorList {
 	var errs field.ErrorList
 	path := field.NewPath("spec", "analysis", "checks")
 	for i, c := range a.Checks {
+		if c.HTTP != nil {
+			if err := ValidateQuery(c.HTTP.URL); err != nil {
+				errs = append(errs, field.Invalid(path.Index(i).Child("http", "url"), c.HTTP.URL, fmt.Sprintf("check %s: %v", c.Name, err)))
+			}
+			continue
+		}
 		if err := ValidateQuery(c.Query); err != nil {
 			errs = append(errs, field.Invalid(path.Index(i).Child("query"), c.Query, fmt.Sprintf("check %s: %v", c.Name, err)))
 		}

@@ -189,7 +189,7 @@ func TestGoldenRolloutGroupTree(t *testing.T) {
 func failedGroup() (*v1alpha1.RolloutGroup, []zone) {
 	rg, zones := rollingGroup()
 	rg.Spec.Analysis = &v1alpha1.RolloutAnalysis{
-		Prometheus: v1alpha1.PrometheusSource{Address: "http://prometheus:9090"},
+		Prometheus: &v1alpha1.PrometheusSource{Address: "http://prometheus:9090"},
 		Checks: []v1alpha1.AnalysisCheck{
 			{Name: "error-rate", Query: "x", Condition: v1alpha1.CheckCondition{Compare: &v1alpha1.Comparison{Operator: "<", Threshold: "0.01"}},
 				SuccessThreshold: 2, FailureThreshold: 2, ErrorThreshold: 3, Gate: v1alpha1.GateAfterMember},

@@ -21,6 +21,14 @@ var (
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 13), // 5ms .. ~20s
 	}, []string{labelNamespace, labelGroup})
 
+	// AnalysisHTTPDuration observes how long the endpoint of an http check
+	// took to answer.
+	AnalysisHTTPDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "echelon_rolloutgroup_analysis_http_duration_seconds",
+		Help:    "Time the endpoint of a RolloutGroup http analysis check took to answer, errors and timeouts included.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 13), // 5ms .. ~20s
+	}, []string{labelNamespace, labelGroup})
+
 	// Rollbacks counts rollbacks started, by reason: AnalysisFailed,
 	// AnalysisError or Aborted.
 	Rollbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -30,12 +38,13 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(AnalysisChecks, AnalysisQueryDuration, Rollbacks)
+	crmetrics.Registry.MustRegister(AnalysisChecks, AnalysisQueryDuration, AnalysisHTTPDuration, Rollbacks)
 }
 
 // forgetAnalysis drops the analysis series of a deleted group.
 func forgetAnalysis(labels prometheus.Labels) {
 	AnalysisChecks.DeletePartialMatch(labels)
 	AnalysisQueryDuration.DeletePartialMatch(labels)
+	AnalysisHTTPDuration.DeletePartialMatch(labels)
 	Rollbacks.DeletePartialMatch(labels)
 }

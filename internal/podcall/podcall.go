@@ -109,25 +109,30 @@ func (c *Client) Cancel(ctx context.Context, targets []Target, timeout time.Dura
 }
 
 func (c *Client) each(ctx context.Context, targets []Target, call func(context.Context, Target) Result) map[string]Result {
-	limit := c.Concurrency
+	return Concurrently(c.Concurrency, targets, func(t Target) string { return t.Pod },
+		func(t Target) Result { return call(ctx, t) })
+}
+
+// Concurrently calls call on every item, at most limit at a time (8 when
+// limit is not positive), and returns the results by key(item). Pod calls
+// and hook calls share it.
+func Concurrently[T, R any](limit int, items []T, key func(T) string, call func(T) R) map[string]R {
 	if limit <= 0 {
 		limit = 8
 	}
 	sem := make(chan struct{}, limit)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	out := make(map[string]Result, len(targets))
-	for _, t := range targets {
-		wg.Add(1)
+	out := make(map[string]R, len(items))
+	for _, item := range items {
 		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			defer func() { <-sem }()
-			r := call(ctx, t)
+			r := call(item)
 			mu.Lock()
-			out[t.Pod] = r
+			out[key(item)] = r
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	return out
@@ -154,7 +159,10 @@ func (c *Client) do(ctx context.Context, method, url string) (int, []byte, error
 }
 
 // excerpt is the start of a body, for a message.
-func excerpt(body []byte) string {
+func excerpt(body []byte) string { return Excerpt(body) }
+
+// Excerpt is the start of an answer's body, quoted, for a message.
+func Excerpt(body []byte) string {
 	s := strings.TrimSpace(string(body))
 	if len(s) > 120 {
 		s = s[:120] + "..."

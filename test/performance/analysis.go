@@ -303,7 +303,7 @@ func (r *analysisRun) createWorkload(ctx context.Context, groups []analysisGroup
 func analysisSpec(address string, interval time.Duration, noAlerts bool) *v1alpha1.RolloutAnalysis {
 	every := &metav1.Duration{Duration: interval}
 	a := &v1alpha1.RolloutAnalysis{
-		Prometheus: v1alpha1.PrometheusSource{Address: address},
+		Prometheus: &v1alpha1.PrometheusSource{Address: address},
 		SoakTime:   &metav1.Duration{Duration: analysisSoak},
 		Checks: []v1alpha1.AnalysisCheck{{
 			Name:      "error-rate",

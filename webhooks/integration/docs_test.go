@@ -153,7 +153,7 @@ func groupWithUnknownVariable(_ *testing.T, e *env, _ *WithT, ns string) error {
 		Spec: v1alpha1.RolloutGroupSpec{
 			StatefulSets: []v1alpha1.RolloutMember{{Name: "ingester-zone-a"}, {Name: "ingester-zone-b"}},
 			Analysis: &v1alpha1.RolloutAnalysis{
-				Prometheus: v1alpha1.PrometheusSource{Address: "http://prometheus.monitoring.svc:9090"},
+				Prometheus: &v1alpha1.PrometheusSource{Address: "http://prometheus.monitoring.svc:9090"},
 				Checks: []v1alpha1.AnalysisCheck{
 					{Name: "no-critical-alerts", Query: `ALERTS{alertstate="firing",namespace="{{ .Namespace }}",severity="critical"}`, Condition: noData},
 					{Name: "errors", Query: `up{pod=~"{{ .Pod }}-.*"}`, Condition: noData},

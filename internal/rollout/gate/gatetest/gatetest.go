@@ -20,7 +20,7 @@ func Group(soak time.Duration, policy v1alpha1.FailurePolicy, mutate func(*v1alp
 	rg := &v1alpha1.RolloutGroup{ObjectMeta: metav1.ObjectMeta{Name: "ingester", Namespace: "mimir", Generation: 3}}
 	rg.Spec.OnFailure = policy
 	rg.Spec.Analysis = &v1alpha1.RolloutAnalysis{
-		Prometheus: v1alpha1.PrometheusSource{Address: "http://prometheus:9090"},
+		Prometheus: &v1alpha1.PrometheusSource{Address: "http://prometheus:9090"},
 		SoakTime:   &metav1.Duration{Duration: soak},
 		Checks: []v1alpha1.AnalysisCheck{
 			{Name: "batch", Query: `errors{pod=~"{{ .Member }}-.*"}`, Gate: v1alpha1.GateAfterBatch,

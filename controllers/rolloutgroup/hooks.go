@@ -1,0 +1,266 @@
+package rolloutgroup
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/analysis"
+	"github.com/echelon-operator/echelon/internal/hooks"
+	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/rollout"
+)
+
+// hookRetryInterval is how soon a group a failed hook holds (failurePolicy
+// Fail) calls it again. Hook endpoints are not watched, so this is polled.
+const hookRetryInterval = 10 * time.Second
+
+// hookPass is what the hooks of one pass decided.
+type hookPass struct {
+	// heldPods are the pods of the batch a beforePodRemoval call holds, with
+	// the error of each.
+	heldPods map[string]string
+	// heldMember names the member whose hook holds the group, with the error.
+	heldMember, memberError string
+	// records are the member hook records to write; nil when the group has no
+	// member hook.
+	records []v1alpha1.MemberHookStatus
+	// configured is true when the group has any hook: the HookFailed
+	// condition is then kept.
+	configured bool
+}
+
+func (h hookPass) holding() bool { return len(h.heldPods) > 0 || h.heldMember != "" }
+
+// message names what the hooks hold, for the HookFailed condition.
+func (h hookPass) message() string {
+	var parts []string
+	if h.heldMember != "" {
+		parts = append(parts, fmt.Sprintf("member hook of StatefulSet %s failed: %s", h.heldMember, h.memberError))
+	}
+	for _, pod := range slices.Sorted(maps.Keys(h.heldPods)) {
+		parts = append(parts, fmt.Sprintf("pod %s not removed: beforePodRemoval failed: %s", pod, h.heldPods[pod]))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// memberHooks calls the member hooks the pass makes due: the afterMember
+// hook of each member that completed since it started, then the beforeMember
+// hook of the member whose first batch the plan removes. A call that fails
+// under failurePolicy Fail holds the group: the caller removes no pod this
+// pass. Each call is recorded (in the returned records, written to status)
+// once it succeeded or failed under Ignore, so it is made once per member
+// and revision across restarts; a restart between a call and the status
+// write repeats it (at least once).
+func (r *Reconciler) memberHooks(ctx context.Context, rg *v1alpha1.RolloutGroup, plan rollout.Plan, now time.Time) hookPass {
+	h := rg.Spec.Hooks
+	pass := hookPass{configured: h != nil}
+	if h == nil || (h.BeforeMember == nil && h.AfterMember == nil) {
+		return pass
+	}
+	var records []v1alpha1.MemberHookStatus
+	if rg.Status.Hooks != nil {
+		records = rg.Status.Hooks.Members
+	}
+	views := make([]hooks.MemberView, 0, len(plan.Members))
+	for _, m := range plan.Members {
+		views = append(views, hooks.MemberView{Name: m.Name, Revision: m.UpdateRevision, Complete: m.Phase == v1alpha1.MemberComplete})
+	}
+	records = hooks.Prune(records, views)
+	due := hooks.DueMemberHooks(records, views, plan.Current, len(plan.Delete) > 0)
+	for _, m := range due.After {
+		if h.AfterMember != nil {
+			if err := r.callMemberHook(ctx, rg, hooks.AfterMember, h.AfterMember, m); err != nil {
+				pass.heldMember, pass.memberError, pass.records = m.Name, err.Error(), records
+				return pass
+			}
+		}
+		records = hooks.Finished(records, m.Name, m.Revision, now)
+	}
+	if m := due.Before; m != nil {
+		if h.BeforeMember != nil {
+			if err := r.callMemberHook(ctx, rg, hooks.BeforeMember, h.BeforeMember, *m); err != nil {
+				pass.heldMember, pass.memberError, pass.records = m.Name, err.Error(), records
+				return pass
+			}
+		}
+		records = hooks.Started(records, m.Name, m.Revision, now)
+	}
+	pass.records = records
+	return pass
+}
+
+// callMemberHook makes one member hook's call and emits its Event. It
+// returns the error that holds the group: a failure under failurePolicy Fail.
+func (r *Reconciler) callMemberHook(ctx context.Context, rg *v1alpha1.RolloutGroup, name string, h *v1alpha1.MemberHook, m hooks.MemberView) error {
+	s := hooks.SettingsOf(h.HookPolicy)
+	vars := analysis.Vars{Member: m.Name, Namespace: rg.Namespace, Group: rg.Name, Revision: m.Revision}
+	field := "spec.hooks." + name
+	err := func() error {
+		url, err := analysis.ExpandQuery(h.URL, vars)
+		if err != nil {
+			return fmt.Errorf("%s.url: %w", field, err)
+		}
+		call := hooks.Call{Key: m.Name, URL: url, Body: hooks.MemberPayload{Hook: name, Namespace: rg.Namespace, Group: rg.Name, Member: m.Name, Revision: m.Revision}}
+		if ref := h.AuthSecretRef; ref != nil {
+			data, err := r.secretData(ctx, rg.Namespace, ref.Name)
+			if err != nil {
+				return secretReadError(field+".authSecretRef", rg.Namespace, ref.Name, err)
+			}
+			if call.BearerToken = string(data["token"]); call.BearerToken == "" {
+				return fmt.Errorf("%s.authSecretRef: Secret %s has no token key", field, ref.Name)
+			}
+		}
+		return r.hookCaller.Do(ctx, name, "member", s, []hooks.Call{call})[m.Name].Err
+	}()
+	switch {
+	case err == nil:
+		r.events.Eventf(rg, nil, corev1.EventTypeNormal, "HookCalled", "CallHook", "%s of StatefulSet %s called for revision %s", name, m.Name, m.Revision)
+		return nil
+	case s.FailurePolicy == v1alpha1.HookIgnore:
+		r.events.Eventf(rg, nil, corev1.EventTypeWarning, v1alpha1.ReasonHookFailed, "CallHook",
+			"%s of StatefulSet %s failed, ignored (failurePolicy Ignore): %v", name, m.Name, err)
+		return nil
+	}
+	r.events.Eventf(rg, nil, corev1.EventTypeWarning, v1alpha1.ReasonHookFailed, "CallHook",
+		"%s of StatefulSet %s failed (failurePolicy Fail): the rollout waits and calls it again: %v", name, m.Name, err)
+	return err
+}
+
+// beforePodRemoval calls the beforePodRemoval hook of each pod of the batch,
+// concurrently, telling it the reason (rollout, or rotation for a rotation
+// batch), and returns the pods that may go and those the hook holds
+// (failurePolicy Fail). A pod whose call succeeded is not called again while
+// this process runs (by UID), so a batch cut short by a stale view does not
+// repeat its calls; a restart may repeat them.
+func (r *Reconciler) beforePodRemoval(ctx context.Context, rg *v1alpha1.RolloutGroup, plan rollout.Plan, members []rollout.Member, now time.Time) ([]*corev1.Pod, map[string]string) {
+	if rg.Spec.Hooks == nil {
+		return plan.Delete, nil
+	}
+	h := rg.Spec.Hooks.BeforePodRemoval
+	reason := v1alpha1.RemovalRollout
+	if plan.Rotation {
+		reason = v1alpha1.RemovalRotation
+	}
+	if !hooks.Applies(h, reason) || len(plan.Delete) == 0 {
+		return plan.Delete, nil
+	}
+	s := hooks.SettingsOf(h.HookPolicy)
+	service := ""
+	if sts := memberStatefulSet(members, plan.Current); sts != nil {
+		service = sts.Spec.ServiceName
+	}
+	names := make([]string, 0, len(plan.Delete))
+	errs := map[string]error{}
+	var calls []hooks.Call
+	for _, pod := range plan.Delete {
+		names = append(names, pod.Name)
+		if r.hooksDone.done(pod.UID) {
+			continue
+		}
+		host, why := r.podHost(pod, service)
+		if why != "" {
+			errs[pod.Name] = fmt.Errorf("pod %s cannot be called: %s", pod.Name, why)
+			metrics.HookCalls.WithLabelValues(hooks.BeforePodRemoval, string(reason), "error").Inc()
+			continue
+		}
+		revision := updateRevisionOf(plan)
+		if plan.Rotation {
+			revision = podRevisionLabel(pod)
+		}
+		payload := hooks.RemovalPayload{Reason: reason, Pod: pod.Name, Namespace: pod.Namespace, Group: rg.Name, Member: plan.Current, Revision: revision}
+		calls = append(calls, hooks.Call{Key: pod.Name, URL: hooks.RemovalURL(h.Endpoint, host, payload), Body: payload})
+	}
+	results := r.hookCaller.Do(ctx, hooks.BeforePodRemoval, string(reason), s, calls)
+	var called []string
+	for _, pod := range plan.Delete {
+		res, ok := results[pod.Name]
+		switch {
+		case !ok:
+		case res.Err != nil:
+			errs[pod.Name] = res.Err
+		default:
+			r.hooksDone.mark(pod.UID, now)
+			called = append(called, pod.Name)
+		}
+	}
+	v := hooks.Decide(s.FailurePolicy, names, errs)
+	if len(called) > 0 {
+		r.events.Eventf(rg, nil, corev1.EventTypeNormal, "HookCalled", "CallHook", "beforePodRemoval (reason %s) called for %s: %s",
+			reason, rollout.Plural(len(called), "pod"), strings.Join(called, ", "))
+	}
+	for _, pod := range slices.Sorted(maps.Keys(v.Ignored)) {
+		r.events.Eventf(rg, nil, corev1.EventTypeWarning, v1alpha1.ReasonHookFailed, "CallHook",
+			"beforePodRemoval (reason %s) of pod %s failed, ignored (failurePolicy Ignore): %s", reason, pod, v.Ignored[pod])
+	}
+	for _, pod := range slices.Sorted(maps.Keys(v.Held)) {
+		r.events.Eventf(rg, nil, corev1.EventTypeWarning, v1alpha1.ReasonHookFailed, "CallHook",
+			"pod %s not removed: beforePodRemoval (reason %s) failed (failurePolicy Fail), called again in %s: %s", pod, reason, hookRetryInterval, v.Held[pod])
+	}
+	keep := make([]*corev1.Pod, 0, len(v.Proceed))
+	for _, pod := range plan.Delete {
+		if slices.Contains(v.Proceed, pod.Name) {
+			keep = append(keep, pod)
+		}
+	}
+	return keep, v.Held
+}
+
+// hookMemo remembers the pods whose beforePodRemoval call succeeded, by UID,
+// for an hour: long enough for any batch to be removed, short enough to stay
+// small. Empty after a restart, which only repeats calls.
+type hookMemo struct {
+	mu   sync.Mutex
+	pods map[types.UID]time.Time
+}
+
+const hookMemoTTL = time.Hour
+
+func newHookMemo() *hookMemo { return &hookMemo{pods: map[types.UID]time.Time{}} }
+
+func (m *hookMemo) done(uid types.UID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.pods[uid]
+	return ok
+}
+
+func (m *hookMemo) mark(uid types.UID, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for u, at := range m.pods {
+		if now.Sub(at) > hookMemoTTL {
+			delete(m.pods, u)
+		}
+	}
+	m.pods[uid] = now
+}
+
+// applyHooks writes the pass's member hook records and the HookFailed
+// condition into st: True naming the pods and members a hook holds, False
+// when none does; absent for a group without hooks.
+func applyHooks(st *v1alpha1.RolloutGroupStatus, generation int64, hp hookPass, now time.Time) {
+	if hp.records != nil {
+		st.Hooks = &v1alpha1.HooksStatus{Members: hp.records}
+	}
+	if !hp.configured {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionHookFailed)
+		return
+	}
+	c := metav1.Condition{Type: v1alpha1.ConditionHookFailed, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonHooksSucceeded,
+		Message: "no hook holds the group", ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now)}
+	if hp.holding() {
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.ReasonHookFailed, hp.message()
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}

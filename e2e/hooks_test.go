@@ -1,0 +1,246 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/hooks"
+)
+
+// hookReceiver is an HTTP server on every loopback address: it answers as
+// the health endpoint of http checks, as every kwok pod's beforePodRemoval
+// endpoint (the pod is named in the call) and as the member hooks' URL.
+type hookReceiver struct {
+	port int
+
+	mu      sync.Mutex
+	healthy bool
+	health  []string // paths of the health requests
+	removal []hooks.RemovalPayload
+	members []hooks.MemberPayload
+	failing map[string]bool // pods whose removal call answers 503
+}
+
+func startHookReceiver() *hookReceiver {
+	GinkgoHelper()
+	l, err := net.Listen("tcp", "0.0.0.0:0")
+	Expect(err).NotTo(HaveOccurred())
+	h := &hookReceiver{port: l.Addr().(*net.TCPAddr).Port, failing: map[string]bool{}}
+	srv := &http.Server{Handler: http.HandlerFunc(h.serve), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	DeferCleanup(srv.Close)
+	return h
+}
+
+func (h *hookReceiver) url(path string) string {
+	return fmt.Sprintf("http://127.0.0.1:%d%s", h.port, path)
+}
+
+func (h *hookReceiver) serve(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/health/"):
+		h.health = append(h.health, r.URL.Path)
+		if !h.healthy {
+			_, _ = w.Write([]byte(`[]`))
+			return
+		}
+		_, _ = w.Write([]byte(`[{"Checks": [{"Status": "passing"}]}, {"Checks": [{"Status": "passing"}]}]`))
+	case r.URL.Path == "/prepare-removal":
+		// No assertion here (a handler's goroutine must not fail the spec):
+		// a body that does not carry the query's reason is recorded as
+		// reason "mismatch", which no expectation accepts.
+		var p hooks.RemovalPayload
+		if err := json.NewDecoder(r.Body).Decode(&p); err != nil || r.URL.Query().Get("reason") != string(p.Reason) {
+			p.Reason = "mismatch"
+		}
+		h.removal = append(h.removal, p)
+		if h.failing[p.Pod] {
+			http.Error(w, "still in the ring", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case strings.HasPrefix(r.URL.Path, "/member/"):
+		var p hooks.MemberPayload
+		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
+			p.Hook = "undecodable"
+		}
+		h.members = append(h.members, p)
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (h *hookReceiver) setHealthy(v bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.healthy = v
+}
+
+func (h *hookReceiver) setFailing(pod string, v bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failing[pod] = v
+}
+
+func (h *hookReceiver) healthRequests(path string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, p := range h.health {
+		if p == path {
+			n++
+		}
+	}
+	return n
+}
+
+// removals counts the beforePodRemoval calls of each pod with reason.
+func (h *hookReceiver) removals(reason v1alpha1.RemovalReason) map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]int{}
+	for _, p := range h.removal {
+		if p.Reason == reason {
+			out[p.Pod]++
+		}
+	}
+	return out
+}
+
+// memberCalls lists the member hook calls as "<hook> <member>", in order.
+func (h *hookReceiver) memberCalls() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, p := range h.members {
+		out = append(out, p.Hook+" "+p.Member)
+	}
+	return out
+}
+
+var _ = Describe("HTTP gates and hooks", func() {
+	It("holds the next zone while an http check against a Consul-style health endpoint fails, then rolls on once it passes", func(ctx SpecContext) {
+		recv := startHookReceiver()
+		g := newZoneGroup(ctx, 3, func(s *v1alpha1.RolloutGroupSpec) {
+			s.Analysis = &v1alpha1.RolloutAnalysis{Checks: []v1alpha1.AnalysisCheck{{
+				Name: "consul", Gate: v1alpha1.GateAfterMember,
+				HTTP:      &v1alpha1.HTTPCheck{URL: recv.url("/health/{{ .Member }}") + "?passing", JSONPath: "#"},
+				Condition: v1alpha1.CheckCondition{Compare: &v1alpha1.Comparison{Operator: v1alpha1.OperatorGreaterOrEqual, Threshold: "2"}},
+				Interval:  &metav1.Duration{Duration: time.Second}, FailureThreshold: 1000,
+			}}}
+		})
+		startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
+		g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
+		mon := g.monitor(ctx)
+
+		g.setVersion(ctx, "v2")
+		Eventually(func() int { return recv.healthRequests("/health/ingester-zone-a") }).WithContext(ctx).
+			WithTimeout(time.Minute).Should(BeNumerically(">=", 3), "zone-a's gate asks the health endpoint each interval")
+		rg := g.get(ctx)
+		Expect(rg.Status.Phase).To(Equal(v1alpha1.PhaseAnalyzing))
+		Expect(rg.Status.Analysis.Checks).To(HaveLen(1))
+		Expect(rg.Status.Analysis.Checks[0].LastValue).To(Equal("0"))
+		Expect(mon.MemberOrder()).To(Equal([]string{"ingester-zone-a"}), "no pod of another zone rolled while zone-a's gate fails")
+		Expect(recv.healthRequests("/health/ingester-zone-b")).To(BeZero())
+
+		recv.setHealthy(true)
+		g.waitComplete(ctx, 2*time.Minute)
+		g.waitPodsOn(ctx, "v2")
+		expectNoBreaches(mon)
+		Expect(mon.MemberOrder()).To(Equal(g.zones))
+		Expect(recv.healthRequests("/health/ingester-zone-c")).To(BeNumerically(">=", 1), "each zone's gate expands the URL for its zone")
+		Eventually(func() map[string]int { return g.eventReasons(ctx) }).Should(HaveKeyWithValue("GatePassed", 3))
+	})
+
+	It("tells each pod why it goes: rollout, rotation and eviction; calls the member hooks once per zone in order; an eviction whose hook fails is refused", func(ctx SpecContext) {
+		recv := startHookReceiver()
+		g := newBudgetGroup(ctx, 2, func(s *v1alpha1.RolloutGroupSpec) {
+			evictionBudget(1)(s)
+			s.Hooks = &v1alpha1.RolloutGroupHooks{
+				BeforePodRemoval: &v1alpha1.PodRemovalHook{
+					Endpoint:   v1alpha1.PrepareEndpoint{Port: int32(recv.port), Path: "/prepare-removal"},
+					HookPolicy: v1alpha1.HookPolicy{Retries: ptr.To[int32](0), Timeout: &metav1.Duration{Duration: 2 * time.Second}},
+				},
+				BeforeMember: &v1alpha1.MemberHook{URL: recv.url("/member/before/{{ .Member }}")},
+				AfterMember:  &v1alpha1.MemberHook{URL: recv.url("/member/after/{{ .Member }}")},
+			}
+		})
+		allPods := func() []string {
+			var out []string
+			for _, z := range g.zones {
+				out = append(out, z+"-0", z+"-1")
+			}
+			return out
+		}()
+
+		By("a rollout: every pod once with reason rollout, the member hooks around each zone")
+		g.setVersion(ctx, "v2")
+		g.waitComplete(ctx, 2*time.Minute)
+		g.waitPodsOn(ctx, "v2")
+		expectNoBreaches(g.mon)
+		rolled := recv.removals(v1alpha1.RemovalRollout)
+		for _, pod := range allPods {
+			Expect(rolled).To(HaveKeyWithValue(pod, 1), "pod %s told once that a rollout removes it", pod)
+		}
+		Eventually(recv.memberCalls).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal([]string{
+			"beforeMember ingester-zone-a", "afterMember ingester-zone-a",
+			"beforeMember ingester-zone-b", "afterMember ingester-zone-b",
+			"beforeMember ingester-zone-c", "afterMember ingester-zone-c",
+		}))
+
+		By("a rotation: reason rotation, no member hook (no new revision)")
+		restartAt := time.Now().Add(2 * time.Second).Truncate(time.Second).UTC()
+		g.patchSpec(ctx, fmt.Sprintf(`{"restartAt":%q}`, restartAt.Format(time.RFC3339)))
+		g.waitRestarted(ctx, restartAt, 2*time.Minute)
+		rotated := recv.removals(v1alpha1.RemovalRotation)
+		for _, pod := range allPods {
+			Expect(rotated).To(HaveKeyWithValue(pod, 1), "pod %s told once that a rotation removes it", pod)
+		}
+		Expect(recv.memberCalls()).To(HaveLen(6))
+
+		By("an eviction: reason eviction, and the pod goes")
+		g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
+		pod := "ingester-zone-b-1"
+		Eventually(func() error { return evict(ctx, g.ns, pod, false) }).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+		Expect(recv.removals(v1alpha1.RemovalEviction)).To(Equal(map[string]int{pod: 1}))
+
+		By("an eviction whose hook fails (Fail): refused with 429, the pod stays, the group names it in an Event")
+		g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
+		Eventually(func() bool { return g.mon.Available("ingester-zone-b") }).WithContext(ctx).WithTimeout(time.Minute).Should(BeTrue())
+		victim := "ingester-zone-c-0"
+		recv.setFailing(victim, true)
+		var err error
+		Eventually(func() string {
+			err = evict(ctx, g.ns, victim, false)
+			if err == nil {
+				return ""
+			}
+			return err.Error()
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(ContainSubstring("beforePodRemoval of pod " + victim + " failed (failurePolicy Fail)"))
+		Expect(apierrors.IsTooManyRequests(err)).To(BeTrue(), "a refusal a drain retries: %v", err)
+		Expect(livePodUIDs(ctx, g.ns)).To(HaveLen(6), "the pod stays")
+		Eventually(func() []string { return g.eventNotes(ctx, v1alpha1.ReasonHookFailed) }).WithContext(ctx).WithTimeout(30 * time.Second).
+			Should(ContainElement(ContainSubstring(victim)))
+		recv.setFailing(victim, false)
+		Eventually(func() error { return evict(ctx, g.ns, victim, false) }).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+		Expect(slices.Sorted(maps.Keys(recv.removals(v1alpha1.RemovalEviction)))).To(Equal([]string{pod, victim}))
+		Expect(recv.removals("mismatch")).To(BeEmpty(), "every call's query and body agree on the reason")
+	})
+})
