@@ -273,6 +273,10 @@ type ReceiverStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	LastError string `json:"lastError,omitempty"`
+	// reason classifies lastError as a reason of the NotificationsDelivered
+	// condition.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 	// dropped counts the messages given up after the last retry.
 	// +optional
 	Dropped int32 `json:"dropped,omitempty"`
@@ -308,4 +312,8 @@ type CallbackStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	LastError string `json:"lastError,omitempty"`
+	// reason classifies lastError as a reason of the NotificationsDelivered
+	// condition.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }

@@ -107,16 +107,16 @@ func Delivered(r v1alpha1.ReceiverStatus, m Message) v1alpha1.ReceiverStatus {
 	if r.PagesDelivered >= m.Pages {
 		r.Delivered, r.PagesDelivered = m.Event.Sequence, 0
 	}
-	r.LastDeliveryID, r.Attempts, r.NextAttemptTime, r.LastError = m.DeliveryID, 0, nil, ""
+	r.LastDeliveryID, r.Attempts, r.NextAttemptTime, r.LastError, r.Reason = m.DeliveryID, 0, nil, "", ""
 	return r
 }
 
 // Failed is r once an attempt of m failed with why: retried after Backoff,
 // or, at MaxAttempts, given up (dropped is then true) and the receiver moves
 // on to the next message. lastError stays until a message is accepted.
-func Failed(r v1alpha1.ReceiverStatus, m Message, why string, now time.Time) (_ v1alpha1.ReceiverStatus, dropped bool) {
+func Failed(r v1alpha1.ReceiverStatus, m Message, reason, why string, now time.Time) (_ v1alpha1.ReceiverStatus, dropped bool) {
 	r.Attempts++
-	r.LastError = truncate(why, maxMessage)
+	r.LastError, r.Reason = truncate(why, maxMessage), reason
 	if r.Attempts >= MaxAttempts {
 		r.PagesDelivered++
 		if r.PagesDelivered >= m.Pages {
@@ -124,6 +124,7 @@ func Failed(r v1alpha1.ReceiverStatus, m Message, why string, now time.Time) (_ 
 		}
 		r.Attempts, r.NextAttemptTime = 0, nil
 		r.Dropped++
+		r.Reason = v1alpha1.ReasonDeliveryDropped
 		return r, true
 	}
 	r.NextAttemptTime = ptrTime(now.Add(Backoff(r.Attempts)))
@@ -132,11 +133,11 @@ func Failed(r v1alpha1.ReceiverStatus, m Message, why string, now time.Time) (_ 
 
 // CallbackFailed is c once an attempt failed with why; at MaxAttempts the
 // callback is given up: Delivered with the error kept.
-func CallbackFailed(c v1alpha1.CallbackStatus, why string, now time.Time) (_ v1alpha1.CallbackStatus, dropped bool) {
+func CallbackFailed(c v1alpha1.CallbackStatus, reason, why string, now time.Time) (_ v1alpha1.CallbackStatus, dropped bool) {
 	c.Attempts++
-	c.LastError = truncate(why, maxMessage)
+	c.LastError, c.Reason = truncate(why, maxMessage), reason
 	if c.Attempts >= MaxAttempts {
-		c.Delivered, c.NextAttemptTime = true, nil
+		c.Delivered, c.NextAttemptTime, c.Reason = true, nil, v1alpha1.ReasonDeliveryDropped
 		return c, true
 	}
 	c.NextAttemptTime = ptrTime(now.Add(Backoff(c.Attempts)))

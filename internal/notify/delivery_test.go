@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -120,7 +121,7 @@ func TestReceiverDelivery(t *testing.T) {
 		r, m, _ := Next(v1alpha1.ReceiverStatus{Name: "x"}, v1alpha1.NotificationReceiver{}, "uid", events)
 		for a := int32(1); a < MaxAttempts; a++ {
 			var dropped bool
-			if r, dropped = Failed(r, m, "HTTP 500", now); dropped {
+			if r, dropped = Failed(r, m, v1alpha1.ReasonDeliveryFailing, "HTTP 500", now); dropped {
 				t.Fatalf("dropped after %d attempts", a)
 			}
 			if r.Attempts != a || !r.NextAttemptTime.Time.Equal(now.Add(Backoff(a))) || r.LastError != "HTTP 500" {
@@ -134,7 +135,7 @@ func TestReceiverDelivery(t *testing.T) {
 				t.Fatal("a retry has another delivery id")
 			}
 		}
-		r, dropped := Failed(r, m, "HTTP 500", now)
+		r, dropped := Failed(r, m, v1alpha1.ReasonDeliveryFailing, "HTTP 500", now)
 		if !dropped || r.Delivered != 1 || r.Dropped != 1 || r.Attempts != 0 {
 			t.Errorf("after the last attempt: dropped %v, %+v", dropped, r)
 		}
@@ -180,3 +181,33 @@ func TestSyncAndPrune(t *testing.T) {
 }
 
 func itoa(i int32) string { return string(rune('0' + i)) }
+
+// The condition names the first receiver that fails, then the callback.
+func TestCondition(t *testing.T) {
+	next := ptrTime(testTime)
+	tests := []struct {
+		name       string
+		ns         v1alpha1.NotificationStatus
+		wantStatus string
+		wantReason string
+		wantIn     string
+	}{
+		{"nothing failing", v1alpha1.NotificationStatus{Receivers: []v1alpha1.ReceiverStatus{{Name: "a"}}}, "True", v1alpha1.ReasonDelivered, "delivered"},
+		{"a missing Secret", v1alpha1.NotificationStatus{Receivers: []v1alpha1.ReceiverStatus{{Name: "a"}, {
+			Name: "slack", Attempts: 2, NextAttemptTime: next, Reason: v1alpha1.ReasonSecretUnreadable,
+			LastError: "spec.notifications[slack].secretRef: read Secret hook: not found",
+		}}}, "False", v1alpha1.ReasonSecretUnreadable, "receiver slack: spec.notifications[slack].secretRef: read Secret hook: not found (attempt 2 of 12 failed; next at 2026-11-26T07:00:00Z)"},
+		{"a dropped message", v1alpha1.NotificationStatus{Receivers: []v1alpha1.ReceiverStatus{{
+			Name: "a", Reason: v1alpha1.ReasonDeliveryDropped, LastError: "HTTP 500",
+		}}}, "False", v1alpha1.ReasonDeliveryDropped, "given up"},
+		{"a failing callback", v1alpha1.NotificationStatus{Callback: &v1alpha1.CallbackStatus{
+			Rollout: "d1@1", Attempts: 1, NextAttemptTime: next, Reason: v1alpha1.ReasonInvalidURL, LastError: "spec.callback.secretRef: bad URL",
+		}}, "False", v1alpha1.ReasonInvalidURL, "callback of rollout d1@1: spec.callback.secretRef"},
+	}
+	for _, tt := range tests {
+		c := Condition(tt.ns)
+		if string(c.Status) != tt.wantStatus || c.Reason != tt.wantReason || !strings.Contains(c.Message, tt.wantIn) {
+			t.Errorf("%s: %s %s %q, want %s %s containing %q", tt.name, c.Status, c.Reason, c.Message, tt.wantStatus, tt.wantReason, tt.wantIn)
+		}
+	}
+}
