@@ -166,8 +166,8 @@ func TestIDs(t *testing.T) {
 // A new receiver is not sent the past; events every receiver had are pruned.
 func TestSyncAndPrune(t *testing.T) {
 	ns := v1alpha1.NotificationStatus{
-		Sequence: 5,
-		Events:   []v1alpha1.NotificationEvent{{Sequence: 4}, {Sequence: 5}},
+		Sequence:  5,
+		Events:    []v1alpha1.NotificationEvent{{Sequence: 4}, {Sequence: 5}},
 		Receivers: []v1alpha1.ReceiverStatus{{Name: "old", Delivered: 4}, {Name: "gone", Delivered: 1}},
 	}
 	SyncReceivers(&ns, []v1alpha1.NotificationReceiver{{Name: "old"}, {Name: "new"}})

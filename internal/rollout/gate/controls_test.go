@@ -26,9 +26,9 @@ func TestAnalysisControls(t *testing.T) {
 		// rolloutID is spec.rolloutId; observedID status.rolloutId.
 		rolloutID, observedID string
 		status                v1alpha1.AnalysisStatus
-		check       func(t *testing.T, ap *Pass)
-		wantEvent   string
-		wantMessage string
+		check                 func(t *testing.T, ap *Pass)
+		wantEvent             string
+		wantMessage           string
 	}{{
 		name: "retry evaluates a failed gate again from the start", annotations: map[string]string{v1alpha1.AnnotationRetry: "1"},
 		status: v1alpha1.AnalysisStatus{Failure: failed, Checks: []v1alpha1.CheckStatus{{Name: "zone", Phase: v1alpha1.CheckFailed, ConsecutiveFailures: 1}}},
