@@ -165,7 +165,7 @@ func (p *pass) deliver(ctx context.Context, ns *v1alpha1.NotificationStatus, i i
 		}
 		*rs = notify.Delivered(*rs, m)
 		metrics.Notifications.WithLabelValues(p.rg.Namespace, p.rg.Name, spec.Name, event, metrics.NotificationDelivered).Inc()
-		p.r.events.Eventf(p.rg, nil, corev1.EventTypeNormal, "NotificationSent", "Notify",
+		p.r.events.Eventf(p.rg, nil, corev1.EventTypeNormal, "NotificationSent", eventAction(spec.Name),
 			"receiver %s: %s of rollout %s (page %d of %d, delivery %s)", spec.Name, event, rolloutName(m.Event.RolloutID, m.Event.Rollout), m.Page, m.Pages, m.DeliveryID)
 		if err := p.write(ctx, ns); err != nil {
 			return err
@@ -203,7 +203,7 @@ func (p *pass) callback(ctx context.Context, ns *v1alpha1.NotificationStatus) er
 	}
 	c.Delivered, c.Attempts, c.NextAttemptTime, c.LastError, c.Reason = true, 0, nil, "", ""
 	metrics.Notifications.WithLabelValues(p.rg.Namespace, p.rg.Name, metrics.ReceiverCallback, string(c.Outcome), metrics.NotificationDelivered).Inc()
-	p.r.events.Eventf(p.rg, nil, corev1.EventTypeNormal, "CallbackSent", "Notify",
+	p.r.events.Eventf(p.rg, nil, corev1.EventTypeNormal, "CallbackSent", eventAction(metrics.ReceiverCallback),
 		"callback: rollout %s ended %s (delivery %s)", rolloutName(c.RolloutID, c.Rollout), c.Outcome, c.DeliveryID)
 	return p.write(ctx, ns)
 }
@@ -221,12 +221,23 @@ func (p *pass) failed(receiver, event, deliveryID, why string, dropped bool) {
 	metrics.Notifications.WithLabelValues(p.rg.Namespace, p.rg.Name, receiver, event, metrics.NotificationFailed).Inc()
 	if dropped {
 		metrics.Notifications.WithLabelValues(p.rg.Namespace, p.rg.Name, receiver, event, metrics.NotificationDropped).Inc()
-		p.r.events.Eventf(p.rg, nil, corev1.EventTypeWarning, "NotificationDropped", "Notify",
+		p.r.events.Eventf(p.rg, nil, corev1.EventTypeWarning, "NotificationDropped", eventAction(receiver),
 			"%s given up after %d attempts (delivery %s): %s", event, notify.MaxAttempts, deliveryID, why)
 		return
 	}
-	p.r.events.Eventf(p.rg, nil, corev1.EventTypeWarning, "NotificationFailed", "Notify",
+	p.r.events.Eventf(p.rg, nil, corev1.EventTypeWarning, "NotificationFailed", eventAction(receiver),
 		"%s not delivered, retried with backoff (delivery %s): %s", event, deliveryID, why)
+}
+
+// eventAction is the action of a receiver's Events. The Events API folds
+// Events of one object, reason and action into one series that keeps the
+// first message: one action a receiver keeps one receiver's failure from
+// hiding another's.
+func eventAction(receiver string) string {
+	if receiver == metrics.ReceiverCallback {
+		return "Callback"
+	}
+	return "Notify/" + receiver
 }
 
 // write records ns (with its condition) as status.notifications when it
