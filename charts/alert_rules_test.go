@@ -127,3 +127,76 @@ func promtoolBinary(t *testing.T) string {
 	}
 	return abs
 }
+
+// TestNotificationsFailingFires runs the rendered EchelonNotificationsFailing
+// through promtool: it fires for a receiver whose every attempt fails for
+// half an hour, stays quiet for one that fails now and then but delivers,
+// and fires for a message given up after its last retry.
+func TestNotificationsFailingFires(t *testing.T) {
+	t.Parallel()
+	promtool := promtoolBinary(t)
+	const name = "EchelonNotificationsFailing"
+	var rule alertRule
+	rules := renderedAlerts(t, "--set", "prometheusRule.enabled=true")
+	for _, r := range rules {
+		if r.Alert == name {
+			rule = r
+		}
+	}
+	if rule.Alert == "" {
+		t.Fatalf("%s is not rendered", name)
+	}
+	series := func(result string) string {
+		return `echelon_notifications_total{namespace="mimir", rolloutgroup="ingester", receiver="slack", event="Started", result="` + result + `", job="echelon-metrics"}`
+	}
+	labels := map[string]string{"namespace": "mimir", "rolloutgroup": "ingester", "receiver": "slack", "severity": rule.Labels["severity"]}
+	replace := strings.NewReplacer("{{ $labels.namespace }}", "mimir", "{{ $labels.rolloutgroup }}", "ingester", "{{ $labels.receiver }}", "slack")
+	firing := []any{map[string]any{"exp_labels": labels, "exp_annotations": map[string]string{
+		"summary": replace.Replace(rule.Annotations["summary"]), "description": replace.Replace(rule.Annotations["description"]),
+		"runbook_url": rule.Annotations["runbook_url"],
+	}}}
+	none := []any{}
+	check := func(minute string, exp []any) map[string]any {
+		return map[string]any{"eval_time": minute, "alertname": name, "exp_alerts": exp}
+	}
+	tests := map[string]any{
+		"rule_files":          []string{"rules.yaml"},
+		"evaluation_interval": "1m",
+		"tests": []any{
+			map[string]any{ // every attempt fails for 40 minutes (one a minute once backed off)
+				"interval": "1m",
+				"input_series": []any{
+					map[string]string{"series": series("failed"), "values": "0+1x40"},
+					map[string]string{"series": series("delivered"), "values": "5x40"},
+				},
+				"alert_rule_test": []any{check("10m", none), check("35m", firing)},
+			},
+			map[string]any{ // a failure every 5 minutes, deliveries in between
+				"interval": "1m",
+				"input_series": []any{
+					map[string]string{"series": series("failed"), "values": "0 0 0 0 0 1 1 1 1 1 2 2 2 2 2 3 3 3 3 3 4 4 4 4 4 5 5 5 5 5 6 6 6 6 6 7 7 7 7 7"},
+					map[string]string{"series": series("delivered"), "values": "0+2x40"},
+				},
+				"alert_rule_test": []any{check("20m", none), check("39m", none)},
+			},
+			map[string]any{ // a message given up
+				"interval": "1m",
+				"input_series": []any{
+					map[string]string{"series": series("dropped"), "values": "0x5 1x40"},
+					map[string]string{"series": series("delivered"), "values": "0+2x45"},
+				},
+				"alert_rule_test": []any{check("3m", none), check("20m", firing)},
+			},
+		},
+	}
+	dir := t.TempDir()
+	writeYAML(t, filepath.Join(dir, "rules.yaml"), map[string]any{
+		"groups": []any{map[string]any{"name": "echelon", "rules": rules}},
+	})
+	writeYAML(t, filepath.Join(dir, "tests.yaml"), tests)
+	cmd := exec.Command(promtool, "test", "rules", "tests.yaml")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool test rules: %v\n%s", err, out)
+	}
+}

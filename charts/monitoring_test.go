@@ -68,7 +68,7 @@ func renderedAlerts(t *testing.T, args ...string) []alertRule {
 var wantAlerts = []string{
 	"EchelonRolloutGroupStalled", "EchelonRolloutGroupBlocked", "EchelonRolloutGroupPausedLong",
 	"EchelonRolloutGroupWaitingForPromote", "EchelonRolloutGroupAnalysisFailed", "EchelonRolloutGroupAnalysisErrors",
-	"EchelonReconcileErrors", "EchelonOperatorAbsent", "EchelonScalingPolicyBlocked", "EchelonDelayedDownscaleBlocked",
+	"EchelonNotificationsFailing", "EchelonReconcileErrors", "EchelonOperatorAbsent", "EchelonScalingPolicyBlocked", "EchelonDelayedDownscaleBlocked",
 	"EchelonWebhookErrors", "EchelonWebhookCertificateExpiring", "EchelonEvictionsRefusedLong", "EchelonNoLeader",
 }
 
@@ -333,9 +333,11 @@ var syntheticMetrics = []string{"up"}
 // scenarios do, with what it takes. They must still be declared in
 // internal/metrics, so that a misspelt name fails.
 var exportedOnlyAfter = map[string]string{
-	"echelon_evictions_total":                 "an eviction judged by the eviction webhook",
-	"echelon_disruption_decisions_total":      "a disruption decided through the group's one budget",
-	"echelon_disruption_hold_conflicts_total": "two decisions racing for one hold, which no scenario can cause on purpose",
+	"echelon_evictions_total":                              "an eviction judged by the eviction webhook",
+	"echelon_disruption_decisions_total":                   "a disruption decided through the group's one budget",
+	"echelon_disruption_hold_conflicts_total":              "two decisions racing for one hold, which no scenario can cause on purpose",
+	"echelon_notifications_total":                          "a notification or callback sent (spec.notifications, spec.callback), which the install scenarios do not configure",
+	"echelon_notification_request_duration_seconds_bucket": "a notification or callback sent (spec.notifications, spec.callback), which the install scenarios do not configure",
 }
 
 // assertQueriesUseExportedMetrics checks that every metric named by the alerts
