@@ -201,7 +201,7 @@ var _ = Describe("RolloutGroup notifications and callbacks", func() {
 		Expect(ns.Receivers[1]).To(And(HaveField("Reason", v1alpha1.ReasonDeliveryFailing),
 			HaveField("LastError", ContainSubstring("spec.notifications[slow]: no answer within 1s"))))
 		// Events are recorded asynchronously: they may trail the status.
-		Eventually(func() []string { return g.eventsOf(ctx, "NotificationFailed") }).WithTimeout(30*time.Second).Should(ContainElements(
+		Eventually(func() []string { return g.eventsOf(ctx, "NotificationFailed") }).WithTimeout(30 * time.Second).Should(ContainElements(
 			ContainSubstring("spec.notifications[chat].secretRef"), ContainSubstring("spec.notifications[slow]: no answer within 1s")))
 		Expect(strings.Join(g.eventsOf(ctx, "NotificationFailed"), "\n")).NotTo(ContainSubstring(hang.URL), "the URL, a credential, is never shown")
 		Expect(g.operatorMetric(op, "echelon_notifications_total", map[string]string{"receiver": "slow", "event": "Started", "result": "failed"})).To(BeNumerically(">", 0))
