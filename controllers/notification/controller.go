@@ -36,6 +36,9 @@ const (
 	// so that a long backlog is sent over several passes, each writing its
 	// progress.
 	maxMessagesPerPass = 20
+	// backlogRequeue is how soon a pass that stopped at maxMessagesPerPass
+	// goes on with the rest.
+	backlogRequeue = 100 * time.Millisecond
 	// defaultTimeout bounds a request when the spec sets none.
 	defaultTimeout = 10 * time.Second
 )
@@ -92,10 +95,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := p.write(ctx, &ns); err != nil {
 		return ctrl.Result{}, err
 	}
+	backlog := false
 	for i := range rg.Spec.Notifications {
-		if err := p.deliver(ctx, &ns, i); err != nil {
+		more, err := p.deliver(ctx, &ns, i)
+		if err != nil {
 			return ctrl.Result{}, err
 		}
+		backlog = backlog || more
 	}
 	if err := p.callback(ctx, &ns); err != nil {
 		return ctrl.Result{}, err
@@ -104,7 +110,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := p.write(ctx, &ns); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: nextAttempt(ns, r.now())}, nil
+	after := nextAttempt(ns, r.now())
+	if backlog {
+		after = backlogRequeue
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
 }
 
 func wantsNotifications(rg *v1alpha1.RolloutGroup) bool {
@@ -122,12 +132,12 @@ type pass struct {
 
 // deliver sends the receiver i what is due, message by message, recording
 // each outcome, until it has had every event, one fails, or the pass's
-// bound is reached.
-func (p *pass) deliver(ctx context.Context, ns *v1alpha1.NotificationStatus, i int) error {
+// bound is reached; more says a message is due still.
+func (p *pass) deliver(ctx context.Context, ns *v1alpha1.NotificationStatus, i int) (more bool, _ error) {
 	spec := p.rg.Spec.Notifications[i]
 	rs := &ns.Receivers[i]
 	if !notify.Due(rs.NextAttemptTime, p.now) {
-		return nil
+		return false, nil
 	}
 	field := fmt.Sprintf("spec.notifications[%s]", spec.Name)
 	var t *target
@@ -135,7 +145,7 @@ func (p *pass) deliver(ctx context.Context, ns *v1alpha1.NotificationStatus, i i
 		next, m, ok := notify.Next(*rs, spec, string(p.rg.UID), ns.Events)
 		*rs = next
 		if !ok {
-			return nil
+			return false, nil
 		}
 		var reason, why string
 		if t == nil {
@@ -147,7 +157,7 @@ func (p *pass) deliver(ctx context.Context, ns *v1alpha1.NotificationStatus, i i
 		if why == "" {
 			body, err := notify.Body(spec.Format, p.group(), m)
 			if err != nil {
-				return fmt.Errorf("%s: build the body: %w", field, err)
+				return false, fmt.Errorf("%s: build the body: %w", field, err)
 			}
 			headers := map[string]string{
 				notify.HeaderDeliveryID: m.DeliveryID, notify.HeaderMessageKey: m.MessageKey, notify.HeaderEvent: string(m.Event.Type),
@@ -161,17 +171,22 @@ func (p *pass) deliver(ctx context.Context, ns *v1alpha1.NotificationStatus, i i
 			var dropped bool
 			*rs, dropped = notify.Failed(*rs, m, reason, why, p.now)
 			p.failed(spec.Name, event, m.DeliveryID, why, dropped)
-			return p.write(ctx, ns)
+			if dropped {
+				// Given up: the next message is due now.
+				_, _, more = notify.Next(*rs, spec, string(p.rg.UID), ns.Events)
+			}
+			return more, p.write(ctx, ns)
 		}
 		*rs = notify.Delivered(*rs, m)
 		metrics.Notifications.WithLabelValues(p.rg.Namespace, p.rg.Name, spec.Name, event, metrics.NotificationDelivered).Inc()
 		p.r.events.Eventf(p.rg, nil, corev1.EventTypeNormal, "NotificationSent", eventAction(spec.Name),
 			"receiver %s: %s of rollout %s (page %d of %d, delivery %s)", spec.Name, event, rolloutName(m.Event.RolloutID, m.Event.Rollout), m.Page, m.Pages, m.DeliveryID)
 		if err := p.write(ctx, ns); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	_, _, more = notify.Next(*rs, spec, string(p.rg.UID), ns.Events)
+	return more, nil
 }
 
 // callback makes the pending completion callback, once it is due.

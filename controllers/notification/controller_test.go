@@ -198,3 +198,22 @@ func TestBadReceivers(t *testing.T) {
 		}
 	}
 }
+
+// A backlog longer than one pass sends (a 1,200-pod member: 24 pages) goes
+// out in full, over several passes, without waiting for another status
+// change.
+func TestLongBacklog(t *testing.T) {
+	rcv := receiver.Start()
+	defer rcv.Close()
+	h := start(t, builders.MakeRolloutGroup("", "big").Members("a", "b", "c").Notify("hook", "hook", v1alpha1.NotificationFormatJSON))
+	h.secret("hook", rcv.URL, "")
+	h.setStatus(func(st *v1alpha1.RolloutGroupStatus) {
+		rolling("b")(st)
+		st.StatefulSets[1].Replicas = 1200
+	})
+	h.Eventually(30*time.Second, "Started and 24 pages of member b", func() (bool, error) { return len(rcv.Accepted()) == 25, nil })
+	last := rcv.Notifications()[24]
+	if last.Page != 24 || last.Pages != 24 || last.Pods[len(last.Pods)-1] != "b-1199" {
+		t.Errorf("last message: page %d of %d, pods ending %s", last.Page, last.Pages, last.Pods[len(last.Pods)-1])
+	}
+}

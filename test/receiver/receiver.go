@@ -116,23 +116,21 @@ func (r *Receiver) Repeated() int {
 
 // Notifications are the accepted JSON notifications, decoded.
 func (r *Receiver) Notifications() []notify.Notification {
-	var out []notify.Notification
-	for _, q := range r.Accepted() {
-		var n notify.Notification
-		if json.Unmarshal(q.Body, &n) == nil && n.Schema == notify.NotificationSchema {
-			out = append(out, n)
-		}
-	}
-	return out
+	return decoded(r, func(n notify.Notification) bool { return n.Schema == notify.NotificationSchema })
 }
 
 // Callbacks are the accepted callbacks, decoded.
 func (r *Receiver) Callbacks() []notify.Callback {
-	var out []notify.Callback
+	return decoded(r, func(c notify.Callback) bool { return c.Schema == notify.CallbackSchema })
+}
+
+// decoded are the accepted bodies that decode as a T that ofKind takes.
+func decoded[T any](r *Receiver, ofKind func(T) bool) []T {
+	var out []T
 	for _, q := range r.Accepted() {
-		var c notify.Callback
-		if json.Unmarshal(q.Body, &c) == nil && c.Schema == notify.CallbackSchema {
-			out = append(out, c)
+		var v T
+		if json.Unmarshal(q.Body, &v) == nil && ofKind(v) {
+			out = append(out, v)
 		}
 	}
 	return out
