@@ -75,10 +75,12 @@ func Derive(prev v1alpha1.NotificationStatus, st v1alpha1.RolloutGroupStatus, gr
 			addEvent(&next, record, v1alpha1.NotificationStarted, st, "", now)
 		}
 	}
+	// The member last reached is kept while none is rolled (between
+	// batches, while a gate soaks): the same member again is no news.
 	if m := st.CurrentStatefulSet; m != "" && m != obs.Member && open {
 		addEvent(&next, record, v1alpha1.NotificationMemberReached, st, m, now)
+		obs.Member = m
 	}
-	obs.Member = st.CurrentStatefulSet
 	if s := st.Step; s != nil && (s.WaitingFor == v1alpha1.StepWaitDuration || s.WaitingFor == v1alpha1.StepWaitPromote) && (obs.Step == nil || *obs.Step != s.Index) {
 		addEvent(&next, record, v1alpha1.NotificationStepReached, st, st.CurrentStatefulSet, now)
 		idx := s.Index

@@ -74,7 +74,8 @@ func TestDerive(t *testing.T) {
 		wantOutcome v1alpha1.RolloutOutcome
 	}{{
 		name: "a three-zone rollout",
-		seen: []v1alpha1.RolloutGroupStatus{status(rolling("a")), status(rolling("a")), status(rolling("b")), status(rolling("c")), status(completed)},
+		seen: []v1alpha1.RolloutGroupStatus{status(rolling("a")), status(rolling("a")), status(rolling("")), status(rolling("a")),
+			status(rolling("b")), status(rolling("c")), status(completed)},
 		want: []v1alpha1.NotificationEventType{"Started", "MemberReached", "MemberReached", "MemberReached", "Complete"}, wantOutcome: "Complete",
 	}, {
 		name: "a group that had rolled out before notifications were set is history",
