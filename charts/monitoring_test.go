@@ -68,7 +68,7 @@ func renderedAlerts(t *testing.T, args ...string) []alertRule {
 var wantAlerts = []string{
 	"EchelonRolloutGroupStalled", "EchelonRolloutGroupBlocked", "EchelonRolloutGroupPausedLong",
 	"EchelonRolloutGroupWaitingForPromote", "EchelonRolloutGroupAnalysisFailed", "EchelonRolloutGroupAnalysisErrors",
-	"EchelonHookCallsFailing", "EchelonReconcileErrors", "EchelonOperatorAbsent", "EchelonScalingPolicyBlocked", "EchelonDelayedDownscaleBlocked",
+	"EchelonHookCallsFailing", "EchelonNotificationsFailing", "EchelonReconcileErrors", "EchelonOperatorAbsent", "EchelonScalingPolicyBlocked", "EchelonDelayedDownscaleBlocked",
 	"EchelonWebhookErrors", "EchelonWebhookCertificateExpiring", "EchelonEvictionsRefusedLong", "EchelonNoLeader",
 }
 
@@ -334,10 +334,12 @@ var syntheticMetrics = []string{"up"}
 // scenarios do, with what it takes. They must still be declared in
 // internal/metrics, so that a misspelt name fails.
 var exportedOnlyAfter = map[string]string{
-	"echelon_grafana_compat_zpdbs_readable":   "a reconcile in --grafana-compat mode, which the install test does not turn on",
-	"echelon_evictions_total":                 "an eviction judged by the eviction webhook",
-	"echelon_disruption_decisions_total":      "a disruption decided through the group's one budget",
-	"echelon_disruption_hold_conflicts_total": "two decisions racing for one hold, which no scenario can cause on purpose",
+	"echelon_grafana_compat_zpdbs_readable":                "a reconcile in --grafana-compat mode, which the install test does not turn on",
+	"echelon_evictions_total":                              "an eviction judged by the eviction webhook",
+	"echelon_disruption_decisions_total":                   "a disruption decided through the group's one budget",
+	"echelon_disruption_hold_conflicts_total":              "two decisions racing for one hold, which no scenario can cause on purpose",
+	"echelon_notifications_total":                          "a notification or callback sent (spec.notifications, spec.callback), which the install scenarios do not configure",
+	"echelon_notification_request_duration_seconds_bucket": "a notification or callback sent (spec.notifications, spec.callback), which the install scenarios do not configure",
 }
 
 // assertQueriesUseExportedMetrics checks that every metric named by the alerts

@@ -1,6 +1,6 @@
 // Package controllers wires Echelon's reconcilers into a manager. Each lives
-// in a package of its own (rolloutgroup, scalingpolicy, delayeddownscale,
-// zonedisruptionbudget) with
+// in a package of its own (rolloutgroup, notification, scalingpolicy,
+// delayeddownscale, zonedisruptionbudget) with
 // the same files: controller.go (Reconcile), observe.go (reads into the
 // planner's input), status.go (client-free status), watches.go (map functions,
 // predicates, SetupWithManager). Each observes the cluster through the
@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/echelon-operator/echelon/controllers/delayeddownscale"
+	"github.com/echelon-operator/echelon/controllers/notification"
 	"github.com/echelon-operator/echelon/controllers/rolloutgroup"
 	"github.com/echelon-operator/echelon/controllers/scalingpolicy"
 	"github.com/echelon-operator/echelon/controllers/zonedisruptionbudget"
@@ -31,6 +32,9 @@ func Setup(mgr ctrl.Manager, addressing podcall.Addressing) error {
 	}
 	if err := rolloutgroup.New(mgr).WithAddressing(addressing).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the RolloutGroup controller: %w", err)
+	}
+	if err := notification.New(mgr).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the notification controller: %w", err)
 	}
 	if err := scalingpolicy.New(mgr).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the ScalingPolicy controller: %w", err)

@@ -149,6 +149,27 @@ type RolloutGroupSpec struct {
 	// member rolls. See docs/hooks-and-http-gates.md.
 	// +optional
 	Hooks *RolloutGroupHooks `json:"hooks,omitempty"`
+	// rolloutId names the rollout for the systems told about it: every
+	// notification and callback carries it, so a deploy system can match
+	// answers to requests. A new value on a Failed group retries it, as
+	// echelon.dev/retry does.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.:/]*[A-Za-z0-9])?$`
+	RolloutID string `json:"rolloutId,omitempty"`
+
+	// notifications are HTTP receivers told about the rollout's events
+	// (docs/notifications.md). Delivery never holds the rollout.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Notifications []NotificationReceiver `json:"notifications,omitempty"`
+
+	// callback is an HTTP endpoint called once per rollout with its outcome
+	// (Complete, Failed or RolledBack) and its rolloutId.
+	// +optional
+	Callback *RolloutCallback `json:"callback,omitempty"`
 }
 
 // RolloutStep is one stage of a rollout: roll up to percent of the group's
@@ -510,6 +531,14 @@ type RolloutGroupStatus struct {
 	// revisions.
 	// +optional
 	Hooks *HooksStatus `json:"hooks,omitempty"`
+	// rolloutId is spec.rolloutId as last acted on.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	RolloutID string `json:"rolloutId,omitempty"`
+	// notifications is the delivery state of spec.notifications and
+	// spec.callback, written by the notifier alone.
+	// +optional
+	Notifications *NotificationStatus `json:"notifications,omitempty"`
 	// conditions: Ready, Progressing, Paused.
 	// +optional
 	// +listType=map

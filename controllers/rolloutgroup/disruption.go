@@ -69,12 +69,15 @@ func countBudgetDecision(plan rollout.Plan, acted actionResult) {
 	}
 }
 
-// keepHold is next with written's status.disruption. Only budget.Acquire
-// writes the hold, with an optimistic lock; the controller's own status
-// writes are merge patches from written to next, which then never send the
-// field: they neither clear nor overwrite a hold another decision recorded.
+// keepHold is next with written's status.disruption and
+// status.notifications. Only budget.Acquire writes the hold, with an
+// optimistic lock, and only the notifier writes status.notifications; the
+// controller's own status writes are merge patches from written to next,
+// which then never send those fields: they neither clear nor overwrite what
+// another writer recorded.
 func keepHold(written, next v1alpha1.RolloutGroupStatus) v1alpha1.RolloutGroupStatus {
 	next.Disruption = written.Disruption.DeepCopy()
+	next.Notifications = written.Notifications.DeepCopy()
 	return next
 }
 

@@ -76,7 +76,10 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 		// Only budget.Acquire writes the hold: carried over as written.
 		Disruption: old.Disruption.DeepCopy(),
 		Hooks:      old.Hooks.DeepCopy(),
-		Conditions: append([]metav1.Condition(nil), old.Conditions...),
+		// Only the notifier writes status.notifications (keepHold).
+		Notifications: old.Notifications.DeepCopy(),
+		RolloutID:     rg.Spec.RolloutID,
+		Conditions:    append([]metav1.Condition(nil), old.Conditions...),
 	}
 	for _, m := range plan.Members {
 		st.StatefulSets = append(st.StatefulSets, v1alpha1.MemberStatus{

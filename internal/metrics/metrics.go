@@ -116,4 +116,5 @@ func ForgetGroup(namespace, name string) {
 	forgetAnalysis(labels)
 	forgetSteps(labels)
 	forgetRotation(labels)
+	forgetNotifications(labels)
 }

@@ -116,3 +116,24 @@ func (w *RolloutGroupWrapper) OnFailure(p v1alpha1.FailurePolicy) *RolloutGroupW
 	w.rg.Spec.OnFailure = p
 	return w
 }
+
+// Notify appends a receiver of spec.notifications whose URL is key "url" of
+// Secret secret; events empty sends every event.
+func (w *RolloutGroupWrapper) Notify(name, secret string, format v1alpha1.NotificationFormat, events ...v1alpha1.NotificationEventType) *RolloutGroupWrapper {
+	w.rg.Spec.Notifications = append(w.rg.Spec.Notifications, v1alpha1.NotificationReceiver{
+		Name: name, SecretRef: v1alpha1.LocalSecretReference{Name: secret}, Format: format, Events: events,
+	})
+	return w
+}
+
+// Callback sets spec.callback to the URL in key "url" of Secret secret.
+func (w *RolloutGroupWrapper) Callback(secret string) *RolloutGroupWrapper {
+	w.rg.Spec.Callback = &v1alpha1.RolloutCallback{SecretRef: v1alpha1.LocalSecretReference{Name: secret}}
+	return w
+}
+
+// RolloutID sets spec.rolloutId.
+func (w *RolloutGroupWrapper) RolloutID(id string) *RolloutGroupWrapper {
+	w.rg.Spec.RolloutID = id
+	return w
+}

@@ -10,8 +10,13 @@ import (
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
 
-// handleControls acts on each annotation whose value it has not acted on yet.
+// handleControls acts on each annotation whose value it has not acted on yet,
+// and on a new spec.rolloutId, which retries a failed group as
+// echelon.dev/retry does.
 func (ap *Pass) handleControls(pre rollout.Plan) {
+	if id := ap.spec.RolloutID; id != "" && id != ap.rolloutID && (ap.st.Failure != nil || ap.st.Rollback != nil) {
+		ap.event(corev1.EventTypeNormal, "RetryRequested", "Retry", fmt.Sprintf("spec.rolloutId=%s: %s", id, ap.retry()))
+	}
 	if v := ap.annotations[v1alpha1.AnnotationRetry]; v != "" && v != ap.st.HandledRetry {
 		ap.st.HandledRetry = v
 		ap.event(corev1.EventTypeNormal, "RetryRequested", "Retry", fmt.Sprintf("%s=%s: %s", v1alpha1.AnnotationRetry, v, ap.retry()))

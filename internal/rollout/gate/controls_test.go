@@ -23,10 +23,12 @@ func TestAnalysisControls(t *testing.T) {
 	tests := []struct {
 		name        string
 		annotations map[string]string
-		status      v1alpha1.AnalysisStatus
-		check       func(t *testing.T, ap *Pass)
-		wantEvent   string
-		wantMessage string
+		// rolloutID is spec.rolloutId; observedID status.rolloutId.
+		rolloutID, observedID string
+		status                v1alpha1.AnalysisStatus
+		check                 func(t *testing.T, ap *Pass)
+		wantEvent             string
+		wantMessage           string
 	}{{
 		name: "retry evaluates a failed gate again from the start", annotations: map[string]string{v1alpha1.AnnotationRetry: "1"},
 		status: v1alpha1.AnalysisStatus{Failure: failed, Checks: []v1alpha1.CheckStatus{{Name: "zone", Phase: v1alpha1.CheckFailed, ConsecutiveFailures: 1}}},
@@ -98,12 +100,41 @@ func TestAnalysisControls(t *testing.T) {
 		name: "abort while rolling back does nothing more", annotations: map[string]string{v1alpha1.AnnotationAbort: "again"},
 		status:    v1alpha1.AnalysisStatus{Failure: failed, Rollback: &v1alpha1.RollbackStatus{}},
 		wantEvent: "AbortRequested", wantMessage: "already rolling back",
+	}, {
+		name: "a new rolloutId retries a failed gate", rolloutID: "deploy-2", observedID: "deploy-1",
+		status: v1alpha1.AnalysisStatus{Failure: failed},
+		check: func(t *testing.T, ap *Pass) {
+			if ap.st.Failure != nil || ap.st.Gate == nil {
+				t.Errorf("after a new rolloutId: %+v", ap.st)
+			}
+		},
+		wantEvent: "RetryRequested", wantMessage: "spec.rolloutId=deploy-2: ",
+	}, {
+		name: "a new rolloutId clears a rollback", rolloutID: "deploy-2",
+		status: v1alpha1.AnalysisStatus{Failure: failed, Rollback: &v1alpha1.RollbackStatus{CompletionTime: ptr.To(metav1.NewTime(testNow))}},
+		check: func(t *testing.T, ap *Pass) {
+			if ap.st.Failure != nil || ap.st.Rollback != nil {
+				t.Errorf("after a new rolloutId: %+v", ap.st)
+			}
+		},
+		wantEvent: "RetryRequested", wantMessage: "templates as they are now",
+	}, {
+		name: "the rolloutId already acted on does not retry", rolloutID: "deploy-1", observedID: "deploy-1",
+		status: v1alpha1.AnalysisStatus{Failure: failed},
+		check: func(t *testing.T, ap *Pass) {
+			if ap.st.Failure == nil {
+				t.Error("the failure was cleared")
+			}
+		},
+	}, {
+		name: "a new rolloutId without a failure does nothing", rolloutID: "deploy-3", observedID: "deploy-2",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rg := gatetest.Group(0, v1alpha1.FailurePause, func(rg *v1alpha1.RolloutGroup) {
 				rg.Annotations = tt.annotations
 				rg.Status.Analysis = tt.status.DeepCopy()
+				rg.Spec.RolloutID, rg.Status.RolloutID = tt.rolloutID, tt.observedID
 			})
 			ap := New(rg, testNow)
 			ap.Begin(plan)

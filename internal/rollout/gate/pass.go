@@ -32,7 +32,9 @@ type Pass struct {
 	namespace, name string
 	spec            v1alpha1.RolloutGroupSpec
 	annotations     map[string]string
-	st              v1alpha1.AnalysisStatus
+	// rolloutID is status.rolloutId: the spec.rolloutId last acted on.
+	rolloutID string
+	st        v1alpha1.AnalysisStatus
 	// stable and gatePassed are each member's stable revision and the
 	// revision whose AfterMember gate it passed.
 	stable     map[string]string
@@ -55,7 +57,8 @@ type Pass struct {
 func New(rg *v1alpha1.RolloutGroup, now time.Time) *Pass {
 	ap := &Pass{
 		namespace: rg.Namespace, name: rg.Name, spec: rg.Spec, annotations: rg.Annotations, now: now,
-		stable: map[string]string{}, gatePassed: map[string]string{},
+		rolloutID: rg.Status.RolloutID,
+		stable:    map[string]string{}, gatePassed: map[string]string{},
 	}
 	if rg.Status.Analysis != nil {
 		ap.st = *rg.Status.Analysis.DeepCopy()

@@ -1,0 +1,62 @@
+package notification
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
+)
+
+// The API server refuses bad notification specs at admission, naming the
+// field.
+func TestNotificationValidation(t *testing.T) {
+	cp := controllertest.APIServer(t)
+	ns, err := cp.CreateNamespace(t.Context(), "validation")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, spec string
+		want       string // "" accepts
+	}{
+		{name: "the documented example", spec: `
+rolloutId: deploy-4711
+notifications:
+- {name: chat, secretRef: {name: rollout-slack}, format: Slack, events: [Started, MemberReached, Complete]}
+- {name: deploys, secretRef: {name: rollout-hook}, timeout: 5s}
+callback: {secretRef: {name: deploy-callback}}`},
+		{name: "an unknown format", spec: "notifications: [{name: x, secretRef: {name: s}, format: Teams}]", want: "spec.notifications[0].format"},
+		{name: "an unknown event", spec: "notifications: [{name: x, secretRef: {name: s}, events: [Deployed]}]", want: "spec.notifications[0].events[0]"},
+		{name: "a receiver name that is no DNS label", spec: "notifications: [{name: Chat_1, secretRef: {name: s}}]", want: "spec.notifications[0].name"},
+		{name: "two receivers of one name", spec: "notifications: [{name: x, secretRef: {name: s}}, {name: x, secretRef: {name: t}}]", want: "spec.notifications[1]"},
+		{name: "no Secret", spec: "notifications: [{name: x}]", want: "spec.notifications[0].secretRef"},
+		{name: "a URL in the spec", spec: "notifications: [{name: x, url: 'https://hooks.example/x', secretRef: {name: s}}]", want: `unknown field "spec.notifications[0].url"`},
+		{name: "a zero timeout", spec: "notifications: [{name: x, secretRef: {name: s}, timeout: 0s}]", want: "spec.notifications[].timeout must be more than 0s"},
+		{name: "a callback timeout over a minute", spec: "callback: {secretRef: {name: s}, timeout: 2m}", want: "spec.callback.timeout must be more than 0s and at most 1m"},
+		{name: "a rolloutId with spaces", spec: "rolloutId: 'deploy 1'", want: "spec.rolloutId"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := map[string]any{}
+			if err := yaml.Unmarshal([]byte(tt.spec), &spec); err != nil {
+				t.Fatal(err)
+			}
+			spec["statefulSets"] = []any{map[string]any{"name": "a"}}
+			rg := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "echelon.dev/v1alpha1", "kind": "RolloutGroup",
+				"metadata": map[string]any{"name": "g", "namespace": ns}, "spec": spec,
+			}}
+			err := cp.Client().Create(t.Context(), rg, client.DryRunAll, client.FieldValidation("Strict"))
+			if tt.want == "" && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Fatalf("error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}

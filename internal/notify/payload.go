@@ -1,0 +1,150 @@
+package notify
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+)
+
+// Schemas of the JSON bodies; a change that is not backward compatible
+// gets a new version.
+const (
+	NotificationSchema = "echelon.dev/notification/v1"
+	CallbackSchema     = "echelon.dev/callback/v1"
+)
+
+// HTTP headers every notification and callback carries.
+const (
+	HeaderDeliveryID = "Echelon-Delivery-Id"
+	HeaderMessageKey = "Echelon-Message-Key"
+	HeaderEvent      = "Echelon-Event"
+)
+
+// Group identifies the RolloutGroup a body is about.
+type Group struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+}
+
+// Notification is the JSON body of schema echelon.dev/notification/v1.
+type Notification struct {
+	Schema     string `json:"schema"`
+	DeliveryID string `json:"deliveryId"`
+	MessageKey string `json:"messageKey"`
+	Sequence   int64  `json:"sequence"`
+	Event      string `json:"event"`
+	Time       string `json:"time"`
+	Group      Group  `json:"group"`
+	Rollout    string `json:"rollout"`
+	RolloutID  string `json:"rolloutId,omitempty"`
+	Phase      string `json:"phase,omitempty"`
+	Member     string `json:"member,omitempty"`
+	Updated    string `json:"updated,omitempty"`
+	Message    string `json:"message,omitempty"`
+	Page       int32  `json:"page"`
+	Pages      int32  `json:"pages"`
+	// Pods is omitted, not empty, for an event that lists none.
+	Pods []string `json:"pods,omitempty"`
+}
+
+// Callback is the JSON body of schema echelon.dev/callback/v1.
+type Callback struct {
+	Schema     string `json:"schema"`
+	DeliveryID string `json:"deliveryId"`
+	Outcome    string `json:"outcome"`
+	Time       string `json:"time"`
+	Group      Group  `json:"group"`
+	Rollout    string `json:"rollout"`
+	RolloutID  string `json:"rolloutId,omitempty"`
+}
+
+// Body is the body of m for a receiver of format.
+func Body(format v1alpha1.NotificationFormat, g Group, m Message) ([]byte, error) {
+	if format == v1alpha1.NotificationFormatSlack {
+		return json.Marshal(slackBody(g, m))
+	}
+	ev := m.Event
+	return json.Marshal(Notification{
+		Schema: NotificationSchema, DeliveryID: m.DeliveryID, MessageKey: m.MessageKey,
+		Sequence: ev.Sequence, Event: string(ev.Type), Time: ev.Time.UTC().Format(time.RFC3339),
+		Group: g, Rollout: ev.Rollout, RolloutID: ev.RolloutID, Phase: string(ev.Phase),
+		Member: ev.Member, Updated: ev.Updated, Message: ev.Message,
+		Page: m.Page, Pages: m.Pages, Pods: m.Pods,
+	})
+}
+
+// CallbackBody is the body of the callback c.
+func CallbackBody(g Group, c v1alpha1.CallbackStatus) ([]byte, error) {
+	return json.Marshal(Callback{
+		Schema: CallbackSchema, DeliveryID: c.DeliveryID, Outcome: string(c.Outcome),
+		Time: c.Time.UTC().Format(time.RFC3339), Group: g, Rollout: c.Rollout, RolloutID: c.RolloutID,
+	})
+}
+
+// Slack's incoming-webhook payload: text is the notification's fallback,
+// blocks what the channel shows.
+type slackPayload struct {
+	Text   string       `json:"text"`
+	Blocks []slackBlock `json:"blocks"`
+}
+
+type slackBlock struct {
+	Type     string      `json:"type"`
+	Text     *slackText  `json:"text,omitempty"`
+	Elements []slackText `json:"elements,omitempty"`
+}
+
+type slackText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// slackPodsMax keeps a page's pod list within the 3,000 characters Slack
+// takes in a section's text (50 names of up to 253 characters could exceed it).
+const slackPodsMax = 2900
+
+// slackEmoji marks each event in the channel.
+var slackEmoji = map[v1alpha1.NotificationEventType]string{
+	v1alpha1.NotificationStarted:       ":rocket:",
+	v1alpha1.NotificationMemberReached: ":arrow_forward:",
+	v1alpha1.NotificationStepReached:   ":pause_button:",
+	v1alpha1.NotificationPaused:        ":double_vertical_bar:",
+	v1alpha1.NotificationGateFailed:    ":x:",
+	v1alpha1.NotificationRollingBack:   ":rewind:",
+	v1alpha1.NotificationFailed:        ":red_circle:",
+	v1alpha1.NotificationComplete:      ":white_check_mark:",
+	v1alpha1.NotificationStalled:       ":warning:",
+}
+
+func slackBody(g Group, m Message) slackPayload {
+	ev := m.Event
+	id := ev.RolloutID
+	if id == "" {
+		id = ev.Rollout
+	}
+	headline := fmt.Sprintf("%s *%s/%s* %s", slackEmoji[ev.Type], g.Namespace, g.Name, ev.Type)
+	if ev.Member != "" {
+		headline += ": " + ev.Member
+	}
+	if ev.Updated != "" {
+		headline += fmt.Sprintf(" (%s updated)", ev.Updated)
+	}
+	text := headline
+	if ev.Message != "" {
+		text += "\n" + ev.Message
+	}
+	blocks := []slackBlock{{Type: "section", Text: &slackText{Type: "mrkdwn", Text: text}}}
+	if len(m.Pods) > 0 {
+		blocks = append(blocks, slackBlock{Type: "section", Text: &slackText{
+			Type: "mrkdwn", Text: fmt.Sprintf("Pods (%d of %d):\n```%s```", m.Page, m.Pages, truncate(strings.Join(m.Pods, "\n"), slackPodsMax)),
+		}})
+	}
+	blocks = append(blocks, slackBlock{Type: "context", Elements: []slackText{{
+		Type: "mrkdwn", Text: fmt.Sprintf("rollout `%s` · event %d · delivery `%s`", id, ev.Sequence, m.DeliveryID),
+	}}})
+	return slackPayload{Text: fmt.Sprintf("%s/%s %s (rollout %s)", g.Namespace, g.Name, ev.Type, id), Blocks: blocks}
+}
