@@ -291,7 +291,7 @@ func TestFailOnStall(t *testing.T) {
 		{name: "already rolled back", policy: v1alpha1.FailureRollback, stalledFor: 2 * deadline,
 			mutate: func(rg *v1alpha1.RolloutGroup) {
 				rg.Status.Analysis = &v1alpha1.AnalysisStatus{
-					Failure:  &v1alpha1.AnalysisFailure{Reason: v1alpha1.ReasonAnalysisFailed, Message: "earlier"},
+					Failure: &v1alpha1.AnalysisFailure{Reason: v1alpha1.ReasonAnalysisFailed, Message: "earlier"},
 					Rollback: &v1alpha1.RollbackStatus{StartTime: metav1.NewTime(testNow), CompletionTime: ptr.To(metav1.NewTime(testNow)),
 						Members: []v1alpha1.RollbackMember{{Name: "a", From: "r2", To: "r1"}, {Name: "b", From: "r2", To: "r1"}, {Name: "c", From: "r2", To: "r1"}}},
 				}
