@@ -230,4 +230,3 @@ func podReady(p *corev1.Pod) bool {
 	}
 	return false
 }
-
