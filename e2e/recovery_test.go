@@ -3,15 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,25 +29,6 @@ func (g *zoneGroup) crashLoopRelease(ctx context.Context, version string) {
 func (g *zoneGroup) revertTo(ctx context.Context, version string) {
 	GinkgoHelper()
 	g.patchTemplates(ctx, fmt.Sprintf(`{%q:%q,%q:null}`, versionAnnotation, version, controlplane.CrashLoopAnnotation))
-}
-
-// patchTemplates merge-patches the pod template annotations of every zone at
-// once, as one `kubectl apply` of them would.
-func (g *zoneGroup) patchTemplates(ctx context.Context, annotations string) {
-	GinkgoHelper()
-	errs := make([]error, len(g.zones))
-	var wg sync.WaitGroup
-	for i, z := range g.zones {
-		wg.Go(func() {
-			patch := `{"spec":{"template":{"metadata":{"annotations":` + annotations + `}}}}`
-			sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: z}}
-			errs[i] = k8s.Patch(ctx, sts, client.RawPatch(types.MergePatchType, []byte(patch)))
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		Expect(err).NotTo(HaveOccurred(), "patch the template of %s", g.zones[i])
-	}
 }
 
 // crashLooping lists the live pods of zone that kwok plays as crash-looping:
