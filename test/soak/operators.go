@@ -48,18 +48,29 @@ func newOperators(binary, kubeconfig, logDir string, flags []string) *operators 
 	return &operators{binary: binary, kubeconfig: kubeconfig, logDir: logDir, flags: flags, counters: map[string]opCounters{}}
 }
 
-// start starts a fresh instance and waits until it serves /ready.
-func (o *operators) start(ctx context.Context) error {
+// start starts a fresh instance; it warms its caches, and joins the leader
+// election, on its own.
+func (o *operators) start() error {
 	o.started++
 	name := fmt.Sprintf("soak-operator-%d", o.started)
 	op, err := framework.StartOperator(o.binary, o.kubeconfig, o.logDir, name, append(append([]string{}, leaderElection...), o.flags...)...)
 	if err != nil {
 		return err
 	}
-	if err := op.WaitReady(ctx); err != nil {
-		return err
-	}
 	o.running = append(o.running, op)
+	return nil
+}
+
+// waitReady waits until every running instance serves /ready: a standby
+// with a warm cache, ready to take over.
+func (o *operators) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	for _, op := range o.running {
+		if err := op.WaitReady(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -68,9 +79,12 @@ func (o *operators) startPair(ctx context.Context) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for range 2 {
-		if err := o.start(ctx); err != nil {
+		if err := o.start(); err != nil {
 			return err
 		}
+	}
+	if err := o.waitReady(ctx); err != nil {
+		return err
 	}
 	_, err := o.leader(ctx)
 	return err
@@ -98,12 +112,17 @@ func (o *operators) leader(ctx context.Context) (*framework.Operator, error) {
 	}
 }
 
-// handover stops the leader, by SIGKILL or SIGTERM, starts a fresh instance
-// so that two run again, as a Deployment would, and waits until one of them
-// leads.
+// handover waits until both instances are ready (the one started by the
+// last handover may still be warming its cache), stops the leader by SIGKILL
+// or SIGTERM, waits until the standby takes over, and starts a fresh
+// instance, so that two run again, as a Deployment would; the fresh one
+// warms up while the rollouts go on.
 func (o *operators) handover(ctx context.Context, kind Kind) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if err := o.waitReady(ctx); err != nil {
+		return err
+	}
 	leader, err := o.leader(ctx)
 	if err != nil {
 		return err
@@ -121,11 +140,10 @@ func (o *operators) handover(ctx context.Context, kind Kind) error {
 			break
 		}
 	}
-	if err := o.start(ctx); err != nil {
-		return err
+	if _, err := o.leader(ctx); err != nil {
+		return fmt.Errorf("after the %s of %s: %w", kind, leader.Name, err)
 	}
-	_, err = o.leader(ctx)
-	return err
+	return o.start()
 }
 
 // scrapeAll records the counters of every running instance.

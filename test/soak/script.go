@@ -161,9 +161,14 @@ var releases = []struct {
 	{"", 4}, {Flip, 3}, {Revert, 3}, {Scale, 3}, {Pause, 2}, {CrashLoop, 2}, {CrashLoopRollback, 2}, {GateFail, 2},
 }
 
+// handoverOdds: one script in handoverOdds hands over. A handover waits for
+// the standby started by the previous one to warm its cache, which takes up
+// to a minute under throttling, so more would mostly measure that wait.
+const handoverOdds = 5
+
 // Generate draws the scripts of a run: the same Config gives the same
 // scripts. Each script has one release kind (or none), and, with
-// Handovers, one operator handover in about a third of them; the API server
+// Handovers, one operator handover in about one in handoverOdds; the API server
 // restarts fall on scripts drawn from the same source. Scripts go to the
 // groups round-robin.
 func Generate(c Config) []Script {
@@ -200,7 +205,7 @@ func Generate(c Config) []Script {
 		default:
 			s.Steps = append(s.Steps, Step{Kind: kind, AfterRolls: 1 + r.IntN(half)})
 		}
-		if c.Handovers && r.IntN(3) == 0 {
+		if c.Handovers && r.IntN(handoverOdds) == 0 {
 			s.Steps = append(s.Steps, Step{Kind: []Kind{Kill, Term}[r.IntN(2)], AfterRolls: 1 + r.IntN(half)})
 		}
 		scripts[i] = s

@@ -16,6 +16,12 @@ import (
 // requests go to when the soak throttles them.
 const throttledLevel = "echelon-soak-throttled"
 
+// throttledShares is the level's share of the API server's concurrency: 2
+// of the about 250 that the default levels hold, so about 5 of its 600
+// seats. With 1 share (3 seats) a fresh operator over 8 namespaces took two
+// minutes to fill its caches, its LISTs mostly answered 429.
+const throttledShares = 2
+
 // throttle puts every request of user, but its Lease's, in a priority level
 // with the smallest share of the API server's concurrency and no queue, so
 // that requests beyond its few seats are answered 429 at once, as on a
@@ -28,7 +34,7 @@ func throttle(ctx context.Context, c client.Client, user string) error {
 		Spec: flowcontrolv1.PriorityLevelConfigurationSpec{
 			Type: flowcontrolv1.PriorityLevelEnablementLimited,
 			Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{
-				NominalConcurrencyShares: ptr.To[int32](1),
+				NominalConcurrencyShares: ptr.To[int32](throttledShares),
 				LendablePercent:          ptr.To[int32](0),
 				LimitResponse:            flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject},
 			},
