@@ -32,6 +32,10 @@ type operators struct {
 	started int
 	// counters holds each process's last scraped counters, by process name.
 	counters map[string]opCounters
+	// restarts counts the instances that exited on their own (a leader that
+	// could not renew its Lease while the API server restarted exits, as it
+	// must) and were replaced, as a Deployment replaces them.
+	restarts int
 }
 
 // opCounters are the counters of one operator process.
@@ -61,17 +65,63 @@ func (o *operators) start() error {
 	return nil
 }
 
+// replaceExited replaces every running instance that exited without being
+// told to, as a Deployment's controller and kubelet would. The caller holds
+// o.mu.
+func (o *operators) replaceExited() error {
+	for i := 0; i < len(o.running); {
+		select {
+		case <-o.running[i].Exited():
+			o.running = append(o.running[:i], o.running[i+1:]...)
+			o.restarts++
+			if err := o.start(); err != nil {
+				return err
+			}
+		default:
+			i++
+		}
+	}
+	return nil
+}
+
+// supervise replaces exited instances every second until ctx ends.
+func (o *operators) supervise(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		o.mu.Lock()
+		_ = o.replaceExited()
+		o.mu.Unlock()
+	}
+}
+
 // waitReady waits until every running instance serves /ready: a standby
 // with a warm cache, ready to take over.
 func (o *operators) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	for _, op := range o.running {
-		if err := op.WaitReady(ctx); err != nil {
+	for {
+		if err := o.replaceExited(); err != nil {
 			return err
 		}
+		ready := 0
+		for _, op := range o.running {
+			if code, _, err := op.Get("/ready"); err == nil && code == 200 {
+				ready++
+			}
+		}
+		if ready == len(o.running) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d instances ready: %w", ready, len(o.running), ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	return nil
 }
 
 // startPair starts the two instances.

@@ -21,6 +21,9 @@ type Report struct {
 	// Handovers and APIServerRestarts count the ones carried out.
 	Handovers         int
 	APIServerRestarts int
+	// OperatorRestarts counts the instances that exited on their own and
+	// were replaced.
+	OperatorRestarts int
 	// Throttled counts the operators' API requests answered 429, and
 	// ReconcileErrors their passes that failed and were retried with backoff,
 	// as the operators' metrics say (an instance killed by SIGKILL loses what
@@ -88,6 +91,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(tw, "breaches (must be 0)\t%d\t\n", len(r.Breaches))
 	fmt.Fprintf(tw, "operator handovers\t%d\t\n", r.Handovers)
 	fmt.Fprintf(tw, "API server restarts\t%d\t\n", r.APIServerRestarts)
+	fmt.Fprintf(tw, "operators exited, replaced\t%d\t\n", r.OperatorRestarts)
 	fmt.Fprintf(tw, "requests answered 429\t%d\t\n", r.Throttled)
 	fmt.Fprintf(tw, "reconcile errors retried\t%d\t\n", r.ReconcileErrors)
 	fmt.Fprintf(tw, "longest without a pod rolled\t%s\t\n", longest.LongestGap.Round(100*time.Millisecond))

@@ -119,6 +119,7 @@ func Run(ctx context.Context, env Env, opts Options) (*Report, error) {
 	ch := &chaos{cp: cp, ops: ops}
 	scrapeCtx, stopScrape := context.WithCancel(ctx)
 	defer stopScrape()
+	go ops.supervise(scrapeCtx)
 	go func() {
 		for {
 			select {
@@ -159,6 +160,9 @@ func Run(ctx context.Context, env Env, opts Options) (*Report, error) {
 	}
 	t := ops.totals()
 	rep.Handovers, rep.APIServerRestarts = ch.handovers, ch.restarts
+	ops.mu.Lock()
+	rep.OperatorRestarts = ops.restarts
+	ops.mu.Unlock()
 	rep.Throttled, rep.ReconcileErrors = int(t.throttled), int(t.reconcileErrors)
 	rep.ChaosErrors = ch.errs
 	if rep.Failed() {
@@ -189,8 +193,14 @@ func (ch *chaos) do(ctx context.Context, kind Kind) {
 			ch.handovers++
 		}
 	case RestartAPIServer:
-		if err = ch.cp.RestartAPIServer(ctx); err == nil {
-			ch.restarts++
+		// Both operators ready first, so that the restart is the one fault.
+		ch.ops.mu.Lock()
+		err = ch.ops.waitReady(ctx)
+		ch.ops.mu.Unlock()
+		if err == nil {
+			if err = ch.cp.RestartAPIServer(ctx); err == nil {
+				ch.restarts++
+			}
 		}
 	}
 	if err != nil {

@@ -224,7 +224,8 @@ func Generate(c Config) []Script {
 }
 
 // order puts the steps in the order they land. Nothing rolls once a pause
-// lands, so the steps of a paused script land with the pause at the latest.
+// lands, so the steps of a paused script land with the pause at the latest,
+// and after it.
 func (s *Script) order() {
 	if i := slices.IndexFunc(s.Steps, func(st Step) bool { return st.Kind == Pause }); i >= 0 {
 		for j := range s.Steps {
@@ -235,9 +236,10 @@ func (s *Script) order() {
 		if a.AfterRolls != b.AfterRolls {
 			return a.AfterRolls - b.AfterRolls
 		}
-		// A pause lands after what comes at the same moment, so that it
-		// finds the rollout still open.
-		return boolInt(a.Kind == Pause) - boolInt(b.Kind == Pause)
+		// A pause lands first of what comes at the same moment: a handover
+		// or a restart may take a while, and the rollout must still be open
+		// when the pause lands.
+		return boolInt(b.Kind == Pause) - boolInt(a.Kind == Pause)
 	})
 }
 

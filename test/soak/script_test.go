@@ -106,11 +106,12 @@ func TestExpect(t *testing.T) {
 }
 
 // Steps of a paused script land with the pause at the latest, the pause
-// last: nothing rolls after it.
+// first of those at its moment: nothing rolls after it, and a handover must
+// not hold it up until the rollout has ended.
 func TestOrderHoldsStepsBeforeAPause(t *testing.T) {
 	s := Script{Steps: []Step{{Kind: Pause, AfterRolls: 2}, {Kind: Kill, AfterRolls: 5}, {Kind: RestartAPIServer, AfterRolls: 1}}}
 	s.order()
-	want := []Step{{Kind: RestartAPIServer, AfterRolls: 1}, {Kind: Kill, AfterRolls: 2}, {Kind: Pause, AfterRolls: 2}}
+	want := []Step{{Kind: RestartAPIServer, AfterRolls: 1}, {Kind: Pause, AfterRolls: 2}, {Kind: Kill, AfterRolls: 2}}
 	if !reflect.DeepEqual(s.Steps, want) {
 		t.Errorf("order = %v, want %v", s.Steps, want)
 	}
