@@ -58,7 +58,7 @@ func (r *Report) Print(w io.Writer) {
 	steps, skipped := map[Kind]int{}, 0
 	var longest Result
 	for _, res := range r.Results {
-		want[res.Script.Expect()]++
+		want[res.Expected]++
 		if res.Problem == "" {
 			got[res.Got]++
 		}

@@ -29,8 +29,8 @@ controller_runtime_reconcile_errors_total{controller="scalingpolicy"} 1
 // The table counts outcomes as expected and as reached, and a soak with a
 // breach or a rollout not as expected fails, naming the seed.
 func TestReport(t *testing.T) {
-	ok := Result{Script: Script{Index: 0, Steps: []Step{{Kind: Pause, AfterRolls: 2}}}, Got: Paused, LongestGap: 3 * time.Second}
-	bad := Result{Script: Script{Index: 1}, Problem: "expected Complete: phase Progressing", LongestGap: time.Second}
+	ok := Result{Script: Script{Index: 0, Steps: []Step{{Kind: Pause, AfterRolls: 2}}}, Expected: Paused, Got: Paused, LongestGap: 3 * time.Second}
+	bad := Result{Script: Script{Index: 1}, Expected: Complete, Problem: "expected Complete: phase Progressing", LongestGap: time.Second}
 	rep := &Report{Seed: 9, Groups: 1, Results: []Result{ok}}
 	if rep.Failed() {
 		t.Fatalf("a soak whose rollouts all ended as expected failed")

@@ -13,6 +13,10 @@ import (
 // Result is how one script's rollout went.
 type Result struct {
 	Script Script
+	// Expected is the outcome the rollout had to reach: the script's, or
+	// Complete when its pause came only after the rollout had completed (a
+	// handover before it can take minutes while the fresh standby warms).
+	Expected Outcome
 	// Got is the outcome reached; "" when the rollout reached none in time.
 	Got Outcome
 	// Problem says what went wrong: the outcome not reached, a step that
@@ -31,7 +35,7 @@ func (r Result) String() string {
 	if r.Problem != "" {
 		status = "PROBLEM: " + r.Problem
 	}
-	return fmt.Sprintf("%s: got %s in %s (longest gap %s, %d skipped) %s", r.Script, orNone(r.Got), r.Duration.Round(100*time.Millisecond),
+	return fmt.Sprintf("%s: expected %s, got %s in %s (longest gap %s, %d skipped) %s", r.Script, r.Expected, orNone(r.Got), r.Duration.Round(100*time.Millisecond),
 		r.LongestGap.Round(100*time.Millisecond), r.Skipped, status)
 }
 
@@ -47,7 +51,7 @@ func orNone(o Outcome) string {
 // outcome it expects, then bring the group back to a settled state for the
 // next script.
 func (g *group) run(ctx context.Context, s Script, ch *chaos, timeout time.Duration) Result {
-	res := Result{Script: s}
+	res := Result{Script: s, Expected: s.Expect()}
 	start := time.Now()
 	rollsBefore := len(g.mon.Rolls())
 	rolled := func() int { return len(g.mon.Rolls()) - rollsBefore }
@@ -75,7 +79,7 @@ func (g *group) run(ctx context.Context, s Script, ch *chaos, timeout time.Durat
 	if err := g.patchTemplates(ctx, final, s.Has(CrashLoop) || s.Has(CrashLoopRollback)); err != nil {
 		return fail("release %s: %v", final, err)
 	}
-	ended := func() bool { return g.reached(ctx, s.Expect(), final, previous) == nil }
+	ended := func() bool { return g.reached(ctx, res.Expected, final, previous) == nil }
 	for _, st := range s.Steps {
 		switch st.Kind {
 		case CrashLoop, CrashLoopRollback, GateFail:
@@ -120,6 +124,13 @@ func (g *group) run(ctx context.Context, s Script, ch *chaos, timeout time.Durat
 		case Scale:
 			err = g.scale(ctx, g.zones[st.Zone], st.Delta)
 		case Pause:
+			if g.reached(ctx, Complete, final, previous) == nil {
+				// Too late: the rollout completed while an earlier step
+				// held the script up. Nothing is left to pause.
+				res.Skipped++
+				res.Expected = Complete
+				continue
+			}
 			err = g.patchSpec(ctx, `{"paused":true}`)
 		case Kill, Term, RestartAPIServer:
 			ch.do(ctx, st.Kind)
@@ -128,11 +139,11 @@ func (g *group) run(ctx context.Context, s Script, ch *chaos, timeout time.Durat
 			return fail("%s: %v", st, err)
 		}
 	}
-	if err := poll(ctx, timeout, func() error { return g.reached(ctx, s.Expect(), final, previous) }); err != nil {
+	if err := poll(ctx, timeout, func() error { return g.reached(ctx, res.Expected, final, previous) }); err != nil {
 		res.Got = g.outcomeNow(ctx)
-		return fail("expected %s: %v", s.Expect(), err)
+		return fail("expected %s: %v", res.Expected, err)
 	}
-	res.Got = s.Expect()
+	res.Got = res.Expected
 	end := time.Now()
 	if rg, err := g.get(ctx); err == nil {
 		// The harness may notice the outcome late (a handover holds it up):
@@ -151,7 +162,7 @@ func (g *group) run(ctx context.Context, s Script, ch *chaos, timeout time.Durat
 	}
 	res.Duration = end.Sub(start)
 	res.LongestGap = g.longestGap(start, end)
-	if err := g.settle(ctx, s, final, timeout); err != nil {
+	if err := g.settle(ctx, res.Expected, final, timeout); err != nil {
 		res.Problem = fmt.Sprintf("after the outcome: %v", err)
 	}
 	return res
@@ -206,8 +217,8 @@ func (g *group) outcomeNow(ctx context.Context) Outcome {
 // resumes and completes; a rolled back one gets its plain spec back (its
 // next release clears the failure). The group's stable version is then
 // what its pods run.
-func (g *group) settle(ctx context.Context, s Script, final string, timeout time.Duration) error {
-	switch s.Expect() {
+func (g *group) settle(ctx context.Context, outcome Outcome, final string, timeout time.Duration) error {
+	switch outcome {
 	case Paused:
 		if err := g.patchSpec(ctx, `{"paused":false}`); err != nil {
 			return err
