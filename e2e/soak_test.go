@@ -40,6 +40,6 @@ var _ = Describe("The soak harness", func() {
 		// The pause may come only after its rollout completed, when an
 		// earlier step held its script up: then it ends Complete.
 		Expect(outcomes).To(HaveKeyWithValue(soak.RolledBack, 2))
-		Expect(outcomes[soak.Paused]+outcomes[soak.Complete]).To(Equal(8))
+		Expect(outcomes[soak.Paused] + outcomes[soak.Complete]).To(Equal(8))
 	}, SpecTimeout(6*time.Minute))
 })
