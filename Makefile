@@ -235,3 +235,15 @@ BENCH_FLAGS ?=
 bench: test-assets prometheus ## Time a 3 x 30-pod rollout against its floor (one operator; two with a SIGTERM or SIGKILL handover; among 50 groups) with API requests, CPU and memory, ScalingPolicy followers tracking a leader, the no-downscale webhook, the eviction webhook through the API server beside it, a kubectl drain of 90 pods in three zones against its floor, and analysis gates against Prometheus. BENCH_FLAGS=--help lists the flags.
 	go build -o $(BIN)/echelon-bench ./test/performance
 	$(BIN)/echelon-bench $(BENCH_FLAGS)
+
+##@ Soak
+
+# SOAK_FLAGS passes flags to test/soak/cmd/echelon-soak, e.g.
+# SOAK_FLAGS='--rollouts=200 --seed=42'. The default, 24 rollouts on 4 groups,
+# takes a few minutes; docs/operations.md reads its table.
+SOAK_FLAGS ?=
+
+.PHONY: soak
+soak: test-assets ## Roll out randomized scripts (flips, reverts, crash loops, scale changes, failing gates, handovers, an API server restart, throttling) on several groups at once and print the table. SOAK_FLAGS=--help lists the flags.
+	go build -o $(BIN)/echelon-soak ./test/soak/cmd/echelon-soak
+	$(BIN)/echelon-soak $(SOAK_FLAGS)

@@ -140,6 +140,13 @@ func (g *zoneGroup) get(ctx context.Context) *v1alpha1.RolloutGroup {
 // API server as nearly at once as a `kubectl apply` of them would.
 func (g *zoneGroup) setVersion(ctx context.Context, version string, zones ...string) {
 	GinkgoHelper()
+	g.patchTemplates(ctx, fmt.Sprintf(`{%q:%q}`, versionAnnotation, version), zones...)
+}
+
+// patchTemplates merge-patches the pod template annotations (a JSON object)
+// of the named zones (all when none given), all patches at once.
+func (g *zoneGroup) patchTemplates(ctx context.Context, annotations string, zones ...string) {
+	GinkgoHelper()
 	if len(zones) == 0 {
 		zones = g.zones
 	}
@@ -147,14 +154,14 @@ func (g *zoneGroup) setVersion(ctx context.Context, version string, zones ...str
 	var wg sync.WaitGroup
 	for i, z := range zones {
 		wg.Go(func() {
-			patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, versionAnnotation, version)
+			patch := `{"spec":{"template":{"metadata":{"annotations":` + annotations + `}}}}`
 			sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: z}}
 			errs[i] = k8s.Patch(ctx, sts, client.RawPatch(types.MergePatchType, []byte(patch)))
 		})
 	}
 	wg.Wait()
 	for i, err := range errs {
-		Expect(err).NotTo(HaveOccurred(), "set version of %s", zones[i])
+		Expect(err).NotTo(HaveOccurred(), "patch the template of %s", zones[i])
 	}
 }
 

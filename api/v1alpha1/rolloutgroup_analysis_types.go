@@ -377,7 +377,8 @@ type CheckStatus struct {
 
 // AnalysisFailure records why a group failed.
 type AnalysisFailure struct {
-	// reason is AnalysisFailed, AnalysisError or Aborted.
+	// reason is AnalysisFailed, AnalysisError, Aborted or ProgressDeadlineExceeded
+	// (a rollout stalled past progressDeadline with onFailure Rollback).
 	Reason string `json:"reason"`
 	// check names the check that failed; empty for an abort.
 	// +optional

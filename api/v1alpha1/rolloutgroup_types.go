@@ -118,7 +118,8 @@ type RolloutGroupSpec struct {
 
 	// progressDeadline is how long a rollout may go without progress before the
 	// group is reported Stalled (condition, Warning Event and metric). The rollout
-	// goes on. As for a Deployment, the clock restarts when the rollout resumes
+	// goes on, unless onFailure is Rollback: then a stalled rollout (pods of the
+	// new revision that never become Ready) is rolled back. As for a Deployment, the clock restarts when the rollout resumes
 	// after a pause, when the group is unblocked and when the spec changes; time
 	// spent waiting out batchInterval counts as progress. "0s" disables the
 	// deadline. Defaults to 15m.
@@ -134,7 +135,8 @@ type RolloutGroupSpec struct {
 	// +optional
 	Analysis *RolloutAnalysis `json:"analysis,omitempty"`
 
-	// onFailure is what a failed analysis gate does: Pause (default) holds the
+	// onFailure is what a failed analysis gate does, and, for Rollback, a rollout
+	// that made no progress within progressDeadline: Pause (default) holds the
 	// group, deleting no pod, until the templates change or the user retries or
 	// skips the gate; Rollback restores the template of the stable revision on
 	// every member that moved and rolls the updated pods back, most recently

@@ -45,6 +45,9 @@ func (r *Reconciler) analyze(ctx context.Context, rg *v1alpha1.RolloutGroup, in 
 		ap.Record(r.runChecks(ctx, rg, ap.QueryVars(), due))
 	}
 	ap.Decide(pre)
+	if since, open := withoutProgressFor(rg, now); open {
+		ap.FailOnStall(pre, since, progressDeadline(rg))
+	}
 	if ap.RollingBack() && pre.Blocked == nil {
 		rb := ap.Rollback()
 		var pending []string
@@ -73,6 +76,16 @@ func (r *Reconciler) analyze(ctx context.Context, rg *v1alpha1.RolloutGroup, in 
 	}
 	ap.ApplyTo(in)
 	return ap, written, restoreErr
+}
+
+// withoutProgressFor is how long the group's open rollout has gone without
+// progress, as its status (with what this process has not written yet) says;
+// false when no rollout is open.
+func withoutProgressFor(rg *v1alpha1.RolloutGroup, now time.Time) (time.Duration, bool) {
+	if !rolloutWasOpen(rg.Status) || rg.Status.LastProgressTime == nil {
+		return 0, false
+	}
+	return now.Sub(rg.Status.LastProgressTime.Time), true
 }
 
 // runChecks runs the due checks concurrently and returns their outcomes by

@@ -474,3 +474,27 @@ func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
 	}
 	return nil
 }
+
+// The stall a failure policy acts on is measured only while a rollout is
+// open, from its last progress.
+func TestWithoutProgressFor(t *testing.T) {
+	tests := map[string]struct {
+		rg       *v1alpha1.RolloutGroup
+		want     time.Duration
+		wantOpen bool
+	}{
+		"open, progressed 3m ago": {rg: group(openRollout(3 * time.Minute)), want: 3 * time.Minute, wantOpen: true},
+		"no rollout yet":          {rg: group(nil)},
+		"completed": {rg: group(func(rg *v1alpha1.RolloutGroup) {
+			rg.Status.RolloutStartTime, rg.Status.RolloutCompletionTime, rg.Status.LastProgressTime = ago(time.Hour), ago(time.Minute), ago(time.Minute)
+		})},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, open := withoutProgressFor(tt.rg, statusNow)
+			if got != tt.want || open != tt.wantOpen {
+				t.Errorf("withoutProgressFor = %s, %v; want %s, %v", got, open, tt.want, tt.wantOpen)
+			}
+		})
+	}
+}

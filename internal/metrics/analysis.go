@@ -30,10 +30,10 @@ var (
 	}, []string{labelNamespace, labelGroup})
 
 	// Rollbacks counts rollbacks started, by reason: AnalysisFailed,
-	// AnalysisError or Aborted.
+	// AnalysisError, Aborted or ProgressDeadlineExceeded.
 	Rollbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "echelon_rolloutgroup_rollbacks_total",
-		Help: "Rollbacks a RolloutGroup started, by reason (AnalysisFailed, AnalysisError, Aborted).",
+		Help: "Rollbacks a RolloutGroup started, by reason (AnalysisFailed, AnalysisError, Aborted, ProgressDeadlineExceeded).",
 	}, []string{labelNamespace, labelGroup, "reason"})
 )
 

@@ -91,6 +91,8 @@ type ControlPlane struct {
 
 	mu    sync.Mutex
 	users int // numbers kubeconfig files
+	// apiServerRestarts numbers the restarted kube-apiservers' logs.
+	apiServerRestarts int
 
 	stopOnce sync.Once
 	stopErr  error

@@ -65,10 +65,14 @@ const podDeleteStage = "stages/pod/fast/pod-delete.yaml"
 // pod-ready.stage.kwok.x-k8s.io/delay.
 func kwokStages(startDelay, readyDelay time.Duration) ([]byte, error) {
 	if startDelay == 0 && readyDelay == 0 {
-		return concatStages(fastStages, func(file string, stage map[string]any) {
-			if file == podDeleteStage {
+		return concatStages(fastStages, func(file string, stage map[string]any) (map[string]any, error) {
+			switch file {
+			case podDeleteStage:
 				guardPodDelete(stage)
+			case "stages/pod/fast/pod-ready.yaml":
+				return withCrashLoop(stage)
 			}
+			return nil, nil
 		})
 	}
 	delays := map[string]time.Duration{
@@ -87,13 +91,17 @@ func kwokStages(startDelay, readyDelay time.Duration) ([]byte, error) {
 		"stages/pod/fast/pod-complete.yaml",
 		podDeleteStage,
 	}
-	return concatStages(files, func(file string, stage map[string]any) {
+	return concatStages(files, func(file string, stage map[string]any) (map[string]any, error) {
 		if delay, ok := delays[file]; ok {
 			setFixedDelay(stage, delay)
 		}
-		if file == podDeleteStage {
+		switch file {
+		case podDeleteStage:
 			guardPodDelete(stage)
+		case "stages/pod/general/pod-ready.yaml":
+			return withCrashLoop(stage)
 		}
+		return nil, nil
 	})
 }
 
@@ -114,13 +122,7 @@ func kwokStages(startDelay, readyDelay time.Duration) ([]byte, error) {
 // already 0 is either being removed by the API server or held by finalizers
 // this stage does not remove, so leaving it out loses nothing.
 func guardPodDelete(stage map[string]any) {
-	spec, _ := stage["spec"].(map[string]any)
-	selector, _ := spec["selector"].(map[string]any)
-	if selector == nil {
-		return
-	}
-	expressions, _ := selector["matchExpressions"].([]any)
-	selector["matchExpressions"] = append(expressions, map[string]any{
+	addMatchExpression(stage, map[string]any{
 		// kwok compares strings and booleans, not JSON numbers, hence the
 		// comparison in the query.
 		"key":      ".metadata.deletionGracePeriodSeconds == 0",
@@ -130,8 +132,8 @@ func guardPodDelete(stage map[string]any) {
 }
 
 // concatStages joins the stage files into one multi-document YAML, letting edit
-// change each one first.
-func concatStages(files []string, edit func(file string, stage map[string]any)) ([]byte, error) {
+// change each one first and add a stage after it (nil for none).
+func concatStages(files []string, edit func(file string, stage map[string]any) (map[string]any, error)) ([]byte, error) {
 	var out bytes.Buffer
 	for _, file := range files {
 		data, err := stages.ReadFile(file)
@@ -143,9 +145,19 @@ func concatStages(files []string, edit func(file string, stage map[string]any)) 
 			if err := yaml.Unmarshal(data, &stage); err != nil {
 				return nil, fmt.Errorf("parse kwok stage %s: %w", file, err)
 			}
-			edit(file, stage)
+			extra, err := edit(file, stage)
+			if err != nil {
+				return nil, fmt.Errorf("edit kwok stage %s: %w", file, err)
+			}
 			if data, err = yaml.Marshal(stage); err != nil {
 				return nil, fmt.Errorf("write kwok stage %s: %w", file, err)
+			}
+			if extra != nil {
+				more, err := yaml.Marshal(extra)
+				if err != nil {
+					return nil, fmt.Errorf("write the stage added after kwok stage %s: %w", file, err)
+				}
+				data = append(append(data, "---\n"...), more...)
 			}
 		}
 		out.WriteString("---\n")

@@ -53,13 +53,13 @@ func TestKwokStagesWithoutDelaysAreTheFastStages(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := decodeStages(t, data)
-	for _, name := range []string{"node-initialize", "node-heartbeat", "pod-ready", "pod-complete", "pod-delete"} {
+	for _, name := range []string{"node-initialize", "node-heartbeat", "pod-ready", "pod-complete", "pod-delete", crashLoopStageName} {
 		if _, ok := got[name]; !ok {
 			t.Errorf("stage %s missing", name)
 		}
 	}
-	if len(got) != 5 {
-		t.Errorf("got %d stages, want the 5 fast ones", len(got))
+	if len(got) != 6 {
+		t.Errorf("got %d stages, want the 5 fast ones and the crash loop", len(got))
 	}
 	if _, ok := got["pod-ready"]["delay"]; ok {
 		t.Errorf("fast pod-ready has a delay: %v", got["pod-ready"]["delay"])
@@ -167,6 +167,51 @@ func TestKwokPodDeleteStageSkipsPodsAlreadyGivenGracePeriodZero(t *testing.T) {
 			}
 			if strings.Join(keys, "\n") != strings.Join(want, "\n") {
 				t.Errorf("pod-delete selects\n%s\nwant\n%s", strings.Join(keys, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+// The crash-loop stage takes exactly the pods the pod-ready stage leaves,
+// at the same point of their lives, and makes them Running but not Ready.
+func TestCrashLoopStageSplitsPodReady(t *testing.T) {
+	for name, delays := range map[string][2]time.Duration{"fast": {0, 0}, "general": {time.Second, 2 * time.Second}} {
+		t.Run(name, func(t *testing.T) {
+			data, err := kwokStages(delays[0], delays[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := decodeStages(t, data)
+			ready, crash := got["pod-ready"], got[crashLoopStageName]
+			if crash == nil {
+				t.Fatalf("no %s stage", crashLoopStageName)
+			}
+			operatorOn := func(spec map[string]any) map[string]string {
+				ops := map[string]string{}
+				for _, e := range spec["selector"].(map[string]any)["matchExpressions"].([]any) {
+					expr := e.(map[string]any)
+					ops[expr["key"].(string)] = expr["operator"].(string)
+				}
+				return ops
+			}
+			key := annotationQuery(CrashLoopAnnotation)
+			readyOps, crashOps := operatorOn(ready), operatorOn(crash)
+			if readyOps[key] != "DoesNotExist" || crashOps[key] != "Exists" {
+				t.Errorf("annotation selector: pod-ready %q, crash loop %q; want DoesNotExist and Exists", readyOps[key], crashOps[key])
+			}
+			delete(readyOps, key)
+			delete(crashOps, key)
+			if fmt.Sprint(readyOps) != fmt.Sprint(crashOps) {
+				t.Errorf("the stages select different pods besides the annotation:\npod-ready  %v\ncrash loop %v", readyOps, crashOps)
+			}
+			if fmt.Sprint(ready["delay"]) != fmt.Sprint(crash["delay"]) {
+				t.Errorf("delay: pod-ready %v, crash loop %v", ready["delay"], crash["delay"])
+			}
+			tmpl, _ := crash["next"].(map[string]any)["statusTemplate"].(string)
+			for _, want := range []string{"type: Ready", `status: "False"`, "CrashLoopBackOff", "phase: Running"} {
+				if !strings.Contains(tmpl, want) {
+					t.Errorf("crash-loop status lacks %q", want)
+				}
 			}
 		})
 	}

@@ -187,3 +187,26 @@ func (ap *Pass) GateRecord(written v1alpha1.RolloutGroupStatus) v1alpha1.Rollout
 	}
 	return next
 }
+
+// FailOnStall fails a rollout that made no progress for stalledFor, past
+// deadline (spec.progressDeadline), and rolls it back, when spec.onFailure is
+// Rollback: a release whose pods never become Ready (a crash loop) fills the
+// member's maxUnavailable and holds the rollout for good, so it fails as a
+// failed gate does. The controller says when the rollout is stalled (open,
+// not paused, the deadline passed); a pending gate, a group blocked or
+// already failed, or any other onFailure leaves it Stalled, as a Deployment
+// is: the rollout goes on.
+func (ap *Pass) FailOnStall(pre rollout.Plan, stalledFor, deadline time.Duration) {
+	if ap.spec.OnFailure != v1alpha1.FailureRollback || ap.spec.Paused || deadline <= 0 || stalledFor < deadline ||
+		ap.st.Failure != nil || ap.st.Rollback != nil || ap.st.Gate != nil || pre.Blocked != nil {
+		return
+	}
+	msg := fmt.Sprintf("no progress for %s (progressDeadline %s)", stalledFor.Round(time.Second), deadline)
+	if pre.Message != "" {
+		msg += ": " + pre.Message
+	}
+	ap.st.Failure = &v1alpha1.AnalysisFailure{Reason: v1alpha1.ReasonProgressDeadlineExceeded, Message: msg,
+		Time: metav1.NewTime(ap.now), Revisions: revisionsOf(pre)}
+	ap.event(corev1.EventTypeWarning, v1alpha1.ReasonProgressDeadlineExceeded, "Stall", msg+"; onFailure Rollback: rolling back")
+	ap.startRollback(pre)
+}

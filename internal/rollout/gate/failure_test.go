@@ -261,3 +261,87 @@ func TestRollbackRecordedBeforeTheTemplatesAreRestored(t *testing.T) {
 		})
 	}
 }
+
+// A stalled rollout (a crash loop fills the member's budget): with onFailure
+// Rollback, past the progress deadline, the members that moved roll back as
+// after a failed gate; otherwise, or before the deadline, or while a gate is
+// pending or the group blocked, paused or already failed, nothing changes.
+func TestFailOnStall(t *testing.T) {
+	const deadline = time.Minute
+	tests := []struct {
+		name       string
+		policy     v1alpha1.FailurePolicy
+		stalledFor time.Duration
+		mutate     func(*v1alpha1.RolloutGroup)
+		blocked    bool
+		wantBack   []v1alpha1.RollbackMember
+	}{
+		{name: "Rollback past the deadline rolls back", policy: v1alpha1.FailureRollback, stalledFor: deadline,
+			wantBack: []v1alpha1.RollbackMember{{Name: "b", From: "r2", To: "r1"}, {Name: "c", From: "r2", To: "r1"}, {Name: "a", From: "r2", To: "r1"}}},
+		{name: "Rollback before the deadline waits", policy: v1alpha1.FailureRollback, stalledFor: deadline - time.Second},
+		{name: "Pause stays Stalled", policy: v1alpha1.FailurePause, stalledFor: 2 * deadline},
+		{name: "no policy stays Stalled", stalledFor: 2 * deadline},
+		{name: "paused", policy: v1alpha1.FailureRollback, stalledFor: 2 * deadline,
+			mutate: func(rg *v1alpha1.RolloutGroup) { rg.Spec.Paused = true }},
+		{name: "blocked", policy: v1alpha1.FailureRollback, stalledFor: 2 * deadline, blocked: true},
+		{name: "a gate pending", policy: v1alpha1.FailureRollback, stalledFor: 2 * deadline,
+			mutate: func(rg *v1alpha1.RolloutGroup) {
+				rg.Status.Analysis = &v1alpha1.AnalysisStatus{Gate: &v1alpha1.GateStatus{Kind: v1alpha1.GateAfterBatch, Member: "b", Revision: "r2"}}
+			}},
+		{name: "already rolled back", policy: v1alpha1.FailureRollback, stalledFor: 2 * deadline,
+			mutate: func(rg *v1alpha1.RolloutGroup) {
+				rg.Status.Analysis = &v1alpha1.AnalysisStatus{
+					Failure: &v1alpha1.AnalysisFailure{Reason: v1alpha1.ReasonAnalysisFailed, Message: "earlier"},
+					Rollback: &v1alpha1.RollbackStatus{StartTime: metav1.NewTime(testNow), CompletionTime: ptr.To(metav1.NewTime(testNow)),
+						Members: []v1alpha1.RollbackMember{{Name: "a", From: "r2", To: "r1"}, {Name: "b", From: "r2", To: "r1"}, {Name: "c", From: "r2", To: "r1"}}},
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rg := gatetest.Group(0, tt.policy, tt.mutate)
+			if rg.Status.Analysis == nil || rg.Status.Analysis.Gate == nil {
+				rg.Spec.Analysis = nil // a stall needs no analysis
+			}
+			// a is rolled, b holds two crash-looping pods, c waits.
+			plan := gatetest.Plan(gatetest.Member("a", 3, 3), gatetest.Member("b", 2, 1), gatetest.Member("c", 0, 3))
+			plan.Current, plan.Message = "b", "ingester-b: 2/3 updated, 2/1 pods unavailable"
+			if tt.blocked {
+				plan.Blocked = &rollout.Blocker{Reason: "NotOnDelete"}
+			}
+			var before *v1alpha1.AnalysisFailure
+			if rg.Status.Analysis != nil {
+				before = rg.Status.Analysis.Failure.DeepCopy()
+			}
+			ap := New(rg, testNow)
+			ap.Begin(plan)
+			ap.FailOnStall(plan, tt.stalledFor, deadline)
+			if tt.wantBack == nil {
+				if got := ap.st.Failure; (before == nil) != (got == nil) || (got != nil && got.Message != before.Message) {
+					t.Errorf("failure = %+v, want none new", got)
+				}
+				if slices.Contains(eventReasons(ap), "RollbackStarted") {
+					t.Errorf("events %v: no rollback wanted", eventReasons(ap))
+				}
+				return
+			}
+			f := ap.st.Failure
+			if f == nil || f.Reason != v1alpha1.ReasonProgressDeadlineExceeded || !strings.Contains(f.Message, "progressDeadline 1m0s") ||
+				!strings.Contains(f.Message, plan.Message) {
+				t.Fatalf("failure = %+v, want ProgressDeadlineExceeded naming the deadline and what the rollout waits for", f)
+			}
+			if rb := ap.st.Rollback; rb == nil || !slices.Equal(rb.Members, tt.wantBack) {
+				t.Fatalf("rollback = %+v, want members %v", ap.st.Rollback, tt.wantBack)
+			}
+			if got := eventReasons(ap); !slices.Contains(got, v1alpha1.ReasonProgressDeadlineExceeded) || !slices.Contains(got, "RollbackStarted") {
+				t.Errorf("events %v, want ProgressDeadlineExceeded and RollbackStarted", got)
+			}
+			if ap.RollbackStarted() != v1alpha1.ReasonProgressDeadlineExceeded {
+				t.Errorf("rollback metric reason %q", ap.RollbackStarted())
+			}
+			if ap.Status() == nil {
+				t.Errorf("status drops the failure of a group without analysis")
+			}
+		})
+	}
+}
