@@ -170,7 +170,7 @@ func TestStrippedStatefulSetPatchesOnlyWhatChanged(t *testing.T) {
 	changed := cached.DeepCopy()
 	changed.Spec.Replicas = ptr.To[int32](6)
 	for name, patch := range map[string]client.Patch{
-		"merge":                     client.MergeFrom(cached),
+		"merge":                      client.MergeFrom(cached),
 		"merge with optimistic lock": client.MergeFromWithOptions(cached, client.MergeFromWithOptimisticLock{}),
 	} {
 		data, err := patch.Data(changed)
