@@ -143,7 +143,7 @@ func createFollowers(ctx context.Context, c client.Client, ns string, groups []g
 // measureAtStart reads what the operator holds once it has settled: its CPU
 // time and memory from /proc and its heap profile.
 func measureAtStart(ctx context.Context, in *instance, top int) (memoryFigures, error) {
-	if err := sleep(ctx, scaleSettle); err != nil {
+	if err := sleepCtx(ctx, scaleSettle); err != nil {
 		return memoryFigures{}, err
 	}
 	u, err := usageOf(in.pid)
@@ -168,7 +168,7 @@ func measureIdle(ctx context.Context, in *instance, window time.Duration) (float
 		return 0, err
 	}
 	began := time.Now()
-	if err := sleep(ctx, window); err != nil {
+	if err := sleepCtx(ctx, window); err != nil {
 		return 0, err
 	}
 	after, err := cpuSeconds(in.pid)
@@ -228,18 +228,6 @@ func parseLoadAverage(s string) ([3]float64, error) {
 		out[i] = v
 	}
 	return out, nil
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }
 
 // intList is a flag of comma-separated integers.
