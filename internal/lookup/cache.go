@@ -15,19 +15,28 @@ import (
 )
 
 // CacheOptions scopes the manager's caches to the watched namespaces (all of
-// them when namespaces is empty) and keeps only what the controllers read of
-// each pod.
+// them when namespaces is empty) and keeps only what the controllers and the
+// webhooks read of each pod and StatefulSet.
 //
 // Every pod of the watched namespaces is cached, not only those carrying a
 // controller-revision-hash label: a pod a StatefulSet adopted without that label
 // (made by hand, or by another tool) is one of its pods, and Echelon must see it
 // to roll it instead of waiting forever for its ordinal. Memory stays small
-// because stripPod keeps a few hundred bytes of each pod.
+// because stripPod keeps a few hundred bytes of each pod; stripStatefulSet
+// drops the pod template's spec, which only the API server and the StatefulSet
+// controller read.
+//
+// Nothing Echelon writes is built from a cached object's stripped fields: its
+// writes are merge patches computed between a cached object and a copy of it
+// (the stripped fields are absent from both, so the patch leaves them alone),
+// and the rollback reads the template it restores from the ControllerRevision
+// on the API server.
 func CacheOptions(namespaces []string) cache.Options {
 	co := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Transform: stripPod},
+			&corev1.Pod{}:         {Transform: stripPod},
+			&appsv1.StatefulSet{}: {Transform: stripStatefulSet},
 		},
 	}
 	if len(namespaces) > 0 {
@@ -80,6 +89,41 @@ func stripPod(obj any) (any, error) {
 		}
 	}
 	return stripped, nil
+}
+
+// WithoutTransforms returns co caching whole objects: for measuring what the
+// transforms save (--cache-transforms=false), never for running.
+func WithoutTransforms(co cache.Options) cache.Options {
+	co.DefaultTransform = nil
+	co.ByObject = nil
+	return co
+}
+
+// lastAppliedAnnotation is kubectl's copy of the whole object as last applied:
+// often the largest field of a StatefulSet, and never read.
+const lastAppliedAnnotation = corev1.LastAppliedConfigAnnotation
+
+// stripStatefulSet reduces a cached StatefulSet to what the controllers and
+// webhooks read: its metadata (labels and annotations, which the Grafana
+// compatibility mode translates, without managed fields and kubectl's
+// last-applied copy), its spec but for the pod template's spec and the volume
+// claim templates (of the template, only its labels, which PodDisruptionBudgets
+// select, and annotations, where echelon.dev/rotate may be templated), and its
+// whole status.
+func stripStatefulSet(obj any) (any, error) {
+	sts, ok := obj.(*appsv1.StatefulSet)
+	if !ok {
+		return obj, nil // a tombstone passes as it is
+	}
+	// In place, as the informer hands the decoded object over to the cache.
+	sts.ManagedFields = nil
+	delete(sts.Annotations, lastAppliedAnnotation)
+	sts.Spec.Template = corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{
+		Labels:      sts.Spec.Template.Labels,
+		Annotations: sts.Spec.Template.Annotations,
+	}}
+	sts.Spec.VolumeClaimTemplates = nil
+	return sts, nil
 }
 
 // WarmCaches registers the informer of every type the controllers and the

@@ -61,9 +61,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 	// takes a replica that cannot serve out of the webhook Service.
 	healthChecks := map[string]healthz.Checker{"ping": healthz.Ping}
 	readyChecks := map[string]healthz.Checker{"caches": cachesSynced(ready)}
+	cacheOpts := lookup.CacheOptions(opts.Namespaces)
+	if !opts.CacheTransforms {
+		cacheOpts = lookup.WithoutTransforms(cacheOpts)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: NewScheme(),
-		Cache:  lookup.CacheOptions(opts.Namespaces),
+		Cache:  cacheOpts,
 		Metrics: metricsserver.Options{
 			BindAddress: net.JoinHostPort(opts.HTTPBindHost, strconv.Itoa(opts.HTTPPort)),
 			ExtraHandlers: map[string]http.Handler{
@@ -74,6 +78,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 			},
 		},
 		HealthProbeBindAddress:        "0",
+		PprofBindAddress:              opts.PprofBindAddress, // "" serves none
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       opts.ResolvedLeaderElectionNamespace(),
@@ -108,7 +113,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 		healthChecks["webhook"], readyChecks["webhook"] = check, check
 	}
 	ctrl.Log.Info("starting echelon", "httpPort", opts.HTTPPort, "webhookPort", opts.Webhook.Port, "leaderElect", opts.LeaderElect,
-		"namespaces", opts.Namespaces, "podAddress", opts.PodAddress)
+		"namespaces", opts.Namespaces, "podAddress", opts.PodAddress, "pprofBindAddress", opts.PprofBindAddress, "cacheTransforms", opts.CacheTransforms)
 	return mgr.Start(ctx)
 }
 

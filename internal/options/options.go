@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -55,6 +56,14 @@ type Options struct {
 	// the self-signed serving certificate names it too, and its CA is
 	// injected into the configurations labelled for the Grafana operator.
 	GrafanaCompatService string
+
+	// PprofBindAddress serves Go's /debug/pprof endpoints on host:port; empty
+	// (the default) serves none. For measuring where memory and CPU go.
+	PprofBindAddress string
+	// CacheTransforms strips from cached pods and StatefulSets what no
+	// controller or webhook reads (lookup.CacheOptions). On by default; off
+	// only to measure what the stripping saves.
+	CacheTransforms bool
 }
 
 // WebhookOptions configure the admission webhook server and its certificate.
@@ -98,6 +107,7 @@ func Default() Options {
 		LogFormat:                "json",
 		LogLevel:                 "info",
 		GrafanaCompatService:     "rollout-operator",
+		CacheTransforms:          true,
 		Webhook: WebhookOptions{
 			Port:         8443,
 			CertSecret:   "echelon-webhook-tls",
@@ -130,6 +140,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of requests to the Kubernetes API.")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "Log format: json or text.")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "Log level: debug, info, warn or error.")
+	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress, "host:port to serve Go's /debug/pprof profiles on (heap, CPU, goroutines); empty serves none. Do not expose it outside the pod.")
+	fs.BoolVar(&o.CacheTransforms, "cache-transforms", o.CacheTransforms, "Strip from cached pods and StatefulSets the fields Echelon never reads. Turn off only to measure what it saves: the cache then holds whole objects.")
 	w := &o.Webhook
 	fs.IntVar(&w.Port, "webhook-port", w.Port, "Port of the HTTPS admission webhook server, served by every replica; 0 disables it.")
 	fs.StringVar(&w.BindHost, "webhook-bind-host", w.BindHost, "Host or IP the webhook server listens on; empty listens on all interfaces.")
@@ -167,6 +179,11 @@ func (o *Options) Validate() error {
 	}
 	if o.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-burst=%d: must be at least 1", o.KubeAPIBurst))
+	}
+	if o.PprofBindAddress != "" {
+		if _, _, err := net.SplitHostPort(o.PprofBindAddress); err != nil {
+			errs = append(errs, fmt.Errorf("--pprof-bind-address=%q: must be host:port: %w", o.PprofBindAddress, err))
+		}
 	}
 	if o.LogFormat != "json" && o.LogFormat != "text" {
 		errs = append(errs, fmt.Errorf("--log-format=%q: must be json or text", o.LogFormat))

@@ -29,6 +29,17 @@ func TestParseAndValidate(t *testing.T) {
 			}
 		}},
 		{name: "pod address ip", args: []string{"--pod-address=ip"}},
+		{name: "pprof off and cache transforms on by default", check: func(t *testing.T, o Options) {
+			if o.PprofBindAddress != "" || !o.CacheTransforms {
+				t.Errorf("pprof = %q, cache transforms = %v", o.PprofBindAddress, o.CacheTransforms)
+			}
+		}},
+		{name: "pprof address", args: []string{"--pprof-bind-address=127.0.0.1:6060", "--cache-transforms=false"}, check: func(t *testing.T, o Options) {
+			if o.PprofBindAddress != "127.0.0.1:6060" || o.CacheTransforms {
+				t.Errorf("pprof = %q, cache transforms = %v", o.PprofBindAddress, o.CacheTransforms)
+			}
+		}},
+		{name: "bad pprof address", args: []string{"--pprof-bind-address=6060"}, wantErr: `--pprof-bind-address="6060"`},
 		{name: "bad pod address", args: []string{"--pod-address=dns"}, wantErr: `--pod-address="dns"`},
 		{name: "bad namespace", args: []string{"--namespaces=ok,Not_OK"}, wantErr: `--namespaces: "Not_OK"`},
 		{name: "bad cluster domain", args: []string{"--cluster-domain=-bad-"}, wantErr: `--cluster-domain="-bad-"`},

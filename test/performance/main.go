@@ -18,8 +18,13 @@ Licensed under the Apache License, Version 2.0.
 //   - sigterm, sigkill: two operators under leader election; once the leader
 //     has deleted half the rollout's pods it gets SIGTERM (it releases its
 //     Lease) or SIGKILL (its Lease must expire), at --failover-pod-start;
-//   - scale: one operator and --scale-groups groups of the same shape, of
-//     which one rolls, at --scale-pod-start;
+//   - scale: one operator and --scale-groups groups of 3 StatefulSets x
+//     --scale-replicas pods, of which one rolls, at --scale-pod-start; every
+//     group's zone-b and zone-c follow zone-a through ScalingPolicies, a third
+//     of them with DelayedDownscales; besides the rollout, the start-up to a
+//     warm cache, a heap profile summary, the CPU over --scale-idle with every
+//     group idle, and an operator without cache transforms beside it
+//     (scale.go). One run per size of --scale-groups (e.g. 100,300,1000);
 //   - follow: no rollout; two StatefulSets follow a third through
 //     ScalingPolicies, and the bench times --follow-changes changes of the
 //     leader's replicas until both followers have them (median and p99);
@@ -109,7 +114,7 @@ func main() {
 	flag.Var((*durationList)(&opts.podStarts), "pod-start", "Comma-separated pod start times (creation to Ready) of the single-operator scenario, one control plane each.")
 	flag.DurationVar(&opts.failoverPodStart, "failover-pod-start", opts.failoverPodStart, "Pod start time of the sigterm and sigkill scenarios.")
 	flag.DurationVar(&opts.scalePodStart, "scale-pod-start", opts.scalePodStart, "Pod start time of the scale scenario.")
-	flag.IntVar(&opts.scaleGroups, "scale-groups", 50, "Groups of the scale scenario, the rolling one included.")
+	bindScaleFlags(flag.CommandLine, &opts.scale)
 	flag.IntVar(&opts.followChanges, "follow-changes", 50, "Changes of the leader's replicas the follow scenario times.")
 	bindWebhookFlags(flag.CommandLine, &opts.webhook)
 	flag.DurationVar(&opts.disruptionPodStart, "disruption-pod-start", time.Second, "Pod start time of the eviction and drain scenarios.")
@@ -123,15 +128,19 @@ func main() {
 	flag.StringVar(&logLevel, "operator-log-level", "info", "The operator's --log-level; debug explains every reconcile but costs CPU.")
 	flag.DurationVar(&timeout, "timeout", 10*time.Minute, "Bound on each wait.")
 	flag.Parse()
-	if floorRepeats < 1 || replicas < 1 || maxUnavailable < 1 || replicas < maxUnavailable || opts.scaleGroups < 1 || opts.followChanges < 1 {
-		fmt.Fprintln(os.Stderr, "bench: --floor-repeats, --replicas, --max-unavailable, --scale-groups and --follow-changes must be at least 1, and --replicas at least --max-unavailable")
+	if floorRepeats < 1 || replicas < 1 || maxUnavailable < 1 || replicas < maxUnavailable || opts.followChanges < 1 {
+		fmt.Fprintln(os.Stderr, "bench: --floor-repeats, --replicas, --max-unavailable and --follow-changes must be at least 1, and --replicas at least --max-unavailable")
+		os.Exit(2)
+	}
+	if opts.scale.replicas < maxUnavailable {
+		fmt.Fprintln(os.Stderr, "bench: --scale-replicas must be at least --max-unavailable")
 		os.Exit(2)
 	}
 	if err := opts.webhook.validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(2)
 	}
-	for _, validate := range []func() error{opts.eviction.validate, opts.drain.validate, opts.analysis.validate} {
+	for _, validate := range []func() error{opts.scale.validate, opts.eviction.validate, opts.drain.validate, opts.analysis.validate} {
 		if err := validate(); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 			os.Exit(2)
@@ -184,6 +193,7 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats 
 
 	var (
 		results  []*result
+		scales   []*result
 		follows  []*followResult
 		webhooks []*webhookResult
 		evicts   []*evictionResult
@@ -194,7 +204,8 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats 
 	for _, c := range runs {
 		cfg := runConfig{
 			benchCase:       c,
-			scenario:        s,
+			scenario:        c.shape(s),
+			scale:           opts.scale,
 			floorRepeats:    floorRepeats,
 			binary:          binary,
 			workDir:         workDir,
@@ -266,19 +277,24 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats 
 			fmt.Printf("  [%s] failed: %v\n", c.slug(), err)
 			continue
 		}
+		if r.Scale != nil {
+			scales = append(scales, r)
+			continue
+		}
 		results = append(results, r)
 	}
 	if len(results) > 0 {
 		printTable(os.Stdout, s, results)
 	}
+	printScale(os.Stdout, s, opts.scale, scales)
 	printFollow(os.Stdout, follows)
 	printWebhook(os.Stdout, webhooks)
 	printEviction(os.Stdout, evicts)
 	printDrain(os.Stdout, drains)
 	printAnalysis(os.Stdout, analyses)
 	fmt.Printf("\nOperator logs and request logs: %s (took %s in all)\n", workDir, since(began))
-	if jsonPath != "" && len(results)+len(follows)+len(webhooks)+len(evicts)+len(drains) > 0 {
-		if err := writeJSON(jsonPath, s, report{Results: results, Follow: follows, Webhook: webhooks, Eviction: evicts, Drain: drains}); err != nil {
+	if jsonPath != "" && len(results)+len(scales)+len(follows)+len(webhooks)+len(evicts)+len(drains) > 0 {
+		if err := writeJSON(jsonPath, s, report{Results: results, Scale: scales, Follow: follows, Webhook: webhooks, Eviction: evicts, Drain: drains}); err != nil {
 			return err
 		}
 		fmt.Printf("Results written to %s\n", jsonPath)

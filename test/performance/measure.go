@@ -52,17 +52,25 @@ func parseStatCPU(stat string) (float64, error) {
 }
 
 // peakRSSBytes is the process's high-water mark of resident memory (VmHWM).
-func peakRSSBytes(pid int) (int64, error) {
+func peakRSSBytes(pid int) (int64, error) { return statusBytes(pid, "VmHWM") }
+
+// rssBytes is the process's resident memory now (VmRSS).
+func rssBytes(pid int) (int64, error) { return statusBytes(pid, "VmRSS") }
+
+func statusBytes(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
-	return parseVmHWM(string(b))
+	return parseStatusBytes(string(b), field)
 }
 
-func parseVmHWM(status string) (int64, error) {
+func parseVmHWM(status string) (int64, error) { return parseStatusBytes(status, "VmHWM") }
+
+// parseStatusBytes reads a field of /proc/<pid>/status given in kB.
+func parseStatusBytes(status, field string) (int64, error) {
 	for _, line := range strings.Split(status, "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(v)
 			if len(f) != 2 || f[1] != "kB" {
 				return 0, fmt.Errorf("/proc status: cannot parse %q", line)
@@ -71,7 +79,7 @@ func parseVmHWM(status string) (int64, error) {
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("/proc status: no VmHWM")
+	return 0, fmt.Errorf("/proc status: no %s", field)
 }
 
 // operatorPID finds the process that runs the executable at path with arg on

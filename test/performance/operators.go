@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -37,6 +38,10 @@ type instance struct {
 	*framework.Operator
 	counter *requestCounter
 	pid     int
+	// pprofPort serves the process's /debug/pprof when the run profiles it.
+	pprofPort int
+	// readyAfter runs from the process's start to its /ready.
+	readyAfter time.Duration
 
 	// signal is the signal the bench sent the process mid-rollout, or 0.
 	signal syscall.Signal
@@ -61,8 +66,9 @@ func startOperators(ctx context.Context, cfg runConfig, user *controlplane.User,
 	}
 	flags = append(flags, cfg.operatorLogArgs...)
 	var ops operators
+	started := make([]time.Time, cfg.operators)
 	for i := range cfg.operators {
-		name := fmt.Sprintf("echelon-%s-%d", cfg.slug(), i+1)
+		name := fmt.Sprintf("echelon-%s%s-%d", cfg.slug(), cfg.variant, i+1)
 		counter, err := startRequestCounter(user.Config, filepath.Join(cfg.workDir, "requests-"+name+".log"))
 		if err != nil {
 			return ops, err
@@ -72,17 +78,27 @@ func startOperators(ctx context.Context, cfg runConfig, user *controlplane.User,
 			counter.close()
 			return ops, err
 		}
-		op, err := framework.StartOperator(cfg.binary, kubeconfig, cfg.operatorLogDir, name, flags...)
-		if err != nil {
+		in := &instance{counter: counter}
+		opFlags := flags
+		if cfg.profile {
+			if in.pprofPort, err = framework.FreePort(); err != nil {
+				counter.close()
+				return ops, err
+			}
+			opFlags = append(slices.Clone(flags), fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", in.pprofPort))
+		}
+		started[i] = time.Now()
+		if in.Operator, err = framework.StartOperator(cfg.binary, kubeconfig, cfg.operatorLogDir, name, opFlags...); err != nil {
 			counter.close()
 			return ops, err
 		}
-		ops = append(ops, &instance{Operator: op, counter: counter})
+		ops = append(ops, in)
 	}
-	for _, in := range ops {
+	for i, in := range ops {
 		if err := withTimeout(ctx, cfg.timeout, in.WaitReady); err != nil {
 			return ops, err
 		}
+		in.readyAfter = time.Since(started[i])
 		var err error
 		if in.pid, err = operatorPID(cfg.binary, fmt.Sprintf("--http-port=%d", in.HTTPPort)); err != nil {
 			return ops, err

@@ -178,6 +178,8 @@ type report struct {
 		MaxUnavailable int `json:"maxUnavailable"`
 	} `json:"scenario"`
 	Results []*result `json:"results"`
+	// Scale holds the scale scenario's runs, each with its own shape.
+	Scale []*result `json:"scale,omitempty"`
 	// Follow holds the follow scenario's figures, which share nothing with a rollout's.
 	Follow []*followResult `json:"follow,omitempty"`
 	// Webhook holds the webhook scenario's figures.

@@ -43,6 +43,10 @@ type runConfig struct {
 	operatorLogArgs []string
 	timeout         time.Duration
 	progress        io.Writer
+	// variant tells apart the operators of a second start on the same
+	// control plane in their file names.
+	variant string
+	scale   scaleOptions
 }
 
 // say prints one line of the run's progress, prefixed with its name.
@@ -98,6 +102,10 @@ type result struct {
 	CPUSecondsTotal    float64  `json:"operatorCPUSecondsTotal"`
 	PeakRSSBytes       int64    `json:"operatorPeakRSSBytes"`
 	OperatorLogs       []string `json:"operatorLogs"`
+	// Scale holds the scale scenario's own figures (scale.go).
+	Scale *scaleResult `json:"scale,omitempty"`
+	// ReplicasPerStatefulSet are the pods of each StatefulSet of the run.
+	ReplicasPerStatefulSet int `json:"replicasPerStatefulSet"`
 }
 
 // run measures one case on a fresh control plane: it creates every group and
@@ -124,13 +132,20 @@ func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
 	res := &result{
 		Scenario: cfg.kind, Title: cfg.title(cfg.scenario), PodStartSeconds: cfg.podStart.Seconds(),
 		Operators: cfg.operators, Groups: len(groups), PodsInNamespace: len(statefulSetNames(groups)) * int(cfg.replicas),
-		Pods: cfg.pods(), Batches: cfg.batches(),
+		Pods: cfg.pods(), Batches: cfg.batches(), ReplicasPerStatefulSet: int(cfg.replicas),
 	}
 	began = time.Now()
 	if err := createWorkload(ctx, c, ns, cfg.scenario, groups, oldImage, cfg.rollingUpdate); err != nil {
 		return nil, err
 	}
 	say("created %d StatefulSets and %d groups in %s", len(statefulSetNames(groups)), len(groups), since(began))
+	if cfg.followers {
+		res.Scale = &scaleResult{}
+		if res.Scale.ScalingPolicies, res.Scale.DelayedDownscales, err = createFollowers(ctx, c, ns, groups); err != nil {
+			return nil, err
+		}
+		say("created %d ScalingPolicies and %d DelayedDownscales", res.Scale.ScalingPolicies, res.Scale.DelayedDownscales)
+	}
 	if err := withTimeout(ctx, cfg.timeout, func(ctx context.Context) error {
 		return w.waitUntil(ctx, "every pod Ready", allReady(w, ns, oldImage, statefulSetNames(groups)...))
 	}); err != nil {
@@ -161,6 +176,11 @@ func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
 		return nil, err
 	}
 	say("%d operator(s) started; every group Complete %s after the start, with %.2fs of CPU", len(ops), seconds(res.StartupSeconds), res.StartupCPUSeconds)
+	if cfg.profile {
+		if err := profileIdle(ctx, cfg, ops[0], res); err != nil {
+			return nil, err
+		}
+	}
 	afterStart := ops.counts()
 
 	batch, err := measureFloor(ctx, cfg, c, w, ns, res)
@@ -180,6 +200,16 @@ func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
 	for key, n := range diffCounts(ops.counts(), afterStart) {
 		if strings.HasPrefix(key, "LIST ") {
 			res.ListsAfterStart += n
+		}
+	}
+	if cfg.profile {
+		if res.Scale.LoadAfterRollout, err = loadAverage(); err != nil {
+			return nil, err
+		}
+		if cfg.scale.compare {
+			if res.Scale.Untransformed, err = compareUntransformed(ctx, cfg, user, ns, ops); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return res, nil

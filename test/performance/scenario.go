@@ -74,6 +74,15 @@ type benchCase struct {
 	// rollingUpdate makes the groups' members RollingUpdate StatefulSets,
 	// rolled by their partition.
 	rollingUpdate bool
+	// podsPerStatefulSet, if set, replaces --replicas.
+	podsPerStatefulSet int32
+	// followers gives every group's followers ScalingPolicies and a third of
+	// them DelayedDownscales (scale.go).
+	followers bool
+	// profile serves the operators' pprof, and measures the start-up to a
+	// warm cache, the heap, the idle CPU and an operator without cache
+	// transforms (scale.go).
+	profile bool
 }
 
 // The kinds of run `--scenarios` selects from.
@@ -113,7 +122,7 @@ type caseOptions struct {
 	podStarts        []time.Duration // of the single-operator run
 	failoverPodStart time.Duration
 	scalePodStart    time.Duration
-	scaleGroups      int // in all, the rolling one included
+	scale            scaleOptions
 	followChanges    int // changes of the leader the follow scenario times
 	webhook          webhookOptions
 	// disruptionPodStart is the pod start time of the eviction and drain
@@ -149,7 +158,10 @@ func cases(o caseOptions) ([]benchCase, error) {
 		case kindSIGKILL:
 			out = append(out, benchCase{kind: k, podStart: o.failoverPodStart, operators: 2, handover: syscall.SIGKILL})
 		case kindScale:
-			out = append(out, benchCase{kind: k, podStart: o.scalePodStart, operators: 1, idleGroups: o.scaleGroups - 1})
+			for _, g := range slices.Sorted(slices.Values(o.scale.groups)) {
+				out = append(out, benchCase{kind: k, podStart: o.scalePodStart, operators: 1, idleGroups: g - 1,
+					podsPerStatefulSet: int32(o.scale.replicas), followers: true, profile: true})
+			}
 		case kindFollow:
 			out = append(out, benchCase{kind: k, operators: 1})
 		case kindWebhook:
@@ -168,10 +180,22 @@ func cases(o caseOptions) ([]benchCase, error) {
 // groups is how many RolloutGroups the run holds.
 func (c benchCase) groups() int { return 1 + c.idleGroups }
 
+// shape is the scenario of the case's groups: s, with the case's own
+// replicas if it has them.
+func (c benchCase) shape(s scenario) scenario {
+	if c.podsPerStatefulSet > 0 {
+		s.replicas = c.podsPerStatefulSet
+	}
+	return s
+}
+
 // slug names the run's files.
 func (c benchCase) slug() string {
 	if c.kind == kindFollow || c.kind == kindWebhook || c.kind == kindEviction || c.kind == kindDrain || c.kind == kindAnalysis {
 		return c.kind
+	}
+	if c.kind == kindScale {
+		return fmt.Sprintf("%s-%d-groups-pod-start-%s", c.kind, c.groups(), c.podStart)
 	}
 	return fmt.Sprintf("%s-pod-start-%s", c.kind, c.podStart)
 }
@@ -182,7 +206,7 @@ func (c benchCase) title(s scenario) string {
 	case c.handover != 0:
 		return fmt.Sprintf("2 operators, %s handover", signalName(c.handover))
 	case c.idleGroups > 0:
-		return fmt.Sprintf("%d groups, %d pods", c.groups(), c.groups()*s.pods())
+		return fmt.Sprintf("%d groups, %d pods", c.groups(), c.groups()*c.shape(s).pods())
 	case c.kind == kindFollow:
 		return fmt.Sprintf("%d zones following %s", len(followers), memberNames[0])
 	case c.kind == kindWebhook:

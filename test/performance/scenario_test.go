@@ -58,7 +58,7 @@ func TestCases(t *testing.T) {
 		podStarts:        []time.Duration{time.Second, 5 * time.Second},
 		failoverPodStart: 2 * time.Second,
 		scalePodStart:    3 * time.Second,
-		scaleGroups:      50,
+		scale:            scaleOptions{groups: []int{300, 50}, replicas: 40},
 	}
 	got, err := cases(opts)
 	if err != nil {
@@ -68,14 +68,18 @@ func TestCases(t *testing.T) {
 		{kind: kindSingle, podStart: time.Second, operators: 1},
 		{kind: kindSingle, podStart: 5 * time.Second, operators: 1},
 		{kind: kindSIGKILL, podStart: 2 * time.Second, operators: 2, handover: syscall.SIGKILL},
-		{kind: kindScale, podStart: 3 * time.Second, operators: 1, idleGroups: 49},
+		{kind: kindScale, podStart: 3 * time.Second, operators: 1, idleGroups: 49, podsPerStatefulSet: 40, followers: true, profile: true},
+		{kind: kindScale, podStart: 3 * time.Second, operators: 1, idleGroups: 299, podsPerStatefulSet: 40, followers: true, profile: true},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("cases = %+v,\nwant %+v (in the order of allKinds)", got, want)
 	}
 	s := scenario{members: 3, replicas: 30, maxUnavailable: 5}
-	if title := want[3].title(s); title != "50 groups, 4500 pods" {
+	if title := want[3].title(s); title != "50 groups, 6000 pods" {
 		t.Errorf("title of the scale case = %q", title)
+	}
+	if a, b := want[3].slug(), want[4].slug(); a == b {
+		t.Errorf("two scale sizes share the slug %q", a)
 	}
 
 	opts.kinds = []string{"single", "failover"}

@@ -74,6 +74,11 @@ func createWorkload(ctx context.Context, c client.Client, ns string, s scenario,
 	for _, g := range groups {
 		objs = append(objs, builders.MakeRolloutGroup(ns, g.name).Members(g.members...).MaxUnavailable(s.maxUnavailable).Obj())
 	}
+	return createAll(ctx, c, objs)
+}
+
+// createAll creates objs, createWorkers at a time.
+func createAll(ctx context.Context, c client.Client, objs []client.Object) error {
 	return forEach(ctx, len(objs), createWorkers, func(ctx context.Context, i int) error {
 		if err := c.Create(ctx, objs[i]); err != nil {
 			return fmt.Errorf("create %T %s: %w", objs[i], objs[i].GetName(), err)
