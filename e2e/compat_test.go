@@ -399,5 +399,13 @@ var _ = Describe("Grafana compat mode", func() {
 		at, err := migrate.LastDownscaleOf(follower)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(at).To(BeTemporally(">=", before.Truncate(time.Second)), "compat mode wrote %s on the follower it downscaled", migrate.LastDownscaleAnnotation)
+		Eventually(func(gm Gomega) {
+			var events corev1.EventList
+			gm.Expect(k8s.List(ctx, &events, client.InNamespace(g.ns))).To(Succeed())
+			gm.Expect(events.Items).To(ContainElement(And(
+				HaveField("InvolvedObject.Kind", "ScalingPolicy"),
+				HaveField("InvolvedObject.Name", zoneB),
+				HaveField("Message", HaveSuffix("(from Grafana annotations)")))), "the scale's Event says where it came from")
+		}).WithContext(ctx).Should(Succeed())
 	})
 })
