@@ -61,10 +61,13 @@ func TestGrafanaCompatRBAC(t *testing.T) {
 		args       []string
 		compat     bool
 		namespaces []string
+		noWebhooks bool
 	}{
 		{name: "off", args: nil},
 		{name: "on", args: []string{"--set", "grafanaCompat=true"}, compat: true, namespaces: []string{""}},
 		{name: "on, some namespaces", args: []string{"--set", "grafanaCompat=true", "--set", "watchNamespaces={a,b}"}, compat: true, namespaces: []string{"a", "b"}},
+		{name: "on, some namespaces, no webhooks", args: []string{"--set", "grafanaCompat=true", "--set", "watchNamespaces={a}", "--set", "webhooks.enabled=false"},
+			compat: true, namespaces: []string{"a"}, noWebhooks: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := render(t, tc.args...)
@@ -72,7 +75,7 @@ func TestGrafanaCompatRBAC(t *testing.T) {
 			for _, p := range compat {
 				clusterScoped := strings.Contains(p, "webhookconfigurations")
 				for ns, perms := range granted {
-					want := tc.compat && (clusterScoped && ns == "" || !clusterScoped && slices.Contains(tc.namespaces, ns))
+					want := tc.compat && (clusterScoped && ns == "" && !tc.noWebhooks || !clusterScoped && slices.Contains(tc.namespaces, ns))
 					if has := slices.Contains(perms, p); has != want {
 						t.Errorf("grafanaCompat=%v: %s granted in namespace %q: %v, want %v", tc.compat, p, ns, has, want)
 					}
@@ -81,6 +84,11 @@ func TestGrafanaCompatRBAC(t *testing.T) {
 			for _, ns := range tc.namespaces {
 				if _, ok := granted[ns]; !ok {
 					t.Errorf("no Role in namespace %q", ns)
+				}
+			}
+			for _, cr := range operatorClusterRoles(m) {
+				if len(cr.Rules) == 0 {
+					t.Errorf("ClusterRole %s grants nothing", cr.Name)
 				}
 			}
 			sa := one[corev1.ServiceAccount](m, "ServiceAccount")

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -346,6 +347,18 @@ var _ = Describe("Grafana compat mode", func() {
 		err = createZPDB(ctx, g.ns, "bad", map[string]any{"maxUnavailable": -1, "selector": map[string]any{"matchLabels": map[string]any{"name": "ingester"}}})
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(And(ContainSubstring("zpdb-validation-"+g.ns+".grafana.com"), ContainSubstring("spec.maxUnavailable"), ContainSubstring("-1 is negative")))
+
+		By("following a change of the ZoneAwarePodDisruptionBudget, seen through its watch")
+		zpdb := zpdbGVK(migrate.ZoneAwarePDBKind)
+		zpdb.SetNamespace(g.ns)
+		zpdb.SetName("ingester")
+		Expect(k8s.Patch(ctx, zpdb, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"maxUnavailable":2}}`)))).To(Succeed())
+		Eventually(func(gm Gomega) {
+			rg := &v1alpha1.RolloutGroup{}
+			gm.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: "ingester"}, rg)).To(Succeed())
+			gm.Expect(rg.Spec.DisruptionBudget).NotTo(BeNil())
+			gm.Expect(rg.Spec.DisruptionBudget.MaxUnavailable).To(HaveValue(Equal(intstr.FromInt32(2))))
+		}).WithContext(ctx).Should(Succeed())
 	})
 	It("counts the grafana.com/last-downscale of a zone the Grafana operator downscaled as its last downscale, so the zone delay holds across the handover", func(ctx SpecContext) {
 		g := newZones(ctx, 3)
@@ -386,5 +399,13 @@ var _ = Describe("Grafana compat mode", func() {
 		at, err := migrate.LastDownscaleOf(follower)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(at).To(BeTemporally(">=", before.Truncate(time.Second)), "compat mode wrote %s on the follower it downscaled", migrate.LastDownscaleAnnotation)
+		Eventually(func(gm Gomega) {
+			var events corev1.EventList
+			gm.Expect(k8s.List(ctx, &events, client.InNamespace(g.ns))).To(Succeed())
+			gm.Expect(events.Items).To(ContainElement(And(
+				HaveField("InvolvedObject.Kind", "ScalingPolicy"),
+				HaveField("InvolvedObject.Name", zoneB),
+				HaveField("Message", HaveSuffix("(from Grafana annotations)")))), "the scale's Event says where it came from")
+		}).WithContext(ctx).Should(Succeed())
 	})
 })

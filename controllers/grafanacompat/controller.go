@@ -76,7 +76,7 @@ type Reconciler struct {
 
 // New is the compat reconciler of mgr.
 func New(mgr ctrl.Manager) *Reconciler {
-	return &Reconciler{client: mgr.GetClient(), events: mgr.GetEventRecorder("echelon"), zpdbs: &zpdbReader{client: mgr.GetClient()}}
+	return &Reconciler{client: mgr.GetClient(), events: mgr.GetEventRecorder("echelon"), zpdbs: &zpdbReader{client: mgr.GetClient(), cache: mgr.GetCache()}}
 }
 
 // Reconcile translates the namespace's keys, applies what no user resource

@@ -35,7 +35,11 @@ var zpdbGVK = schema.GroupVersionKind{Group: migrate.ZoneAwarePDBGroup, Version:
 // and in metrics.GrafanaCompatZPDBReadable, and the reconciler looks again
 // after zpdbRecheck: no watch is started, so nothing loops on errors.
 type zpdbReader struct {
+	// client lists from the API server (unstructured objects are not
+	// cached); cache, once the watch runs, from its informer, so that a
+	// reconcile costs no request. cache is nil in tests.
 	client client.Client
+	cache  client.Reader
 	// watch starts the watch; nil in tests.
 	watch func() error
 
@@ -51,7 +55,13 @@ type zpdbReader struct {
 func (z *zpdbReader) list(ctx context.Context, namespace string) (pdbs []migrate.ZoneAwarePDB, readable bool, err error) {
 	var list unstructured.UnstructuredList
 	list.SetGroupVersionKind(zpdbGVK.GroupVersion().WithKind(zpdbGVK.Kind + "List"))
-	err = z.client.List(ctx, &list, client.InNamespace(namespace))
+	reader := client.Reader(z.client)
+	z.mu.Lock()
+	if z.watching && z.cache != nil {
+		reader = z.cache
+	}
+	z.mu.Unlock()
+	err = reader.List(ctx, &list, client.InNamespace(namespace))
 	switch {
 	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
 		z.report(ctx, "the ZoneAwarePodDisruptionBudget CRD ("+zpdbGVK.GroupVersion().String()+") is not installed")

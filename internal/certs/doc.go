@@ -57,6 +57,9 @@ package certs
 // would let it answer for that webhook, so patch is limited to Echelon's own
 // configurations: echelon, the name config/webhook gives them (the chart puts
 // the release's name in its place). The informers list and watch, which RBAC
-// cannot limit by name.
+// cannot limit by name. Compat mode's injection into the Grafana
+// rollout-operator's configurations (SelfSignedOptions.AlsoInject), whose
+// names are the Grafana deployment's, needs patch on any name: that right is
+// in config/rbac/grafana_compat_role.yaml, granted with compat mode only.
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=patch,resourceNames=echelon
