@@ -36,7 +36,7 @@ func Setup(mgr ctrl.Manager, addressing podcall.Addressing) error {
 	if err := notification.New(mgr).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the notification controller: %w", err)
 	}
-	if err := scalingpolicy.New(mgr).SetupWithManager(mgr); err != nil {
+	if err := scalingpolicy.New(mgr).WithAddressing(addressing).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the ScalingPolicy controller: %w", err)
 	}
 	if err := delayeddownscale.New(mgr, addressing).SetupWithManager(mgr); err != nil {

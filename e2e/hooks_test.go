@@ -13,12 +13,16 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/hooks"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // hookReceiver is an HTTP server on every loopback address: it answers as
@@ -242,5 +246,60 @@ var _ = Describe("HTTP gates and hooks", func() {
 		Eventually(func() error { return evict(ctx, g.ns, victim, false) }).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 		Expect(slices.Sorted(maps.Keys(recv.removals(v1alpha1.RemovalEviction)))).To(Equal([]string{pod, victim}))
 		Expect(recv.removals("mismatch")).To(BeEmpty(), "every call's query and body agree on the reason")
+	})
+
+	It("holds a pod whose hook fails under Fail with the HookFailed condition, rolls on under Ignore, and tells the pods a ScalingPolicy downscale removes", func(ctx SpecContext) {
+		recv := startHookReceiver()
+		g := newZoneGroup(ctx, 3, func(s *v1alpha1.RolloutGroupSpec) {
+			s.Hooks = &v1alpha1.RolloutGroupHooks{BeforePodRemoval: &v1alpha1.PodRemovalHook{
+				Endpoint:   v1alpha1.PrepareEndpoint{Port: int32(recv.port), Path: "/prepare-removal"},
+				HookPolicy: v1alpha1.HookPolicy{Retries: ptr.To[int32](0), Timeout: &metav1.Duration{Duration: 2 * time.Second}},
+			}}
+		})
+		startOperator(ctx, "echelon", g.ns, append([]string{"--pod-address=ip"}, fastLeaderElection...)...)
+		g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
+		mon := g.monitor(ctx)
+
+		By("Fail: the refusing pod stays and the condition names it; no other zone starts")
+		held := "ingester-zone-a-1"
+		recv.setFailing(held, true)
+		g.setVersion(ctx, "v2")
+		Eventually(func(gm Gomega) {
+			c := meta.FindStatusCondition(g.get(ctx).Status.Conditions, v1alpha1.ConditionHookFailed)
+			gm.Expect(c).NotTo(BeNil())
+			gm.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			gm.Expect(c.Message).To(ContainSubstring("pod " + held + " not removed"))
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+		Eventually(func() int { return recv.removals(v1alpha1.RemovalRollout)[held] }).WithContext(ctx).WithTimeout(30*time.Second).
+			Should(BeNumerically(">=", 2), "the refusing pod is called again")
+		Expect(mon.MemberOrder()).To(Equal([]string{"ingester-zone-a"}), "the next zone waits for the held pod's zone")
+
+		By("Ignore: the rollout goes on and completes")
+		g.patchSpec(ctx, `{"hooks":{"beforePodRemoval":{"failurePolicy":"Ignore"}}}`)
+		g.waitComplete(ctx, 2*time.Minute)
+		g.waitPodsOn(ctx, "v2")
+		expectNoBreaches(mon)
+		Expect(mon.MemberOrder()).To(Equal(g.zones))
+		c := meta.FindStatusCondition(g.get(ctx).Status.Conditions, v1alpha1.ConditionHookFailed)
+		Expect(c).NotTo(BeNil())
+		Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		Expect(g.eventNotes(ctx, v1alpha1.ReasonHookFailed)).To(ContainElement(ContainSubstring("failed, ignored (failurePolicy Ignore)")))
+		mon.Stop()
+
+		By("a ScalingPolicy downscale: reason downscale for the pods it removes")
+		sp := builders.MakeScalingPolicy(g.ns, "ingester-zone-c").Target("", "ingester-zone-c").Obj()
+		sp.Spec.Replicas = ptr.To[int32](1)
+		sp.Spec.Hooks = &v1alpha1.ScalingPolicyHooks{BeforePodRemoval: &v1alpha1.PodRemovalHook{
+			Endpoint: v1alpha1.PrepareEndpoint{Port: int32(recv.port), Path: "/prepare-removal"},
+			Reasons:  []v1alpha1.RemovalReason{v1alpha1.RemovalDownscale},
+		}}
+		Expect(k8s.Create(ctx, sp)).To(Succeed())
+		Eventually(func() int32 {
+			sts := &appsv1.StatefulSet{}
+			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: "ingester-zone-c"}, sts)).To(Succeed())
+			return *sts.Spec.Replicas
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Equal(int32(1)))
+		Expect(recv.removals(v1alpha1.RemovalDownscale)).To(Equal(map[string]int{"ingester-zone-c-1": 1, "ingester-zone-c-2": 1}))
+		Expect(recv.removals("mismatch")).To(BeEmpty())
 	})
 })

@@ -137,6 +137,17 @@ type RolloutGroupHooks struct {
 	AfterMember *MemberHook `json:"afterMember,omitempty"`
 }
 
+// ScalingPolicyHooks are HTTP calls around a ScalingPolicy's downscales.
+type ScalingPolicyHooks struct {
+	// beforePodRemoval calls each pod a downscale of the policy's target
+	// removes (the highest ordinals), with reason downscale, before the
+	// StatefulSet is shrunk. Under failurePolicy Fail the StatefulSet shrinks
+	// only past the pods whose call succeeded. Its reasons, when set, must
+	// include downscale for it to be called.
+	// +optional
+	BeforePodRemoval *PodRemovalHook `json:"beforePodRemoval,omitempty"`
+}
+
 // HookPolicy is how a hook's calls are bounded and judged.
 type HookPolicy struct {
 	// timeout bounds each call, for example "2s". Defaults to 5s.

@@ -200,6 +200,12 @@ type ScalingPolicySpec struct {
 	// first. Enforced by the admission webhooks.
 	// +optional
 	Downscale *DownscaleRules `json:"downscale,omitempty"`
+
+	// hooks are HTTP calls before the policy's own downscales remove pods:
+	// beforePodRemoval calls each pod the downscale removes, with reason
+	// downscale. See docs/hooks-and-http-gates.md.
+	// +optional
+	Hooks *ScalingPolicyHooks `json:"hooks,omitempty"`
 }
 
 // DownscaleAllowed says whether spec.downscale lets anyone but the policy's

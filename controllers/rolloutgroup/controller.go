@@ -64,7 +64,7 @@ type Reconciler struct {
 	// hooksDone remembers the pods already called.
 	hookCaller *hooks.Caller
 	podHost    func(pod *corev1.Pod, service string) (host, why string)
-	hooksDone  *hookMemo
+	hooksDone  *hooks.Memo
 	now        func() time.Time
 }
 
@@ -348,7 +348,7 @@ func New(mgr ctrl.Manager) *Reconciler {
 		// Each request carries its own timeout (spec); none on the client.
 		httpChecks: analysis.NewHTTPGetter(&http.Client{}),
 		hookCaller: &hooks.Caller{HTTP: &http.Client{}},
-		hooksDone:  newHookMemo(),
+		hooksDone:  hooks.NewMemo(),
 		podHost:    podcall.Addressing{ClusterDomain: "cluster.local"}.Host,
 		now:        time.Now,
 	}

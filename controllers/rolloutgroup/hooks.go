@@ -6,13 +6,11 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/analysis"
@@ -165,7 +163,7 @@ func (r *Reconciler) beforePodRemoval(ctx context.Context, rg *v1alpha1.RolloutG
 	var calls []hooks.Call
 	for _, pod := range plan.Delete {
 		names = append(names, pod.Name)
-		if r.hooksDone.done(pod.UID) {
+		if r.hooksDone.Done(pod.UID) {
 			continue
 		}
 		host, why := r.podHost(pod, service)
@@ -190,7 +188,7 @@ func (r *Reconciler) beforePodRemoval(ctx context.Context, rg *v1alpha1.RolloutG
 		case res.Err != nil:
 			errs[pod.Name] = res.Err
 		default:
-			r.hooksDone.mark(pod.UID, now)
+			r.hooksDone.Mark(pod.UID, now)
 			called = append(called, pod.Name)
 		}
 	}
@@ -214,36 +212,6 @@ func (r *Reconciler) beforePodRemoval(ctx context.Context, rg *v1alpha1.RolloutG
 		}
 	}
 	return keep, v.Held
-}
-
-// hookMemo remembers the pods whose beforePodRemoval call succeeded, by UID,
-// for an hour: long enough for any batch to be removed, short enough to stay
-// small. Empty after a restart, which only repeats calls.
-type hookMemo struct {
-	mu   sync.Mutex
-	pods map[types.UID]time.Time
-}
-
-const hookMemoTTL = time.Hour
-
-func newHookMemo() *hookMemo { return &hookMemo{pods: map[types.UID]time.Time{}} }
-
-func (m *hookMemo) done(uid types.UID) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	_, ok := m.pods[uid]
-	return ok
-}
-
-func (m *hookMemo) mark(uid types.UID, now time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for u, at := range m.pods {
-		if now.Sub(at) > hookMemoTTL {
-			delete(m.pods, u)
-		}
-	}
-	m.pods[uid] = now
 }
 
 // applyHooks writes the pass's member hook records and the HookFailed

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -136,11 +137,15 @@ func (e *env) hookedMembers(h *v1alpha1.RolloutGroupHooks, members ...string) *f
 	return e.startMonitor(1, 2, members...)
 }
 
-func (e *env) setHooks(mutate func(*v1alpha1.RolloutGroupHooks)) {
+// updateGroup edits the group's spec, retrying on a conflict with the
+// controller's status writes.
+func (e *env) updateGroup(mutate func(*v1alpha1.RolloutGroupSpec)) {
 	e.T.Helper()
-	rg := e.GetGroup("ingester")
-	mutate(rg.Spec.Hooks)
-	if err := e.Admin.Update(e.Ctx, rg); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		rg := e.GetGroup("ingester")
+		mutate(&rg.Spec)
+		return e.Admin.Update(e.Ctx, rg)
+	}); err != nil {
 		e.T.Fatal(err)
 	}
 }
@@ -211,7 +216,7 @@ func TestBeforePodRemovalHook(t *testing.T) {
 	}
 
 	// Ignore: zone-b-1 refuses and goes all the same.
-	e.setHooks(func(h *v1alpha1.RolloutGroupHooks) { h.BeforePodRemoval.FailurePolicy = v1alpha1.HookIgnore })
+	e.updateGroup(func(s *v1alpha1.RolloutGroupSpec) { s.Hooks.BeforePodRemoval.FailurePolicy = v1alpha1.HookIgnore })
 	srv.setFailing("zone-b-1", true)
 	before := srv.removalCalls(v1alpha1.RemovalRollout)["zone-b-1"]
 	e.rollTo("r4", "zone-a", "zone-b")
@@ -226,11 +231,8 @@ func TestBeforePodRemovalHook(t *testing.T) {
 
 	// A rotation: reason rotation.
 	srv.setFailing("zone-b-1", false)
-	rg = e.GetGroup("ingester")
-	rg.Spec.RestartAt = ptr.To(metav1.NewTime(time.Now().Add(2 * time.Second))) // every pod was created before
-	if err := e.Admin.Update(e.Ctx, rg); err != nil {
-		t.Fatal(err)
-	}
+	restartAt := metav1.NewTime(time.Now().Add(2 * time.Second)) // every pod was created before
+	e.updateGroup(func(s *v1alpha1.RolloutGroupSpec) { s.RestartAt = &restartAt })
 	e.Eventually(60*time.Second, "every pod called with reason rotation", func() (bool, error) {
 		return len(srv.removalCalls(v1alpha1.RemovalRotation)) == 4, nil
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,10 +20,12 @@ import (
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers/internal/patch"
 	"github.com/echelon-operator/echelon/controllers/internal/source"
+	"github.com/echelon-operator/echelon/internal/hooks"
 	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/migrate"
+	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/internal/scaling"
 )
 
@@ -37,6 +40,12 @@ type Reconciler struct {
 	events    recorder.EventRecorder
 	sources   *sourceWatches
 	now       func() time.Time
+	// hookCaller makes the beforePodRemoval calls of spec.hooks; podHost
+	// says how a pod is reached (podcall.Addressing.Host); hooksDone
+	// remembers the pods already called.
+	hookCaller *hooks.Caller
+	podHost    func(pod *corev1.Pod, service string) (host, why string)
+	hooksDone  *hooks.Memo
 }
 
 // +kubebuilder:rbac:groups=echelon.dev,resources=scalingpolicies,verbs=list;watch
@@ -86,6 +95,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
+	plan, hookHeld := r.beforeDownscale(ctx, sp, obs, plan)
 	now := obs.in.Now
 	selector := obs.guardedSelector
 	if obs.target != nil && obs.target.Spec.Selector != nil {
@@ -126,7 +136,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if actErr != nil {
 		return ctrl.Result{}, actErr
 	}
-	return ctrl.Result{RequeueAfter: requeueAfter(obs.in, plan)}, nil
+	after := requeueAfter(obs.in, plan)
+	if hookHeld && (after == 0 || after > hookRetryInterval) {
+		after = hookRetryInterval
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
 }
 
 func isDownscale(p scaling.Plan) bool { return p.Scale != nil && *p.Scale < p.Current }
@@ -228,6 +242,10 @@ func New(mgr ctrl.Manager) *Reconciler {
 		apiReader: mgr.GetAPIReader(),
 		events:    source.Recorder(mgr.GetEventRecorder("echelon")),
 		now:       time.Now,
+		// Each hook call carries its own timeout.
+		hookCaller: &hooks.Caller{HTTP: &http.Client{}},
+		hooksDone:  hooks.NewMemo(),
+		podHost:    podcall.Addressing{ClusterDomain: "cluster.local"}.Host,
 	}
 	r.sources = &sourceWatches{cache: mgr.GetCache(), mapper: r.requestsForResource, watched: map[schema.GroupVersionKind]bool{}}
 	return r

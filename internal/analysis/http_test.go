@@ -186,3 +186,16 @@ func TestHTTPGetter(t *testing.T) {
 		t.Error("a closed port: no error")
 	}
 }
+
+// FuzzJSONField: any body and path give a field, "not found" or an error,
+// never a panic; JudgeHTTP on the same never panics either.
+func FuzzJSONField(f *testing.F) {
+	f.Add([]byte(consulPassing), "#")
+	f.Add([]byte(`{"a": [1, {"b": null}]}`), "a.1.b")
+	f.Add([]byte(`[]`), "0.x")
+	f.Fuzz(func(t *testing.T, body []byte, path string) {
+		_, _, _ = JSONField(body, path)
+		cond := v1alpha1.CheckCondition{Compare: &v1alpha1.Comparison{Operator: v1alpha1.OperatorGreaterOrEqual, Threshold: "1"}}
+		_, _ = JudgeHTTP(v1alpha1.HTTPCheck{JSONPath: path}, cond, HTTPAnswer{Status: 200, Body: body})
+	})
+}
