@@ -340,7 +340,6 @@ var exportedOnlyAfter = map[string]string{
 	"echelon_disruption_hold_conflicts_total":              "two decisions racing for one hold, which no scenario can cause on purpose",
 	"echelon_notifications_total":                          "a notification or callback sent (spec.notifications, spec.callback), which the install scenarios do not configure",
 	"echelon_notification_request_duration_seconds_bucket": "a notification or callback sent (spec.notifications, spec.callback), which the install scenarios do not configure",
-	"echelon_evictions_total":                              "an eviction judged by the eviction webhook",
 	// The e2e hook specs (e2e/hooks_test.go) make these calls.
 	"echelon_hook_calls_total":                  "a call of a hook (spec.hooks), which no install scenario configures",
 	"echelon_hook_call_duration_seconds_bucket": "a call of a hook (spec.hooks), which no install scenario configures",
