@@ -91,7 +91,7 @@ func (h *Eviction) callRemovalHook(ctx context.Context, pod *corev1.Pod) (refusa
 	}
 	s := hooks.Within(hooks.SettingsOf(found.Hook.HookPolicy), hooks.EvictionBudget)
 	payload := hooks.RemovalPayload{Reason: v1alpha1.RemovalEviction, Pod: pod.Name, Namespace: pod.Namespace, Group: found.Group.Name,
-		Member: found.Member, Revision: pod.Labels[appsv1.ControllerRevisionHashLabelKey]}
+		Member: found.Member, Revision: pod.Labels[appsv1.ControllerRevisionHashLabelKey], RolloutID: found.Group.Spec.RolloutID}
 	var callErr error
 	if host, why := h.Addressing.Host(pod, found.Service); why != "" {
 		callErr = fmt.Errorf("pod %s cannot be called: %s", pod.Name, why)

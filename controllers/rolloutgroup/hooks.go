@@ -109,7 +109,7 @@ func (r *Reconciler) callMemberHook(ctx context.Context, rg *v1alpha1.RolloutGro
 		if err != nil {
 			return fmt.Errorf("%s.url: %w", field, err)
 		}
-		call := hooks.Call{Key: m.Name, URL: url, Body: hooks.MemberPayload{Hook: name, Namespace: rg.Namespace, Group: rg.Name, Member: m.Name, Revision: m.Revision}}
+		call := hooks.Call{Key: m.Name, URL: url, Body: hooks.MemberPayload{Hook: name, Namespace: rg.Namespace, Group: rg.Name, Member: m.Name, Revision: m.Revision, RolloutID: rg.Spec.RolloutID}}
 		if ref := h.AuthSecretRef; ref != nil {
 			data, err := r.secretData(ctx, rg.Namespace, ref.Name)
 			if err != nil {
@@ -176,7 +176,7 @@ func (r *Reconciler) beforePodRemoval(ctx context.Context, rg *v1alpha1.RolloutG
 		if plan.Rotation {
 			revision = podRevisionLabel(pod)
 		}
-		payload := hooks.RemovalPayload{Reason: reason, Pod: pod.Name, Namespace: pod.Namespace, Group: rg.Name, Member: plan.Current, Revision: revision}
+		payload := hooks.RemovalPayload{Reason: reason, Pod: pod.Name, Namespace: pod.Namespace, Group: rg.Name, Member: plan.Current, Revision: revision, RolloutID: rg.Spec.RolloutID}
 		calls = append(calls, hooks.Call{Key: pod.Name, URL: hooks.RemovalURL(h.Endpoint, host, payload), Body: payload})
 	}
 	results := r.hookCaller.Do(ctx, hooks.BeforePodRemoval, string(reason), s, calls)

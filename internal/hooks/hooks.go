@@ -113,6 +113,9 @@ type RemovalPayload struct {
 	Member string `json:"member"`
 	// Revision is the revision the pod is replaced by (rollout), or its own.
 	Revision string `json:"revision,omitempty"`
+	// RolloutID is the group's spec.rolloutId, as notifications and the
+	// completion callback carry it; empty when the group sets none.
+	RolloutID string `json:"rolloutId,omitempty"`
 }
 
 // RemovalURL is the endpoint's URL on the pod at host, with the payload's
@@ -140,6 +143,8 @@ type MemberPayload struct {
 	Group     string `json:"group"`
 	Member    string `json:"member"`
 	Revision  string `json:"revision"`
+	// RolloutID is the group's spec.rolloutId, empty when it sets none.
+	RolloutID string `json:"rolloutId,omitempty"`
 }
 
 // Verdict is what a batch of calls lets the caller do.
