@@ -11,14 +11,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/echelon-operator/echelon/e2e/framework"
-	"github.com/echelon-operator/echelon/internal/certs"
 	"github.com/echelon-operator/echelon/test/controlplane"
 )
 
@@ -77,42 +74,15 @@ func installWebhookConfigurations(ctx context.Context, ns string, port int) {
 	Expect(err).NotTo(HaveOccurred())
 	data, err := os.ReadFile(filepath.Join(root, "config", "webhook", "manifests.yaml"))
 	Expect(err).NotTo(HaveOccurred())
-	meta := metav1.ObjectMeta{Name: "echelon-" + ns, Labels: map[string]string{certs.InjectCALabel: ns + "." + webhookCertSecret}}
+	name := "echelon-" + ns
 	only := &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}
-	loopback := func(cc *admissionregistrationv1.WebhookClientConfig) {
-		url := fmt.Sprintf("https://127.0.0.1:%d%s", port, *cc.Service.Path)
-		*cc = admissionregistrationv1.WebhookClientConfig{URL: &url}
-	}
-	var objs []client.Object
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		if strings.TrimSpace(strings.TrimPrefix(doc, "---")) == "" {
-			continue
-		}
-		switch {
-		case strings.Contains(doc, "kind: MutatingWebhookConfiguration"):
-			m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-			Expect(yaml.UnmarshalStrict([]byte(doc), m)).To(Succeed())
-			m.ObjectMeta = meta
-			for i := range m.Webhooks {
-				loopback(&m.Webhooks[i].ClientConfig)
-				m.Webhooks[i].NamespaceSelector = only
-			}
-			objs = append(objs, m)
-		case strings.Contains(doc, "kind: ValidatingWebhookConfiguration"):
-			v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			Expect(yaml.UnmarshalStrict([]byte(doc), v)).To(Succeed())
-			v.ObjectMeta = meta
-			for i := range v.Webhooks {
-				loopback(&v.Webhooks[i].ClientConfig)
-				v.Webhooks[i].NamespaceSelector = only
-			}
-			objs = append(objs, v)
-		}
-	}
+	loopback := func(path string) string { return fmt.Sprintf("https://127.0.0.1:%d%s", port, path) }
+	objs, err := framework.WebhookConfigurations(data, name, ns, webhookCertSecret, only, loopback, nil)
+	Expect(err).NotTo(HaveOccurred())
 	Expect(objs).To(HaveLen(2), "config/webhook/manifests.yaml holds a validating and a mutating configuration")
 	// The generated RBAC lets the operator patch only configurations named
 	// echelon; these are named for ns.
-	Expect(cp.GrantWebhookConfigurations(ctx, operatorUser.Name, meta.Name)).To(Succeed())
+	Expect(cp.GrantWebhookConfigurations(ctx, operatorUser.Name, name)).To(Succeed())
 	for _, o := range objs {
 		Expect(k8s.Create(ctx, o)).To(Succeed())
 	}
@@ -121,18 +91,7 @@ func installWebhookConfigurations(ctx context.Context, ns string, port int) {
 			_ = k8s.Delete(ctx, o)
 		}
 	})
-	Eventually(func(g Gomega) {
-		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: meta.Name}, v)).To(Succeed())
-		for _, w := range v.Webhooks {
-			g.Expect(w.ClientConfig.CABundle).NotTo(BeEmpty(), "CA injected into %s", w.Name)
-		}
-		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: meta.Name}, m)).To(Succeed())
-		for _, w := range m.Webhooks {
-			g.Expect(w.ClientConfig.CABundle).NotTo(BeEmpty(), "CA injected into %s", w.Name)
-		}
-	}).WithContext(ctx).Should(Succeed())
+	Eventually(func() error { return framework.CAInjected(ctx, k8s, objs) }).WithContext(ctx).Should(Succeed())
 }
 
 // tryKubectl runs kubectl as the administrator and returns its output and

@@ -46,6 +46,8 @@ type group struct {
 	released int
 	mon      *framework.Monitor
 	promAddr string
+	// ev evicts the group's pods for Evict steps; nil without evictions.
+	ev *evictions
 	// rolledBack is when the group's last rollback started, so that a
 	// rollback that ended before a release is not taken for its outcome.
 	rolledBack metav1.Time

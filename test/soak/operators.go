@@ -27,9 +27,15 @@ type operators struct {
 	binary, kubeconfig, logDir string
 	flags                      []string
 
+	// webhooks, when set, makes every instance serve the webhooks on a
+	// port of its own, which the balancer forwards to.
+	webhooks *balancer
+
 	mu      sync.Mutex
 	running []*framework.Operator
-	started int
+	// webhookPorts holds each running instance's webhook port.
+	webhookPorts map[*framework.Operator]int
+	started      int
 	// counters holds each process's last scraped counters, by process name.
 	counters map[string]opCounters
 	// restarts counts the instances that exited on their own (a leader that
@@ -48,8 +54,9 @@ type opCounters struct {
 	reconcileErrors float64
 }
 
-func newOperators(binary, kubeconfig, logDir string, flags []string) *operators {
-	return &operators{binary: binary, kubeconfig: kubeconfig, logDir: logDir, flags: flags, counters: map[string]opCounters{}}
+func newOperators(binary, kubeconfig, logDir string, flags []string, webhooks *balancer) *operators {
+	return &operators{binary: binary, kubeconfig: kubeconfig, logDir: logDir, flags: flags, webhooks: webhooks,
+		counters: map[string]opCounters{}, webhookPorts: map[*framework.Operator]int{}}
 }
 
 // start starts a fresh instance; it warms its caches, and joins the leader
@@ -57,12 +64,43 @@ func newOperators(binary, kubeconfig, logDir string, flags []string) *operators 
 func (o *operators) start() error {
 	o.started++
 	name := fmt.Sprintf("soak-operator-%d", o.started)
-	op, err := framework.StartOperator(o.binary, o.kubeconfig, o.logDir, name, append(append([]string{}, leaderElection...), o.flags...)...)
+	flags := append(append([]string{}, leaderElection...), o.flags...)
+	port := 0
+	if o.webhooks != nil {
+		var err error
+		if port, err = framework.FreePort(); err != nil {
+			return err
+		}
+		flags = append(flags, webhookFlags(port)...)
+	}
+	op, err := framework.StartOperator(o.binary, o.kubeconfig, o.logDir, name, flags...)
 	if err != nil {
 		return err
 	}
 	o.running = append(o.running, op)
+	o.webhookPorts[op] = port
+	o.updateBackends()
 	return nil
+}
+
+// remove forgets a running instance that stopped. The caller holds o.mu.
+func (o *operators) remove(i int) {
+	delete(o.webhookPorts, o.running[i])
+	o.running = append(o.running[:i], o.running[i+1:]...)
+	o.updateBackends()
+}
+
+// updateBackends points the balancer at the running instances' webhook
+// ports. The caller holds o.mu.
+func (o *operators) updateBackends() {
+	if o.webhooks == nil {
+		return
+	}
+	ports := make([]int, 0, len(o.running))
+	for _, op := range o.running {
+		ports = append(ports, o.webhookPorts[op])
+	}
+	o.webhooks.setBackends(ports)
 }
 
 // replaceExited replaces every running instance that exited without being
@@ -72,7 +110,7 @@ func (o *operators) replaceExited() error {
 	for i := 0; i < len(o.running); {
 		select {
 		case <-o.running[i].Exited():
-			o.running = append(o.running[:i], o.running[i+1:]...)
+			o.remove(i)
 			o.restarts++
 			if err := o.start(); err != nil {
 				return err
@@ -186,7 +224,7 @@ func (o *operators) handover(ctx context.Context, kind Kind) error {
 	}
 	for i, op := range o.running {
 		if op == leader {
-			o.running = append(o.running[:i], o.running[i+1:]...)
+			o.remove(i)
 			break
 		}
 	}

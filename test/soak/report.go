@@ -30,6 +30,8 @@ type Report struct {
 	// it counted after its last scrape, at most two seconds).
 	Throttled       int
 	ReconcileErrors int
+	// Evictions counts what the Evict and Drain steps did.
+	Evictions EvictionCounts
 	// ChaosErrors are handovers or restarts that could not be carried out.
 	ChaosErrors []string
 	// OperatorLogs are the operators' last log lines, for a failed soak.
@@ -94,6 +96,13 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(tw, "operators exited, replaced\t%d\t\n", r.OperatorRestarts)
 	fmt.Fprintf(tw, "requests answered 429\t%d\t\n", r.Throttled)
 	fmt.Fprintf(tw, "reconcile errors retried\t%d\t\n", r.ReconcileErrors)
+	e := r.Evictions
+	fmt.Fprintf(tw, "evictions admitted\t%d\t\n", e.Admitted)
+	fmt.Fprintf(tw, "evictions refused (429, retried)\t%d\t\n", e.Refused)
+	fmt.Fprintf(tw, "eviction requests failed otherwise\t%d\t\n", e.Errors)
+	fmt.Fprintf(tw, "evict steps still refused after %s\t%d\t\n", evictFor, e.EvictsGivenUp)
+	fmt.Fprintf(tw, "node drains (unfinished after %s)\t%d (%d)\t\n", drainFor, e.Drains, e.DrainsUnfinished)
+	fmt.Fprintf(tw, "longest drain\t%s\t\n", e.LongestDrain.Round(100*time.Millisecond))
 	fmt.Fprintf(tw, "longest without a pod rolled\t%s\t\n", longest.LongestGap.Round(100*time.Millisecond))
 	_ = tw.Flush()
 	if longest.LongestGap > 0 {

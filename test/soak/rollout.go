@@ -3,11 +3,13 @@ package soak
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/e2e/framework"
 )
 
 // Result is how one script's rollout went.
@@ -53,8 +55,8 @@ func orNone(o Outcome) string {
 func (g *group) run(ctx context.Context, s Script, ch *chaos, timeout time.Duration) Result {
 	res := Result{Script: s, Expected: s.Expect()}
 	start := time.Now()
-	rollsBefore := len(g.mon.Rolls())
-	rolled := func() int { return len(g.mon.Rolls()) - rollsBefore }
+	rollsBefore := len(g.rolls())
+	rolled := func() int { return len(g.rolls()) - rollsBefore }
 	fail := func(format string, args ...any) Result {
 		res.Problem = fmt.Sprintf(format, args...)
 		res.Duration = time.Since(start)
@@ -132,8 +134,10 @@ func (g *group) run(ctx context.Context, s Script, ch *chaos, timeout time.Durat
 				continue
 			}
 			err = g.patchSpec(ctx, `{"paused":true}`)
-		case Kill, Term, RestartAPIServer:
-			ch.do(ctx, st.Kind)
+		case Kill, Term, RestartAPIServer, Drain:
+			ch.do(ctx, st)
+		case Evict:
+			g.ev.evictFromGroup(ctx, g, st)
 		}
 		if err != nil {
 			return fail("%s: %v", st, err)
@@ -236,11 +240,17 @@ func (g *group) settle(ctx context.Context, outcome Outcome, final string, timeo
 	return nil
 }
 
+// rolls are the pods of the group the monitor saw rolled, less those the
+// soak evicted: the rollouts' progress.
+func (g *group) rolls() []framework.Deletion {
+	return slices.DeleteFunc(g.mon.Rolls(), func(d framework.Deletion) bool { return g.ev.isEvicted(d.UID) })
+}
+
 // longestGap is the longest time between from and to with no pod of the
 // group rolled.
 func (g *group) longestGap(from, to time.Time) time.Duration {
 	last, longest := from, time.Duration(0)
-	for _, d := range g.mon.Rolls() {
+	for _, d := range g.rolls() {
 		if d.At.Before(from) || d.At.After(to) {
 			continue
 		}

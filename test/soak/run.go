@@ -52,6 +52,8 @@ func Run(ctx context.Context, env Env, opts Options) (*Report, error) {
 		env.Log = io.Discard
 	}
 	opts.PodsPerRollout = 3 * int(opts.Replicas)
+	opts.Config.Replicas = int(opts.Replicas)
+	opts.Nodes = len(env.ControlPlane.Nodes())
 	scripts := Generate(opts.Config)
 	cp := env.ControlPlane
 	c := cp.Client()
@@ -85,17 +87,36 @@ func Run(ctx context.Context, env Env, opts Options) (*Report, error) {
 	if err := cp.GrantLeaderElection(ctx, env.OperatorUser.Name, leNamespace); err != nil {
 		return nil, err
 	}
+	var webhooks *balancer
+	if opts.Evictions {
+		if webhooks, err = newBalancer(); err != nil {
+			return nil, err
+		}
+		defer webhooks.close()
+		if err := grantWebhooks(ctx, cp, env.OperatorUser.Name, leNamespace); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Throttle {
 		if err := throttle(ctx, c, env.OperatorUser.Name); err != nil {
 			return nil, err
 		}
 	}
 	ops := newOperators(env.OperatorBin, env.OperatorUser.Kubeconfig, env.LogDir,
-		[]string{"--namespaces=" + strings.Join(namespaces, ","), "--leader-election-namespace=" + leNamespace})
+		[]string{"--namespaces=" + strings.Join(namespaces, ","), "--leader-election-namespace=" + leNamespace}, webhooks)
 	if err := ops.startPair(ctx); err != nil {
 		return nil, err
 	}
 	defer ops.stopAll()
+	var ev *evictions
+	if opts.Evictions {
+		remove, err := installEvictionWebhook(ctx, cp, leNamespace, namespaces, webhooks.port())
+		if err != nil {
+			return nil, err
+		}
+		defer remove()
+		ev = newEvictions(c, cs, namespaces)
+	}
 	for _, g := range groups {
 		if err := g.createRolloutGroup(ctx); err != nil {
 			return nil, err
@@ -116,7 +137,10 @@ func Run(ctx context.Context, env Env, opts Options) (*Report, error) {
 	}
 
 	rep := &Report{Seed: opts.Seed, Groups: opts.Groups, Started: time.Now()}
-	ch := &chaos{cp: cp, ops: ops}
+	ch := &chaos{cp: cp, ops: ops, ev: ev}
+	for _, g := range groups {
+		g.ev = ev
+	}
 	scrapeCtx, stopScrape := context.WithCancel(ctx)
 	defer stopScrape()
 	go ops.supervise(scrapeCtx)
@@ -165,6 +189,9 @@ func Run(ctx context.Context, env Env, opts Options) (*Report, error) {
 	ops.mu.Unlock()
 	rep.Throttled, rep.ReconcileErrors = int(t.throttled), int(t.reconcileErrors)
 	rep.ChaosErrors = ch.errs
+	if ev != nil {
+		rep.Evictions = ev.totals()
+	}
 	if rep.Failed() {
 		rep.OperatorLogs = ops.logTails(60)
 	}
@@ -172,10 +199,12 @@ func Run(ctx context.Context, env Env, opts Options) (*Report, error) {
 }
 
 // chaos carries out the steps that touch more than one group: handovers and
-// API server restarts, one at a time.
+// API server restarts, one at a time, and drains, one at a time (beside the
+// others: a drain may wait minutes on a group's budget).
 type chaos struct {
 	cp  *controlplane.ControlPlane
 	ops *operators
+	ev  *evictions
 
 	mu        sync.Mutex
 	handovers int
@@ -183,7 +212,16 @@ type chaos struct {
 	errs      []string
 }
 
-func (ch *chaos) do(ctx context.Context, kind Kind) {
+func (ch *chaos) do(ctx context.Context, st Step) {
+	kind := st.Kind
+	if kind == Drain {
+		if err := ch.ev.drain(ctx, st.Node); err != nil {
+			ch.mu.Lock()
+			ch.errs = append(ch.errs, fmt.Sprintf("%s: %v", st, err))
+			ch.mu.Unlock()
+		}
+		return
+	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	var err error

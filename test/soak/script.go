@@ -48,10 +48,18 @@ const (
 	Term Kind = "sigterm-handover"
 	// RestartAPIServer stops kube-apiserver and starts it again.
 	RestartAPIServer Kind = "apiserver-restart"
+	// Evict asks the Eviction API to evict one pod of the group (Zone, and
+	// Pod the ordinal, the zone's first live pod when that one is gone), as
+	// an autoscaler does, retrying while the group's budget refuses.
+	Evict Kind = "evict"
+	// Drain cordons a node (Node, an index into the nodes), evicts every
+	// soak pod on it, retrying refusals, as kubectl drain does, and
+	// uncordons it: pods of every group, in several zones at once.
+	Drain Kind = "drain"
 )
 
 // Kinds lists every kind, in the order the report prints them.
-var Kinds = []Kind{Flip, Revert, CrashLoop, CrashLoopRollback, Scale, Pause, GateFail, Kill, Term, RestartAPIServer}
+var Kinds = []Kind{Flip, Revert, CrashLoop, CrashLoopRollback, Scale, Pause, GateFail, Kill, Term, RestartAPIServer, Evict, Drain}
 
 // Outcome is how a rollout must end.
 type Outcome string
@@ -77,13 +85,23 @@ type Step struct {
 	AfterRolls int
 	// Delta is the change of replicas of a Scale step, ±1 or ±2.
 	Delta int
-	// Zone is the zone a Scale step scales, an index into the group's zones.
+	// Zone is the zone a Scale step scales or an Evict step evicts from,
+	// an index into the group's zones.
 	Zone int
+	// Pod is the ordinal of the pod an Evict step evicts.
+	Pod int
+	// Node is the node a Drain step drains, an index into the nodes.
+	Node int
 }
 
 func (s Step) String() string {
-	if s.Kind == Scale {
+	switch s.Kind {
+	case Scale:
 		return fmt.Sprintf("%s(zone %d %+d)@%d", s.Kind, s.Zone, s.Delta, s.AfterRolls)
+	case Evict:
+		return fmt.Sprintf("%s(zone %d pod %d)@%d", s.Kind, s.Zone, s.Pod, s.AfterRolls)
+	case Drain:
+		return fmt.Sprintf("%s(node %d)@%d", s.Kind, s.Node, s.AfterRolls)
 	}
 	return fmt.Sprintf("%s@%d", s.Kind, s.AfterRolls)
 }
@@ -150,6 +168,16 @@ type Config struct {
 	APIServerRestarts int
 	// Handovers turns operator handovers on.
 	Handovers bool
+	// Evictions turns Evict steps on, and Drains Drain steps (Drains only
+	// with Evictions): the eviction webhook judges them with each group's
+	// budget. Drains touch every pod on a node, so not on a control plane
+	// other tests share.
+	Evictions, Drains bool
+	// Nodes is how many nodes a Drain step draws from.
+	Nodes int
+	// Replicas is each zone's pods at the start, which an Evict step draws
+	// its pod from.
+	Replicas int
 }
 
 // release kinds are how a script's rollout goes, one per script, with their
@@ -165,6 +193,14 @@ var releases = []struct {
 // the standby started by the previous one to warm its cache, which takes up
 // to a minute under throttling, so more would mostly measure that wait.
 const handoverOdds = 5
+
+// evictOdds and drainOdds: one script in evictOdds evicts a pod of its
+// group, one in drainOdds drains a node. A drain waits for every group whose
+// pods it evicts, so more would mostly measure that wait.
+const (
+	evictOdds = 3
+	drainOdds = 12
+)
 
 // Generate draws the scripts of a run: the same Config gives the same
 // scripts. Each script has one release kind (or none), and, with
@@ -207,6 +243,18 @@ func Generate(c Config) []Script {
 		}
 		if c.Handovers && r.IntN(handoverOdds) == 0 {
 			s.Steps = append(s.Steps, Step{Kind: []Kind{Kill, Term}[r.IntN(2)], AfterRolls: 1 + r.IntN(half)})
+		}
+		if c.Evictions {
+			// Drawn whatever the odds say, so that the other draws do not
+			// depend on them.
+			evict := Step{Kind: Evict, AfterRolls: 1 + r.IntN(half), Zone: r.IntN(3), Pod: r.IntN(max(1, c.Replicas))}
+			drain := Step{Kind: Drain, AfterRolls: 1 + r.IntN(half), Node: r.IntN(max(1, c.Nodes))}
+			if r.IntN(evictOdds) == 0 {
+				s.Steps = append(s.Steps, evict)
+			}
+			if r.IntN(drainOdds) == 0 && c.Drains {
+				s.Steps = append(s.Steps, drain)
+			}
 		}
 		scripts[i] = s
 	}

@@ -6,7 +6,8 @@ import (
 )
 
 func config(seed uint64) Config {
-	return Config{Seed: seed, Rollouts: 200, Groups: 4, PodsPerRollout: 12, APIServerRestarts: 1, Handovers: true}
+	return Config{Seed: seed, Rollouts: 200, Groups: 4, PodsPerRollout: 12, APIServerRestarts: 1, Handovers: true,
+		Evictions: true, Drains: true, Nodes: 6, Replicas: 4}
 }
 
 // The same seed draws the same scripts; another seed others.
@@ -41,6 +42,9 @@ func TestGenerateCoversEveryKind(t *testing.T) {
 				if st.AfterRolls < 0 || st.AfterRolls > 6 {
 					t.Errorf("seed %d: %s: step %s lands after %d of 12 pods, not mid-rollout", seed, s, st, st.AfterRolls)
 				}
+				if st.Zone < 0 || st.Zone > 2 || st.Pod < 0 || st.Pod >= 4 || st.Node < 0 || st.Node >= 6 {
+					t.Errorf("seed %d: %s: step %s draws a zone, pod or node that does not exist", seed, s, st)
+				}
 				if j > 0 && st.AfterRolls < s.Steps[j-1].AfterRolls {
 					t.Errorf("seed %d: %s: steps out of order", seed, s)
 				}
@@ -70,9 +74,9 @@ func TestGenerateCoversEveryKind(t *testing.T) {
 // Without handovers no script hands over; without restarts none restarts.
 func TestGenerateLeavesOutWhatIsTurnedOff(t *testing.T) {
 	c := config(7)
-	c.Handovers, c.APIServerRestarts = false, 0
+	c.Handovers, c.APIServerRestarts, c.Evictions = false, 0, false
 	for _, s := range Generate(c) {
-		if s.Has(Kill) || s.Has(Term) || s.Has(RestartAPIServer) {
+		if s.Has(Kill) || s.Has(Term) || s.Has(RestartAPIServer) || s.Has(Evict) || s.Has(Drain) {
 			t.Fatalf("%s: chaos that is turned off", s)
 		}
 	}
@@ -93,6 +97,8 @@ func TestExpect(t *testing.T) {
 		{[]Step{{Kind: Scale, AfterRolls: 1, Delta: -2}}, Complete, false},
 		{[]Step{{Kind: Term, AfterRolls: 1}, {Kind: Pause, AfterRolls: 3}}, Paused, false},
 		{[]Step{{Kind: RestartAPIServer, AfterRolls: 4}}, Complete, false},
+		{[]Step{{Kind: Evict, AfterRolls: 1}, {Kind: Drain, AfterRolls: 2}}, Complete, false},
+		{[]Step{{Kind: CrashLoopRollback}, {Kind: Drain, AfterRolls: 2}}, RolledBack, true},
 	}
 	for _, tt := range tests {
 		s := Script{Steps: tt.steps}

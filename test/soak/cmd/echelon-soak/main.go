@@ -32,6 +32,8 @@ func main() {
 	replicas := flag.Int("replicas", 4, "pods per zone at the start (three zones per group)")
 	flag.IntVar(&opts.APIServerRestarts, "apiserver-restarts", 1, "kube-apiserver restarts, at moments the seed draws")
 	flag.BoolVar(&opts.Handovers, "handovers", true, "hand over between the two operators (SIGKILL or SIGTERM) in about a third of the rollouts")
+	flag.BoolVar(&opts.Evictions, "evictions", true, "evict a pod of the group in about a third of the rollouts, through the Eviction API and the eviction webhook")
+	flag.BoolVar(&opts.Drains, "drains", true, "drain a node (cordon, evict every soak pod on it, uncordon) in about one rollout in twelve; with --evictions")
 	flag.BoolVar(&opts.Throttle, "throttle", true, "put the operator's API requests in a priority level low enough that some are answered 429")
 	flag.DurationVar(&opts.RolloutTimeout, "rollout-timeout", 3*time.Minute, "how long a rollout may take to reach its outcome before it counts as stuck")
 	flag.Parse()
