@@ -51,6 +51,10 @@ func (r *Reconciler) observe(ctx context.Context, sp *v1alpha1.ScalingPolicy) (o
 	if d := sp.Spec.MinTimeBetweenZoneDownscales; d != nil {
 		in.ZoneDelay = d.Duration
 	}
+	if sp.Status.Phase == v1alpha1.ScalingPhaseStable {
+		settled := sp.Status.Replicas
+		in.SettledAt = &settled
+	}
 
 	if !sp.Spec.TargetRef.IsStatefulSet() {
 		return obs, r.observeGuardedTarget(ctx, sp, &obs)

@@ -91,6 +91,14 @@ type Input struct {
 	// now (its pods prepared long enough); FloorSource names it.
 	Floor       *int32
 	FloorSource string
+	// SettledAt is the target's spec.replicas when the policy last recorded
+	// it settled (status phase Stable), nil when it has not. A target still
+	// at those replicas whose controller counts fewer pods is having a pod
+	// replaced (a rollout, an eviction, a crash), not scaling up: the policy
+	// stays Stable rather than flip to ScalingUp and back for every pod a
+	// rollout replaces (two status writes per pod, and a Ready condition
+	// that lies).
+	SettledAt *int32
 	// Disruption is the answer of the group's one disruption budget
 	// (disruption.Decide) to a downscale of the target; nil while not asked.
 	// A member of a RolloutGroup is scaled down only on an allowed answer:
@@ -169,7 +177,7 @@ func Decide(in Input) Plan {
 		return p
 	}
 	if want == p.Current {
-		return settled(p, in.Target)
+		return settled(p, in.Target, in.SettledAt)
 	}
 	if in.Group != nil && in.Group.RollingTarget {
 		return waiting(p, v1alpha1.ScalingReasonRollout, fmt.Sprintf(
@@ -242,14 +250,16 @@ func disruptionWait(p Plan, in Input, to int32) (Plan, bool) {
 }
 
 // settled is the plan for a target at its desired replicas: Stable, or still
-// scaling while its controller adds or removes pods.
-func settled(p Plan, t *Target) Plan {
+// scaling while its controller adds or removes pods, unless the pods it
+// lacks are replacements at replicas already settled (settledAt).
+func settled(p Plan, t *Target, settledAt *int32) Plan {
+	replacing := settledAt != nil && *settledAt == t.Replicas
 	p.Reason = v1alpha1.ScalingReasonAtDesiredReplicas
 	switch {
 	case t.StatusReplicas > t.Replicas:
 		p.Phase = v1alpha1.ScalingPhaseScalingDown
 		p.Message = fmt.Sprintf("%d replicas; %d pods above them still leaving", t.Replicas, t.StatusReplicas-t.Replicas)
-	case t.StatusReplicas < t.Replicas:
+	case t.StatusReplicas < t.Replicas && !replacing:
 		p.Phase = v1alpha1.ScalingPhaseScalingUp
 		p.Message = fmt.Sprintf("%d replicas; %d of them created so far", t.Replicas, t.StatusReplicas)
 	default:

@@ -111,6 +111,20 @@ func TestDecide(t *testing.T) {
 		in:   with(follower(5, 5), func(in *Input) { in.Target.StatusReplicas = 3 }),
 		want: want{phase: v1alpha1.ScalingPhaseScalingUp, reason: v1alpha1.ScalingReasonAtDesiredReplicas},
 	}, {
+		name: "at replicas already settled, a pod being replaced (a rollout): Stable, not ScalingUp",
+		in: with(follower(5, 5), func(in *Input) {
+			in.Target.StatusReplicas = 4
+			in.SettledAt = ptr.To[int32](5)
+		}),
+		want: want{phase: v1alpha1.ScalingPhaseStable, reason: v1alpha1.ScalingReasonAtDesiredReplicas, message: "5 replicas, as desired"},
+	}, {
+		name: "settled at other replicas (scaled up since): pods still being created: ScalingUp",
+		in: with(follower(5, 5), func(in *Input) {
+			in.Target.StatusReplicas = 4
+			in.SettledAt = ptr.To[int32](3)
+		}),
+		want: want{phase: v1alpha1.ScalingPhaseScalingUp, reason: v1alpha1.ScalingReasonAtDesiredReplicas, message: "4 of them created so far"},
+	}, {
 		name: "at the replicas, pods still leaving: ScalingDown",
 		in:   with(follower(5, 5), func(in *Input) { in.Target.StatusReplicas = 7 }),
 		want: want{phase: v1alpha1.ScalingPhaseScalingDown, reason: v1alpha1.ScalingReasonAtDesiredReplicas},
