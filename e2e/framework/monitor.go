@@ -233,8 +233,14 @@ func (m *Monitor) SetReplicas(member string, replicas int) {
 }
 
 func (m *Monitor) observe(o any, deleted bool, now time.Time) {
+	// A tombstone is a deletion the watch did not deliver: the informer found
+	// the pod gone when it listed again (after the API server restarted, say,
+	// its watch cache too young to resume from). What happened in between,
+	// a graceful termination included, was not seen, so such a pod is not
+	// taken for a force-deleted one.
+	finalStateUnknown := false
 	if tomb, ok := o.(cache.DeletedFinalStateUnknown); ok {
-		o, deleted = tomb.Obj, true
+		o, deleted, finalStateUnknown = tomb.Obj, true, true
 	}
 	pod, ok := o.(*corev1.Pod)
 	if !ok {
@@ -245,7 +251,7 @@ func (m *Monitor) observe(o any, deleted bool, now time.Time) {
 	prev := m.pods[pod.Name]
 	if deleted {
 		delete(m.pods, pod.Name)
-		if prev != nil && prev.UID == pod.UID && prev.DeletionTimestamp == nil {
+		if prev != nil && prev.UID == pod.UID && prev.DeletionTimestamp == nil && !finalStateUnknown {
 			m.forced = append(m.forced, fmt.Sprintf("%s (uid %s) at %s", pod.Name, pod.UID, now.Format(time.StampMilli)))
 		}
 	} else {

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"fmt"
+	"k8s.io/client-go/tools/cache"
 	"regexp"
 	"strings"
 	"testing"
@@ -197,6 +198,16 @@ func TestMonitorRecordsPodsThatVanishWithoutTerminating(t *testing.T) {
 	remove(m, fakePod("a", 0, 1, terminating))
 	if got := m.ForcedDeletions(); len(got) != 1 {
 		t.Errorf("forced deletions %v, want only the first a-0", got)
+	}
+	// A pod an informer's relist found gone (a tombstone) may have terminated
+	// gracefully unseen: not forced, but still recorded as deleted.
+	update(m, fakePod("a", 1, 1, ready))
+	m.observe(cache.DeletedFinalStateUnknown{Key: "ns/a-1", Obj: fakePod("a", 1, 1, ready)}, true, time.Now())
+	if got := m.ForcedDeletions(); len(got) != 1 {
+		t.Errorf("forced deletions %v, want only the first a-0 (a-1's final state is unknown)", got)
+	}
+	if d := m.Deletions(); len(d) == 0 || d[len(d)-1].Pod != "a-1" {
+		t.Errorf("deletions %v, want a-1 last", d)
 	}
 }
 
