@@ -126,7 +126,7 @@ var _ = Describe("RolloutGroup notifications and callbacks", func() {
 			gm.Expect(ns).NotTo(BeNil())
 			gm.Expect(meta.IsStatusConditionTrue(ns.Conditions, v1alpha1.ConditionNotificationsDelivered)).To(BeTrue())
 			gm.Expect(ns.Events).To(BeEmpty())
-			gm.Expect(ns.Callback).To(HaveField("Delivered", true))
+			gm.Expect(ns.Callbacks).To(ConsistOf(HaveField("Delivered", true)))
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 		Expect(g.eventReasons(ctx)).To(HaveKey("NotificationFailed"))
 		Expect(g.eventReasons(ctx)).To(HaveKey("CallbackSent"))
