@@ -351,4 +351,3 @@ func ofRollout(id, key string) string {
 	}
 	return " of rollout " + rolloutName(id, key)
 }
-
