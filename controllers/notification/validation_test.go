@@ -60,3 +60,46 @@ callback: {secretRef: {name: deploy-callback}}`},
 		})
 	}
 }
+
+// Each kind admits its own events only, naming the field.
+func TestNotificationEventsOfEachKind(t *testing.T) {
+	cp := controllertest.APIServer(t)
+	ns, err := cp.CreateNamespace(t.Context(), "kinds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, kind, events, want string
+	}{
+		{"ScalingPolicy events on a ScalingPolicy", "ScalingPolicy", "[Scaled, ScaleHeld, ScaleFailed]", ""},
+		{"a rollout event on a ScalingPolicy", "ScalingPolicy", "[Scaled, Complete]", "spec.notifications[].events of a ScalingPolicy may name Scaled, ScaleHeld and ScaleFailed only"},
+		{"DelayedDownscale events on a DelayedDownscale", "DelayedDownscale", "[DownscaleRequested, DownscaleDelayed, DownscaleDone, DownscaleCancelled, DownscaleFailed]", ""},
+		{"a ScalingPolicy event on a DelayedDownscale", "DelayedDownscale", "[Scaled]", "spec.notifications[].events of a DelayedDownscale may name"},
+		{"a DelayedDownscale event on a RolloutGroup", "RolloutGroup", "[Started, DownscaleDone]", "spec.notifications[].events of a RolloutGroup may name"},
+	}
+	base := map[string]string{
+		"ScalingPolicy":    "targetRef: {kind: StatefulSet, name: b}\nreplicasFrom: {leader: {name: a}}",
+		"DelayedDownscale": "targetRef: {name: a}\ndelay: 1h\nprepareEndpoint: {path: /prepare, port: 8080}",
+		"RolloutGroup":     "statefulSets: [{name: a}]",
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := map[string]any{}
+			src := base[tt.kind] + "\nnotifications: [{name: x, secretRef: {name: s}, events: " + tt.events + "}]"
+			if err := yaml.Unmarshal([]byte(src), &spec); err != nil {
+				t.Fatal(err)
+			}
+			obj := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "echelon.dev/v1alpha1", "kind": tt.kind,
+				"metadata": map[string]any{"name": "o", "namespace": ns}, "spec": spec,
+			}}
+			err := cp.Client().Create(t.Context(), obj, client.DryRunAll, client.FieldValidation("Strict"))
+			if tt.want == "" && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Fatalf("error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
