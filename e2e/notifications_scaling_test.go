@@ -124,22 +124,8 @@ var _ = Describe("ScalingPolicy and DelayedDownscale notifications", func() {
 
 var _ = Describe("RolloutGroup callbacks queued", func() {
 	It("delivers a Failed rollout's callback still being retried, then the Complete callback of the retry with a new rolloutId, in order", func(ctx SpecContext) {
-		const soak = 4 * time.Second
-		g, p, mon, _ := newAnalyzedZones(ctx, 3, v1alpha1.FailurePause, func(p *promSetup) *v1alpha1.RolloutAnalysis {
-			return p.analysis(soak, errorRateCheck(nil))
-		})
-		grantNotificationSecrets(ctx, g.ns)
-		deploy := startReceiver(ctx, g.ns, "deploy-system")
-		deploy.FailNext(1 << 20) // down until told otherwise
-		g.updateSpec(ctx, func(s *v1alpha1.RolloutGroupSpec) {
-			s.RolloutID = "deploy-1"
-			s.Callback = &v1alpha1.RolloutCallback{SecretRef: v1alpha1.LocalSecretReference{Name: "deploy-system"}}
-		})
-
-		g.setVersion(ctx, "v2")
-		g.waitSoaking(ctx, "ingester-zone-a")
-		p.flip(ctx, "ingester-zone-b", badErrors)
-		g.waitPhase(ctx, v1alpha1.PhaseFailed, time.Minute)
+		// The deploy system is down until told otherwise.
+		g, p, mon, deploy := failedRolloutCalledBack(ctx, func(r *receiver.Receiver) { r.FailNext(1 << 20) })
 		Eventually(func() []receiver.Request { return deploy.Requests() }).WithTimeout(30*time.Second).ShouldNot(BeEmpty(), "the Failed callback is tried")
 
 		p.flip(ctx, "ingester-zone-b", 0)

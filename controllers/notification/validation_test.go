@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
+	"github.com/echelon-operator/echelon/test/controlplane"
 )
 
 // The API server refuses bad notification specs at admission, naming the
@@ -46,17 +47,7 @@ callback: {secretRef: {name: deploy-callback}}`},
 				t.Fatal(err)
 			}
 			spec["statefulSets"] = []any{map[string]any{"name": "a"}}
-			rg := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "echelon.dev/v1alpha1", "kind": "RolloutGroup",
-				"metadata": map[string]any{"name": "g", "namespace": ns}, "spec": spec,
-			}}
-			err := cp.Client().Create(t.Context(), rg, client.DryRunAll, client.FieldValidation("Strict"))
-			if tt.want == "" && err != nil {
-				t.Fatalf("refused: %v", err)
-			}
-			if tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
-				t.Fatalf("error %v, want one containing %q", err, tt.want)
-			}
+			expectAdmission(t, cp, "RolloutGroup", ns, spec, tt.want)
 		})
 	}
 }
@@ -89,17 +80,25 @@ func TestNotificationEventsOfEachKind(t *testing.T) {
 			if err := yaml.Unmarshal([]byte(src), &spec); err != nil {
 				t.Fatal(err)
 			}
-			obj := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "echelon.dev/v1alpha1", "kind": tt.kind,
-				"metadata": map[string]any{"name": "o", "namespace": ns}, "spec": spec,
-			}}
-			err := cp.Client().Create(t.Context(), obj, client.DryRunAll, client.FieldValidation("Strict"))
-			if tt.want == "" && err != nil {
-				t.Fatalf("refused: %v", err)
-			}
-			if tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
-				t.Fatalf("error %v, want one containing %q", err, tt.want)
-			}
+			expectAdmission(t, cp, tt.kind, ns, spec, tt.want)
 		})
+	}
+}
+
+// expectAdmission creates (dry run) an object of kind with spec and
+// expects the API server to admit it (want "") or refuse it with an error
+// containing want.
+func expectAdmission(t *testing.T, cp *controlplane.ControlPlane, kind, ns string, spec map[string]any, want string) {
+	t.Helper()
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "echelon.dev/v1alpha1", "kind": kind,
+		"metadata": map[string]any{"name": "o", "namespace": ns}, "spec": spec,
+	}}
+	err := cp.Client().Create(t.Context(), obj, client.DryRunAll, client.FieldValidation("Strict"))
+	if want == "" && err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	if want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+		t.Fatalf("error %v, want one containing %q", err, want)
 	}
 }

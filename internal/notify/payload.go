@@ -188,6 +188,15 @@ func slackBody(o Object, m Message) slackPayload {
 	if ev.Updated != "" {
 		headline += fmt.Sprintf(" (%s updated)", ev.Updated)
 	}
+	blocks := slackBlocks(headline, "Pods", fmt.Sprintf("rollout `%s`", id), m)
+	return slackPayload{Text: fmt.Sprintf("%s/%s %s (rollout %s)", o.Namespace, o.Name, ev.Type, id), Blocks: blocks}
+}
+
+// slackBlocks are the blocks of m: the headline and the event's message,
+// the page's pods under podsTitle, and a context line that starts with
+// context.
+func slackBlocks(headline, podsTitle, context string, m Message) []slackBlock {
+	ev := m.Event
 	text := headline
 	if ev.Message != "" {
 		text += "\n" + ev.Message
@@ -195,13 +204,12 @@ func slackBody(o Object, m Message) slackPayload {
 	blocks := []slackBlock{{Type: "section", Text: &slackText{Type: "mrkdwn", Text: text}}}
 	if len(m.Pods) > 0 {
 		blocks = append(blocks, slackBlock{Type: "section", Text: &slackText{
-			Type: "mrkdwn", Text: fmt.Sprintf("Pods (%d of %d):\n```%s```", m.Page, m.Pages, truncate(strings.Join(m.Pods, "\n"), slackPodsMax)),
+			Type: "mrkdwn", Text: fmt.Sprintf("%s (%d of %d):\n```%s```", podsTitle, m.Page, m.Pages, truncate(strings.Join(m.Pods, "\n"), slackPodsMax)),
 		}})
 	}
-	blocks = append(blocks, slackBlock{Type: "context", Elements: []slackText{{
-		Type: "mrkdwn", Text: fmt.Sprintf("rollout `%s` · event %d · delivery `%s`", id, ev.Sequence, m.DeliveryID),
+	return append(blocks, slackBlock{Type: "context", Elements: []slackText{{
+		Type: "mrkdwn", Text: fmt.Sprintf("%s · event %d · delivery `%s`", context, ev.Sequence, m.DeliveryID),
 	}}})
-	return slackPayload{Text: fmt.Sprintf("%s/%s %s (rollout %s)", o.Namespace, o.Name, ev.Type, id), Blocks: blocks}
 }
 
 // slackScaleBody is the Slack message of an event of a ScalingPolicy or a
@@ -216,18 +224,7 @@ func slackScaleBody(o Object, m Message) slackPayload {
 	if ev.Leader != "" {
 		change += fmt.Sprintf(" (following %s)", ev.Leader)
 	}
-	text := fmt.Sprintf("%s *%s %s/%s* %s: %s", slackEmoji[ev.Type], o.Kind, o.Namespace, o.Name, ev.Type, change)
-	if ev.Message != "" {
-		text += "\n" + ev.Message
-	}
-	blocks := []slackBlock{{Type: "section", Text: &slackText{Type: "mrkdwn", Text: text}}}
-	if len(m.Pods) > 0 {
-		blocks = append(blocks, slackBlock{Type: "section", Text: &slackText{
-			Type: "mrkdwn", Text: fmt.Sprintf("Pods removed (%d of %d):\n```%s```", m.Page, m.Pages, truncate(strings.Join(m.Pods, "\n"), slackPodsMax)),
-		}})
-	}
-	blocks = append(blocks, slackBlock{Type: "context", Elements: []slackText{{
-		Type: "mrkdwn", Text: fmt.Sprintf("%s · event %d · delivery `%s`", ev.State, ev.Sequence, m.DeliveryID),
-	}}})
+	headline := fmt.Sprintf("%s *%s %s/%s* %s: %s", slackEmoji[ev.Type], o.Kind, o.Namespace, o.Name, ev.Type, change)
+	blocks := slackBlocks(headline, "Pods removed", ev.State, m)
 	return slackPayload{Text: fmt.Sprintf("%s %s/%s %s: %s", o.Kind, o.Namespace, o.Name, ev.Type, change), Blocks: blocks}
 }
