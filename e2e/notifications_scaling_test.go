@@ -42,7 +42,7 @@ func waitNotificationBaseline(ctx context.Context, obj client.Object, status fun
 }
 
 var _ = Describe("ScalingPolicy and DelayedDownscale notifications", func() {
-	It("tells a ScalingPolicy's receiver Scaled (from, to, leader) when its leader scales, and a receiver with a missing Secret gets a condition and an Event naming the field while scaling goes on", func(ctx SpecContext) {
+	It("tells a ScalingPolicy's receiver Scaled (from, to, leader) when its leader scales, retried through a failing receiver and an operator SIGKILL, and a receiver with a missing Secret gets a condition and an Event naming the field while scaling goes on", func(ctx SpecContext) {
 		g := newZoneGroup(ctx, 3, nil)
 		grantNotificationSecrets(ctx, g.ns)
 		hook := startReceiver(ctx, g.ns, "scale-hook")
@@ -54,12 +54,19 @@ var _ = Describe("ScalingPolicy and DelayedDownscale notifications", func() {
 				{Name: "hook", SecretRef: v1alpha1.LocalSecretReference{Name: "scale-hook"}},
 			}
 		})
-		startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
+		first := startOperator(ctx, "first", g.ns, fastLeaderElection...)
 		waitStable(ctx, g.ns, zoneB)
 		waitNotificationBaseline(ctx, sp, func() *v1alpha1.NotificationStatus { return sp.Status.Notifications })
 
+		// The receiver refuses the first two attempts; the operator is
+		// SIGKILLed after the first, and the next one delivers from status.
+		hook.FailNext(2)
 		g.scale(ctx, zoneA, 5)
 		rec.waitChange(ctx, zoneB, 5, 30*time.Second)
+		Eventually(func() []receiver.Request { return hook.Requests() }).WithTimeout(30 * time.Second).ShouldNot(BeEmpty())
+		first.Kill()
+		Eventually(first.Exited()).Should(BeClosed())
+		startOperator(ctx, "second", g.ns, fastLeaderElection...)
 		g.scaled[zoneA], g.scaled[zoneB] = 5, 5
 		g.waitPodsOn(ctx, "v1")
 		waitStable(ctx, g.ns, zoneB)
@@ -73,6 +80,10 @@ var _ = Describe("ScalingPolicy and DelayedDownscale notifications", func() {
 		Expect(*n.FromReplicas).To(BeEquivalentTo(3))
 		Expect(*n.ToReplicas).To(BeEquivalentTo(5))
 		Expect(n.Group).To(BeNil())
+		for _, r := range hook.Requests() {
+			Expect(r.DeliveryID).To(Equal(n.DeliveryID), "every attempt, before and after the SIGKILL, carries the one delivery id")
+		}
+		AddReportEntry("Scaled requests repeated across the SIGKILL (dropped by delivery id)", hook.Repeated())
 
 		Eventually(func(gm Gomega) {
 			gm.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(sp), sp)).To(Succeed())
