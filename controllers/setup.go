@@ -33,7 +33,7 @@ func Setup(mgr ctrl.Manager, addressing podcall.Addressing) error {
 	if err := rolloutgroup.New(mgr).WithAddressing(addressing).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the RolloutGroup controller: %w", err)
 	}
-	if err := notification.New(mgr).SetupWithManager(mgr); err != nil {
+	if err := notification.Setup(mgr); err != nil {
 		return fmt.Errorf("set up the notification controller: %w", err)
 	}
 	if err := scalingpolicy.New(mgr).WithAddressing(addressing).SetupWithManager(mgr); err != nil {

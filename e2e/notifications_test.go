@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/e2e/framework"
 	"github.com/echelon-operator/echelon/test/receiver"
 )
 
@@ -41,6 +42,32 @@ func grantNotificationSecrets(ctx context.Context, ns string) {
 
 func notifications(ctx context.Context, g *zoneGroup) *v1alpha1.NotificationStatus {
 	return g.get(ctx).Status.Notifications
+}
+
+// failedRolloutCalledBack is a three-zone group gated by an error-rate
+// check (onFailure Pause), with spec.rolloutId deploy-1 and a callback to a
+// test receiver, whose rollout to v2 has Failed at zone-b. prepare, if set,
+// readies the receiver before the rollout starts.
+func failedRolloutCalledBack(ctx context.Context, prepare func(*receiver.Receiver)) (*zoneGroup, *promSetup, *framework.Monitor, *receiver.Receiver) {
+	GinkgoHelper()
+	const soak = 4 * time.Second
+	g, p, mon, _ := newAnalyzedZones(ctx, 3, v1alpha1.FailurePause, func(p *promSetup) *v1alpha1.RolloutAnalysis {
+		return p.analysis(soak, errorRateCheck(nil))
+	})
+	grantNotificationSecrets(ctx, g.ns)
+	deploy := startReceiver(ctx, g.ns, "deploy-system")
+	if prepare != nil {
+		prepare(deploy)
+	}
+	g.updateSpec(ctx, func(s *v1alpha1.RolloutGroupSpec) {
+		s.RolloutID = "deploy-1"
+		s.Callback = &v1alpha1.RolloutCallback{SecretRef: v1alpha1.LocalSecretReference{Name: "deploy-system"}}
+	})
+	g.setVersion(ctx, "v2")
+	g.waitSoaking(ctx, "ingester-zone-a")
+	p.flip(ctx, "ingester-zone-b", badErrors)
+	g.waitPhase(ctx, v1alpha1.PhaseFailed, time.Minute)
+	return g, p, mon, deploy
 }
 
 var _ = Describe("RolloutGroup notifications and callbacks", func() {
@@ -126,7 +153,7 @@ var _ = Describe("RolloutGroup notifications and callbacks", func() {
 			gm.Expect(ns).NotTo(BeNil())
 			gm.Expect(meta.IsStatusConditionTrue(ns.Conditions, v1alpha1.ConditionNotificationsDelivered)).To(BeTrue())
 			gm.Expect(ns.Events).To(BeEmpty())
-			gm.Expect(ns.Callback).To(HaveField("Delivered", true))
+			gm.Expect(ns.Callbacks).To(ConsistOf(HaveField("Delivered", true)))
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 		Expect(g.eventReasons(ctx)).To(HaveKey("NotificationFailed"))
 		Expect(g.eventReasons(ctx)).To(HaveKey("CallbackSent"))
@@ -135,21 +162,7 @@ var _ = Describe("RolloutGroup notifications and callbacks", func() {
 	})
 
 	It("calls back a failed rollout, then retries it when spec.rolloutId changes and calls back its completion with the new id", func(ctx SpecContext) {
-		const soak = 4 * time.Second
-		g, p, mon, _ := newAnalyzedZones(ctx, 3, v1alpha1.FailurePause, func(p *promSetup) *v1alpha1.RolloutAnalysis {
-			return p.analysis(soak, errorRateCheck(nil))
-		})
-		grantNotificationSecrets(ctx, g.ns)
-		deploy := startReceiver(ctx, g.ns, "deploy-system")
-		g.updateSpec(ctx, func(s *v1alpha1.RolloutGroupSpec) {
-			s.RolloutID = "deploy-1"
-			s.Callback = &v1alpha1.RolloutCallback{SecretRef: v1alpha1.LocalSecretReference{Name: "deploy-system"}}
-		})
-
-		g.setVersion(ctx, "v2")
-		g.waitSoaking(ctx, "ingester-zone-a")
-		p.flip(ctx, "ingester-zone-b", badErrors)
-		g.waitPhase(ctx, v1alpha1.PhaseFailed, time.Minute)
+		g, p, mon, deploy := failedRolloutCalledBack(ctx, nil)
 		Eventually(func() []receiver.Request { return deploy.Accepted() }).WithTimeout(30 * time.Second).Should(HaveLen(1))
 		Expect(deploy.Callbacks()[0]).To(And(HaveField("Outcome", "Failed"), HaveField("RolloutID", "deploy-1")))
 

@@ -69,6 +69,17 @@ type DelayedDownscaleSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// notifications are HTTP receivers told about the target's delayed
+	// downscales: events DownscaleRequested, DownscaleDelayed, DownscaleDone,
+	// DownscaleCancelled and DownscaleFailed (docs/notifications.md).
+	// Delivery never holds a downscale.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(r, !has(r.events) || r.events.all(e, e in ['DownscaleRequested', 'DownscaleDelayed', 'DownscaleDone', 'DownscaleCancelled', 'DownscaleFailed']))",message="spec.notifications[].events of a DelayedDownscale may name DownscaleRequested, DownscaleDelayed, DownscaleDone, DownscaleCancelled and DownscaleFailed only"
+	Notifications []NotificationReceiver `json:"notifications,omitempty"`
 }
 
 // DelayedDownscalePhase summarises what a DelayedDownscale is doing.
@@ -171,6 +182,10 @@ type DelayedDownscaleStatus struct {
 	// earliestDownscaleTime is when the next pod becomes eligible.
 	// +optional
 	EarliestDownscaleTime *metav1.Time `json:"earliestDownscaleTime,omitempty"`
+	// notifications is the delivery state of spec.notifications, written by
+	// the notifier alone.
+	// +optional
+	Notifications *NotificationStatus `json:"notifications,omitempty"`
 	// conditions: Ready.
 	// +optional
 	// +listType=map

@@ -4,9 +4,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// NotificationEventType is one kind of event of a rollout that a receiver
-// may be told about.
-// +kubebuilder:validation:Enum=Started;StepReached;MemberReached;Paused;GateFailed;RollingBack;Failed;Complete;Stalled
+// NotificationEventType is one kind of event that a receiver may be told
+// about: of a RolloutGroup's rollout, of a ScalingPolicy's scaling or of a
+// DelayedDownscale's downscale. Each kind accepts its own events only.
+// +kubebuilder:validation:Enum=Started;StepReached;MemberReached;Paused;GateFailed;RollingBack;Failed;Complete;Stalled;Scaled;ScaleHeld;ScaleFailed;DownscaleRequested;DownscaleDelayed;DownscaleDone;DownscaleCancelled;DownscaleFailed
 type NotificationEventType string
 
 const (
@@ -32,6 +33,38 @@ const (
 	NotificationComplete NotificationEventType = "Complete"
 	// NotificationStalled: no progress within spec.progressDeadline.
 	NotificationStalled NotificationEventType = "Stalled"
+)
+
+// Events of a ScalingPolicy.
+const (
+	// NotificationScaled: the target's replicas changed (fromReplicas,
+	// toReplicas; leader names the StatefulSet followed, if any).
+	NotificationScaled NotificationEventType = "Scaled"
+	// NotificationScaleHeld: a scale is due but waits (the zone delay,
+	// a member being rolled, a disruption budget, a DelayedDownscale);
+	// the message says what for and until when.
+	NotificationScaleHeld NotificationEventType = "ScaleHeld"
+	// NotificationScaleFailed: the policy cannot compute or apply the
+	// replicas (a missing target or source, a conflicting policy).
+	NotificationScaleFailed NotificationEventType = "ScaleFailed"
+)
+
+// Events of a DelayedDownscale.
+const (
+	// NotificationDownscaleRequested: a downscale began; the pods it
+	// removes are asked to prepare (listed, at most 50 a message).
+	NotificationDownscaleRequested NotificationEventType = "DownscaleRequested"
+	// NotificationDownscaleDelayed: the pods are prepared and wait for the
+	// delay to pass; the message says when the first is eligible.
+	NotificationDownscaleDelayed NotificationEventType = "DownscaleDelayed"
+	// NotificationDownscaleDone: the target's replicas were lowered.
+	NotificationDownscaleDone NotificationEventType = "DownscaleDone"
+	// NotificationDownscaleCancelled: the desired replicas rose again
+	// before the downscale was done; the prepared pods are told to cancel.
+	NotificationDownscaleCancelled NotificationEventType = "DownscaleCancelled"
+	// NotificationDownscaleFailed: the downscale is held: a pod's prepare
+	// call fails, or the target or its ScalingPolicy is missing.
+	NotificationDownscaleFailed NotificationEventType = "DownscaleFailed"
 )
 
 // NotificationFormat is the body a receiver is sent.
@@ -78,7 +111,8 @@ type NotificationReceiver struct {
 	// +kubebuilder:default=JSON
 	Format NotificationFormat `json:"format,omitempty"`
 
-	// events are the events sent to this receiver. Empty sends every event.
+	// events are the events sent to this receiver. Empty sends every event
+	// of the object's kind.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=9
@@ -150,12 +184,14 @@ const (
 	ReasonDeliveryDropped = "DeliveryDropped"
 )
 
-// NotificationStatus is the state of a group's notifications and callback,
-// written by Echelon's notifier, never by the rollout: so that a restart
-// neither loses nor repeats a notification.
+// NotificationStatus is the state of an object's notifications (and a
+// group's callbacks), written by Echelon's notifier, never by the
+// controller that rolls or scales: so that a restart neither loses nor
+// repeats a notification.
 type NotificationStatus struct {
 	// rollout is the key of the rollout the notifications are about: the
-	// rollout id (or "-") and its start time.
+	// rollout id (or "-") and its start time. Empty for a ScalingPolicy or
+	// DelayedDownscale.
 	// +optional
 	// +kubebuilder:validation:MaxLength=320
 	Rollout string `json:"rollout,omitempty"`
@@ -180,10 +216,19 @@ type NotificationStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=16
 	Receivers []ReceiverStatus `json:"receivers,omitempty"`
-	// callback is the state of the completion callback of the last rollout
-	// that ended.
+	// callbacks are the completion callbacks of the rollouts that ended,
+	// oldest first, each delivered in turn: a callback still retried is
+	// never replaced by a later rollout's. Delivered ones are removed (when
+	// none waits, the last one made stays); past 16 the oldest is dropped
+	// and counted in callbacksDropped.
 	// +optional
-	Callback *CallbackStatus `json:"callback,omitempty"`
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Callbacks []CallbackStatus `json:"callbacks,omitempty"`
+	// callbacksDropped counts the callbacks dropped from a full queue
+	// before they were delivered.
+	// +optional
+	CallbacksDropped int32 `json:"callbacksDropped,omitempty"`
 	// conditions: NotificationsDelivered.
 	// +optional
 	// +listType=map
@@ -213,6 +258,20 @@ type NotificationObserved struct {
 	// outcome is how the rollout ended, once it has.
 	// +optional
 	Outcome RolloutOutcome `json:"outcome,omitempty"`
+	// state is the phase of a ScalingPolicy or DelayedDownscale.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	State string `json:"state,omitempty"`
+	// reason is the reason of its Ready condition.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
+	// replicas is its status.replicas (the target's spec.replicas).
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+	// desiredReplicas is its status.desiredReplicas.
+	// +optional
+	DesiredReplicas *int32 `json:"desiredReplicas,omitempty"`
 }
 
 // NotificationEvent is one event of a rollout, waiting to be sent.
@@ -247,6 +306,25 @@ type NotificationEvent struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
+	// firstOrdinal is the ordinal of the first pod listed: the pods are
+	// <member>-<firstOrdinal> to <member>-(replicas-1). A downscale from 10
+	// to 7 replicas lists ordinals 7 to 9.
+	// +optional
+	FirstOrdinal int32 `json:"firstOrdinal,omitempty"`
+	// state is the phase of a ScalingPolicy or DelayedDownscale then.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	State string `json:"state,omitempty"`
+	// fromReplicas is the target's replicas before a scale or downscale.
+	// +optional
+	FromReplicas *int32 `json:"fromReplicas,omitempty"`
+	// toReplicas is the target's replicas after it (or asked for).
+	// +optional
+	ToReplicas *int32 `json:"toReplicas,omitempty"`
+	// leader is the StatefulSet a ScalingPolicy follows, if any.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Leader string `json:"leader,omitempty"`
 }
 
 // ReceiverStatus is the delivery state of one receiver.

@@ -206,6 +206,16 @@ type ScalingPolicySpec struct {
 	// downscale. See docs/hooks-and-http-gates.md.
 	// +optional
 	Hooks *ScalingPolicyHooks `json:"hooks,omitempty"`
+
+	// notifications are HTTP receivers told when the policy scales its
+	// target, holds a scale or cannot apply it: events Scaled, ScaleHeld and
+	// ScaleFailed (docs/notifications.md). Delivery never holds a scale.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(r, !has(r.events) || r.events.all(e, e in ['Scaled', 'ScaleHeld', 'ScaleFailed']))",message="spec.notifications[].events of a ScalingPolicy may name Scaled, ScaleHeld and ScaleFailed only"
+	Notifications []NotificationReceiver `json:"notifications,omitempty"`
 }
 
 // DownscaleAllowed says whether spec.downscale lets anyone but the policy's
@@ -350,6 +360,10 @@ type ScalingPolicyStatus struct {
 	// waitingSince is when the scale now waiting became due.
 	// +optional
 	WaitingSince *metav1.Time `json:"waitingSince,omitempty"`
+	// notifications is the delivery state of spec.notifications, written by
+	// the notifier alone.
+	// +optional
+	Notifications *NotificationStatus `json:"notifications,omitempty"`
 	// conditions: Ready and Scaling.
 	// +optional
 	// +listType=map

@@ -20,6 +20,7 @@ func computeStatus(dd *v1alpha1.DelayedDownscale, obs observation, plan delayed.
 		DesiredReplicas:    in.Desired,
 		Replicas:           in.Current,
 		EligibleReplicas:   plan.Eligible,
+		Notifications:      dd.Status.Notifications.DeepCopy(), // the notifier's
 		Conditions:         append([]metav1.Condition(nil), dd.Status.Conditions...),
 	}
 	for _, r := range plan.Records {

@@ -1,6 +1,7 @@
-// Package notification tells the receivers of a RolloutGroup's
-// spec.notifications about its rollouts, and calls its spec.callback once a
-// rollout ends. It runs beside the RolloutGroup controller, never in its
+// Package notification tells the receivers of spec.notifications about
+// what RolloutGroups, ScalingPolicies and DelayedDownscales do, and calls a
+// RolloutGroup's spec.callback once a rollout ends. One reconciler, generic
+// over the kind (kinds.go), runs beside each kind's controller, never in its
 // path: it reads the status that controller writes, derives the events
 // (internal/notify), records them in status.notifications before sending,
 // sends with a timeout, and records each delivery, so that a restart neither
@@ -43,51 +44,56 @@ const (
 	defaultTimeout = 10 * time.Second
 )
 
-// Reconciler sends the notifications and callbacks of RolloutGroups.
-type Reconciler struct {
+// Reconciler sends the notifications (and callbacks) of one kind of
+// object, T.
+type Reconciler[T client.Object] struct {
 	client.Client
-	// apiReader reads the group live before sending: the cache may not show
-	// the delivery this process recorded a moment ago, and sending from it
-	// would repeat the message.
+	// apiReader reads the object live before sending: the cache may not
+	// show the delivery this process recorded a moment ago, and sending from
+	// it would repeat the message.
 	apiReader client.Reader
 	events    recorder.EventRecorder
 	sender    *sender
 	now       func() time.Time
+	kind      Kind[T]
 }
 
-// +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups,verbs=get;list;watch
-// +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups/status,verbs=patch
+// +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups;scalingpolicies;delayeddownscales,verbs=get;list;watch
+// +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups/status;scalingpolicies/status;delayeddownscales/status,verbs=patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile derives the group's new events, records them, then sends what
-// is due to each receiver and the callback, recording each outcome.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	cached := &v1alpha1.RolloutGroup{}
+// Reconcile derives the object's new events, records them, then sends what
+// is due to each receiver and callback, recording each outcome.
+func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	k := r.kind
+	cached := k.New()
 	if err := r.Get(ctx, req.NamespacedName, cached); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !wantsNotifications(cached) && cached.Status.Notifications == nil {
+	if !k.wants(cached) && k.Status(cached) == nil {
 		return ctrl.Result{}, nil
 	}
-	rg := &v1alpha1.RolloutGroup{}
-	if err := r.apiReader.Get(ctx, req.NamespacedName, rg); err != nil {
+	obj := k.New()
+	if err := r.apiReader.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	p := &pass{r: r, rg: rg, now: r.now()}
-	if rg.Status.Notifications != nil {
-		p.written = rg.Status.Notifications.DeepCopy()
+	p := &pass[T]{r: r, obj: obj, now: r.now()}
+	if st := k.Status(obj); st != nil {
+		p.written = st.DeepCopy()
 	}
-	if !wantsNotifications(rg) {
+	if !k.wants(obj) {
 		return ctrl.Result{}, p.write(ctx, nil)
 	}
 	ns := v1alpha1.NotificationStatus{}
 	if p.written != nil {
 		ns = *p.written.DeepCopy()
 	}
-	notify.SyncReceivers(&ns, rg.Spec.Notifications)
-	ns = notify.Derive(ns, rg.Status, string(rg.UID), len(rg.Spec.Notifications) > 0, p.now)
-	if rg.Spec.Callback == nil {
-		ns.Callback = nil
+	receivers := k.Receivers(obj)
+	notify.SyncReceivers(&ns, receivers)
+	dropped := ns.CallbacksDropped
+	ns = k.Derive(ns, obj, len(receivers) > 0, p.now)
+	if k.callback(obj) == nil {
+		ns.Callbacks = nil
 	}
 	notify.Prune(&ns)
 	// Recorded before anything is sent: a restart then sends them, and
@@ -95,18 +101,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := p.write(ctx, &ns); err != nil {
 		return ctrl.Result{}, err
 	}
+	if n := ns.CallbacksDropped - dropped; n > 0 {
+		metrics.Notifications.WithLabelValues(obj.GetNamespace(), obj.GetName(), metrics.ReceiverCallback, "Queued", metrics.NotificationDropped).Add(float64(n))
+		p.r.events.Eventf(obj, nil, corev1.EventTypeWarning, "CallbackDropped", eventAction(metrics.ReceiverCallback),
+			"status.notifications.callbacks: %d callbacks dropped before delivery, the oldest first: more than %d rollouts ended while the callback was failing (%d dropped so far)", n, notify.MaxCallbacks, ns.CallbacksDropped)
+	}
 	backlog := false
-	for i := range rg.Spec.Notifications {
-		more, err := p.deliver(ctx, &ns, i)
+	for i := range receivers {
+		more, err := p.deliver(ctx, &ns, receivers[i], i)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
 		backlog = backlog || more
 	}
-	if err := p.callback(ctx, &ns); err != nil {
+	if err := p.callbacks(ctx, &ns); err != nil {
 		return ctrl.Result{}, err
 	}
 	notify.Prune(&ns)
+	notify.PruneCallbacks(&ns)
 	if err := p.write(ctx, &ns); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -117,14 +129,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{RequeueAfter: after}, nil
 }
 
-func wantsNotifications(rg *v1alpha1.RolloutGroup) bool {
-	return len(rg.Spec.Notifications) > 0 || rg.Spec.Callback != nil
-}
-
-// pass carries one group through one reconcile.
-type pass struct {
-	r   *Reconciler
-	rg  *v1alpha1.RolloutGroup
+// pass carries one object through one reconcile.
+type pass[T client.Object] struct {
+	r   *Reconciler[T]
+	obj T
 	now time.Time
 	// written is status.notifications as the API server holds it.
 	written *v1alpha1.NotificationStatus
@@ -133,16 +141,16 @@ type pass struct {
 // deliver sends the receiver i what is due, message by message, recording
 // each outcome, until it has had every event, one fails, or the pass's
 // bound is reached; more says a message is due still.
-func (p *pass) deliver(ctx context.Context, ns *v1alpha1.NotificationStatus, i int) (more bool, _ error) {
-	spec := p.rg.Spec.Notifications[i]
+func (p *pass[T]) deliver(ctx context.Context, ns *v1alpha1.NotificationStatus, spec v1alpha1.NotificationReceiver, i int) (more bool, _ error) {
 	rs := &ns.Receivers[i]
+	uid := string(p.obj.GetUID())
 	if !notify.Due(rs.NextAttemptTime, p.now) {
 		return false, nil
 	}
 	field := fmt.Sprintf("spec.notifications[%s]", spec.Name)
 	var t *target
 	for range maxMessagesPerPass {
-		next, m, ok := notify.Next(*rs, spec, string(p.rg.UID), ns.Events)
+		next, m, ok := notify.Next(*rs, spec, uid, ns.Events)
 		*rs = next
 		if !ok {
 			return false, nil
@@ -150,12 +158,12 @@ func (p *pass) deliver(ctx context.Context, ns *v1alpha1.NotificationStatus, i i
 		var reason, why string
 		if t == nil {
 			var err error
-			if t, reason, err = p.r.sender.resolve(ctx, p.rg.Namespace, field, spec.SecretRef.Name, timeoutOf(spec.Timeout)); err != nil {
+			if t, reason, err = p.r.sender.resolve(ctx, p.obj.GetNamespace(), field, spec.SecretRef.Name, timeoutOf(spec.Timeout)); err != nil {
 				why = err.Error()
 			}
 		}
 		if why == "" {
-			body, err := notify.Body(spec.Format, p.group(), m)
+			body, err := notify.Body(spec.Format, p.object(), m)
 			if err != nil {
 				return false, fmt.Errorf("%s: build the body: %w", field, err)
 			}
@@ -173,74 +181,91 @@ func (p *pass) deliver(ctx context.Context, ns *v1alpha1.NotificationStatus, i i
 			p.failed(spec.Name, event, m.DeliveryID, why, dropped)
 			if dropped {
 				// Given up: the next message is due now.
-				_, _, more = notify.Next(*rs, spec, string(p.rg.UID), ns.Events)
+				_, _, more = notify.Next(*rs, spec, uid, ns.Events)
 			}
 			return more, p.write(ctx, ns)
 		}
 		*rs = notify.Delivered(*rs, m)
-		metrics.Notifications.WithLabelValues(p.rg.Namespace, p.rg.Name, spec.Name, event, metrics.NotificationDelivered).Inc()
-		p.r.events.Eventf(p.rg, nil, corev1.EventTypeNormal, "NotificationSent", eventAction(spec.Name),
-			"receiver %s: %s of rollout %s (page %d of %d, delivery %s)", spec.Name, event, rolloutName(m.Event.RolloutID, m.Event.Rollout), m.Page, m.Pages, m.DeliveryID)
+		metrics.Notifications.WithLabelValues(p.obj.GetNamespace(), p.obj.GetName(), spec.Name, event, metrics.NotificationDelivered).Inc()
+		p.r.events.Eventf(p.obj, nil, corev1.EventTypeNormal, "NotificationSent", eventAction(spec.Name),
+			"receiver %s: %s%s (page %d of %d, delivery %s)", spec.Name, event, ofRollout(m.Event.RolloutID, m.Event.Rollout), m.Page, m.Pages, m.DeliveryID)
 		if err := p.write(ctx, ns); err != nil {
 			return false, err
 		}
 	}
-	_, _, more = notify.Next(*rs, spec, string(p.rg.UID), ns.Events)
+	_, _, more = notify.Next(*rs, spec, uid, ns.Events)
 	return more, nil
 }
 
-// callback makes the pending completion callback, once it is due.
-func (p *pass) callback(ctx context.Context, ns *v1alpha1.NotificationStatus) error {
-	c := ns.Callback
-	spec := p.rg.Spec.Callback
-	if c == nil || c.Delivered || spec == nil || !notify.Due(c.NextAttemptTime, p.now) {
+// callbacks makes the pending completion callbacks, oldest first, while
+// they are due and accepted: a later rollout's callback waits for an
+// earlier one being retried.
+func (p *pass[T]) callbacks(ctx context.Context, ns *v1alpha1.NotificationStatus) error {
+	spec := p.r.kind.callback(p.obj)
+	if spec == nil {
 		return nil
 	}
 	const field = "spec.callback"
-	t, reason, err := p.r.sender.resolve(ctx, p.rg.Namespace, field, spec.SecretRef.Name, timeoutOf(spec.Timeout))
-	why := ""
-	if err != nil {
-		why = err.Error()
-	} else {
-		body, err := notify.CallbackBody(p.group(), *c)
-		if err != nil {
-			return fmt.Errorf("%s: build the body: %w", field, err)
+	var t *target
+	for {
+		i := notify.PendingCallback(*ns)
+		if i < 0 || !notify.Due(ns.Callbacks[i].NextAttemptTime, p.now) {
+			return nil
 		}
-		if err := p.send(ctx, t, metrics.ReceiverCallback, body, map[string]string{notify.HeaderDeliveryID: c.DeliveryID, notify.HeaderEvent: string(c.Outcome)}); err != nil {
-			reason, why = v1alpha1.ReasonDeliveryFailing, fmt.Sprintf("%s: %v", field, err)
+		c := &ns.Callbacks[i]
+		why, reason := "", ""
+		if t == nil {
+			var err error
+			if t, reason, err = p.r.sender.resolve(ctx, p.obj.GetNamespace(), field, spec.SecretRef.Name, timeoutOf(spec.Timeout)); err != nil {
+				why = err.Error()
+			}
+		}
+		if why == "" {
+			body, err := notify.CallbackBody(p.object().Group(), *c)
+			if err != nil {
+				return fmt.Errorf("%s: build the body: %w", field, err)
+			}
+			if err := p.send(ctx, t, metrics.ReceiverCallback, body, map[string]string{notify.HeaderDeliveryID: c.DeliveryID, notify.HeaderEvent: string(c.Outcome)}); err != nil {
+				reason, why = v1alpha1.ReasonDeliveryFailing, fmt.Sprintf("%s: %v", field, err)
+			}
+		}
+		if why != "" {
+			var dropped bool
+			*c, dropped = notify.CallbackFailed(*c, reason, why, p.now)
+			p.failed(metrics.ReceiverCallback, string(c.Outcome), c.DeliveryID, why, dropped)
+			if err := p.write(ctx, ns); err != nil || !dropped {
+				return err
+			}
+			continue // given up: the next one is due now
+		}
+		*c = notify.CallbackDelivered(*c)
+		metrics.Notifications.WithLabelValues(p.obj.GetNamespace(), p.obj.GetName(), metrics.ReceiverCallback, string(c.Outcome), metrics.NotificationDelivered).Inc()
+		p.r.events.Eventf(p.obj, nil, corev1.EventTypeNormal, "CallbackSent", eventAction(metrics.ReceiverCallback),
+			"callback: rollout %s ended %s (delivery %s)", rolloutName(c.RolloutID, c.Rollout), c.Outcome, c.DeliveryID)
+		if err := p.write(ctx, ns); err != nil {
+			return err
 		}
 	}
-	if why != "" {
-		var dropped bool
-		*ns.Callback, dropped = notify.CallbackFailed(*c, reason, why, p.now)
-		p.failed(metrics.ReceiverCallback, string(c.Outcome), c.DeliveryID, why, dropped)
-		return p.write(ctx, ns)
-	}
-	c.Delivered, c.Attempts, c.NextAttemptTime, c.LastError, c.Reason = true, 0, nil, "", ""
-	metrics.Notifications.WithLabelValues(p.rg.Namespace, p.rg.Name, metrics.ReceiverCallback, string(c.Outcome), metrics.NotificationDelivered).Inc()
-	p.r.events.Eventf(p.rg, nil, corev1.EventTypeNormal, "CallbackSent", eventAction(metrics.ReceiverCallback),
-		"callback: rollout %s ended %s (delivery %s)", rolloutName(c.RolloutID, c.Rollout), c.Outcome, c.DeliveryID)
-	return p.write(ctx, ns)
 }
 
 // send posts body to t and times the answer.
-func (p *pass) send(ctx context.Context, t *target, receiver string, body []byte, headers map[string]string) error {
+func (p *pass[T]) send(ctx context.Context, t *target, receiver string, body []byte, headers map[string]string) error {
 	start := time.Now()
 	err := p.r.sender.post(ctx, t, body, headers)
-	metrics.NotificationDuration.WithLabelValues(p.rg.Namespace, p.rg.Name, receiver).Observe(time.Since(start).Seconds())
+	metrics.NotificationDuration.WithLabelValues(p.obj.GetNamespace(), p.obj.GetName(), receiver).Observe(time.Since(start).Seconds())
 	return err
 }
 
 // failed counts and reports a failed attempt.
-func (p *pass) failed(receiver, event, deliveryID, why string, dropped bool) {
-	metrics.Notifications.WithLabelValues(p.rg.Namespace, p.rg.Name, receiver, event, metrics.NotificationFailed).Inc()
+func (p *pass[T]) failed(receiver, event, deliveryID, why string, dropped bool) {
+	metrics.Notifications.WithLabelValues(p.obj.GetNamespace(), p.obj.GetName(), receiver, event, metrics.NotificationFailed).Inc()
 	if dropped {
-		metrics.Notifications.WithLabelValues(p.rg.Namespace, p.rg.Name, receiver, event, metrics.NotificationDropped).Inc()
-		p.r.events.Eventf(p.rg, nil, corev1.EventTypeWarning, "NotificationDropped", eventAction(receiver),
+		metrics.Notifications.WithLabelValues(p.obj.GetNamespace(), p.obj.GetName(), receiver, event, metrics.NotificationDropped).Inc()
+		p.r.events.Eventf(p.obj, nil, corev1.EventTypeWarning, "NotificationDropped", eventAction(receiver),
 			"%s given up after %d attempts (delivery %s): %s", event, notify.MaxAttempts, deliveryID, why)
 		return
 	}
-	p.r.events.Eventf(p.rg, nil, corev1.EventTypeWarning, "NotificationFailed", eventAction(receiver),
+	p.r.events.Eventf(p.obj, nil, corev1.EventTypeWarning, "NotificationFailed", eventAction(receiver),
 		"%s not delivered, retried with backoff (delivery %s): %s", event, deliveryID, why)
 }
 
@@ -258,29 +283,29 @@ func eventAction(receiver string) string {
 // write records ns (with its condition) as status.notifications when it
 // differs from what the API server holds: a merge patch of that field alone,
 // which only this controller writes.
-func (p *pass) write(ctx context.Context, ns *v1alpha1.NotificationStatus) error {
+func (p *pass[T]) write(ctx context.Context, ns *v1alpha1.NotificationStatus) error {
 	if ns != nil {
-		meta.SetStatusCondition(&ns.Conditions, withGeneration(notify.Condition(*ns), p.rg.Generation))
+		meta.SetStatusCondition(&ns.Conditions, withGeneration(notify.Condition(*ns), p.obj.GetGeneration()))
 	}
 	if equalStatus(p.written, ns) {
 		return nil
 	}
-	base := p.rg.DeepCopy()
-	base.Status.Notifications = p.written
-	patched := p.rg.DeepCopy()
-	patched.Status.Notifications = ns.DeepCopy()
+	base := p.obj.DeepCopyObject().(T)
+	p.r.kind.SetStatus(base, p.written)
+	patched := p.obj.DeepCopyObject().(T)
+	p.r.kind.SetStatus(patched, ns.DeepCopy())
 	if err := p.r.Status().Patch(ctx, patched, client.MergeFrom(base)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("RolloutGroup %s: record status.notifications: %w", p.rg.Name, err)
+		return fmt.Errorf("%s %s: record status.notifications: %w", p.r.kind.Name, p.obj.GetName(), err)
 	}
 	p.written = ns.DeepCopy()
 	return nil
 }
 
-func (p *pass) group() notify.Group {
-	return notify.Group{Namespace: p.rg.Namespace, Name: p.rg.Name, UID: string(p.rg.UID)}
+func (p *pass[T]) object() notify.Object {
+	return notify.Object{Kind: p.r.kind.Name, Namespace: p.obj.GetNamespace(), Name: p.obj.GetName(), UID: string(p.obj.GetUID())}
 }
 
 // nextAttempt is how long until the earliest retry, 0 for none.
@@ -298,8 +323,8 @@ func nextAttempt(ns v1alpha1.NotificationStatus, now time.Time) time.Duration {
 	for _, r := range ns.Receivers {
 		consider(r.NextAttemptTime)
 	}
-	if c := ns.Callback; c != nil && !c.Delivered {
-		consider(c.NextAttemptTime)
+	if i := notify.PendingCallback(ns); i >= 0 {
+		consider(ns.Callbacks[i].NextAttemptTime)
 	}
 	return after
 }
@@ -318,13 +343,11 @@ func rolloutName(id, key string) string {
 	return key
 }
 
-// New returns the reconciler.
-func New(mgr ctrl.Manager) *Reconciler {
-	return &Reconciler{
-		Client:    mgr.GetClient(),
-		apiReader: mgr.GetAPIReader(),
-		events:    mgr.GetEventRecorder("echelon"),
-		sender:    newSender(mgr.GetAPIReader()),
-		now:       time.Now,
+// ofRollout names the rollout an event belongs to, for an Event's message;
+// nothing for the events of kinds without rollouts.
+func ofRollout(id, key string) string {
+	if id == "" && key == "" {
+		return ""
 	}
+	return " of rollout " + rolloutName(id, key)
 }

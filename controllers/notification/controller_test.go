@@ -30,7 +30,7 @@ type harness struct {
 
 func start(t *testing.T, build *builders.RolloutGroupWrapper) *harness {
 	e := controllertest.New(t, controllertest.Options{})
-	if err := New(e.Manager).SetupWithManager(e.Manager); err != nil {
+	if err := Setup(e.Manager); err != nil {
 		t.Fatal(err)
 	}
 	e.Start()
@@ -153,7 +153,7 @@ func TestRolloutNotifications(t *testing.T) {
 	}
 	h.Eventually(10*time.Second, "NotificationsDelivered True", func() (bool, error) {
 		ns := h.group().Status.Notifications
-		return ns != nil && meta.IsStatusConditionTrue(ns.Conditions, v1alpha1.ConditionNotificationsDelivered) && len(ns.Events) == 0 && ns.Callback.Delivered, nil
+		return ns != nil && meta.IsStatusConditionTrue(ns.Conditions, v1alpha1.ConditionNotificationsDelivered) && len(ns.Events) == 0 && len(ns.Callbacks) == 1 && ns.Callbacks[0].Delivered, nil
 	})
 }
 

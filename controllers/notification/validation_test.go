@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
+	"github.com/echelon-operator/echelon/test/controlplane"
 )
 
 // The API server refuses bad notification specs at admission, naming the
@@ -46,17 +47,58 @@ callback: {secretRef: {name: deploy-callback}}`},
 				t.Fatal(err)
 			}
 			spec["statefulSets"] = []any{map[string]any{"name": "a"}}
-			rg := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "echelon.dev/v1alpha1", "kind": "RolloutGroup",
-				"metadata": map[string]any{"name": "g", "namespace": ns}, "spec": spec,
-			}}
-			err := cp.Client().Create(t.Context(), rg, client.DryRunAll, client.FieldValidation("Strict"))
-			if tt.want == "" && err != nil {
-				t.Fatalf("refused: %v", err)
-			}
-			if tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
-				t.Fatalf("error %v, want one containing %q", err, tt.want)
-			}
+			expectAdmission(t, cp, "RolloutGroup", ns, spec, tt.want)
 		})
+	}
+}
+
+// Each kind admits its own events only, naming the field.
+func TestNotificationEventsOfEachKind(t *testing.T) {
+	cp := controllertest.APIServer(t)
+	ns, err := cp.CreateNamespace(t.Context(), "kinds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, kind, events, want string
+	}{
+		{"ScalingPolicy events on a ScalingPolicy", "ScalingPolicy", "[Scaled, ScaleHeld, ScaleFailed]", ""},
+		{"a rollout event on a ScalingPolicy", "ScalingPolicy", "[Scaled, Complete]", "spec.notifications[].events of a ScalingPolicy may name Scaled, ScaleHeld and ScaleFailed only"},
+		{"DelayedDownscale events on a DelayedDownscale", "DelayedDownscale", "[DownscaleRequested, DownscaleDelayed, DownscaleDone, DownscaleCancelled, DownscaleFailed]", ""},
+		{"a ScalingPolicy event on a DelayedDownscale", "DelayedDownscale", "[Scaled]", "spec.notifications[].events of a DelayedDownscale may name"},
+		{"a DelayedDownscale event on a RolloutGroup", "RolloutGroup", "[Started, DownscaleDone]", "spec.notifications[].events of a RolloutGroup may name"},
+	}
+	base := map[string]string{
+		"ScalingPolicy":    "targetRef: {kind: StatefulSet, name: b}\nreplicasFrom: {leader: {name: a}}",
+		"DelayedDownscale": "targetRef: {name: a}\ndelay: 1h\nprepareEndpoint: {path: /prepare, port: 8080}",
+		"RolloutGroup":     "statefulSets: [{name: a}]",
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := map[string]any{}
+			src := base[tt.kind] + "\nnotifications: [{name: x, secretRef: {name: s}, events: " + tt.events + "}]"
+			if err := yaml.Unmarshal([]byte(src), &spec); err != nil {
+				t.Fatal(err)
+			}
+			expectAdmission(t, cp, tt.kind, ns, spec, tt.want)
+		})
+	}
+}
+
+// expectAdmission creates (dry run) an object of kind with spec and
+// expects the API server to admit it (want "") or refuse it with an error
+// containing want.
+func expectAdmission(t *testing.T, cp *controlplane.ControlPlane, kind, ns string, spec map[string]any, want string) {
+	t.Helper()
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "echelon.dev/v1alpha1", "kind": kind,
+		"metadata": map[string]any{"name": "o", "namespace": ns}, "spec": spec,
+	}}
+	err := cp.Client().Create(t.Context(), obj, client.DryRunAll, client.FieldValidation("Strict"))
+	if want == "" && err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	if want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+		t.Fatalf("error %v, want one containing %q", err, want)
 	}
 }

@@ -34,6 +34,7 @@ func computeStatus(sp *v1alpha1.ScalingPolicy, in scaling.Input, plan scaling.Pl
 		LastDownscaleTime:  old.LastDownscaleTime,
 		PendingDownscale:   old.PendingDownscale, // the prepare-downscale webhook's, settled by it
 		WaitingSince:       old.WaitingSince,
+		Notifications:      old.Notifications.DeepCopy(), // the notifier's
 		Conditions:         append([]metav1.Condition(nil), old.Conditions...),
 	}
 	ts := metav1.NewTime(now)

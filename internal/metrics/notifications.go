@@ -27,7 +27,7 @@ var (
 	// Notifications counts notification and callback attempts by result.
 	Notifications = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "echelon_notifications_total",
-		Help: "Attempts to send a RolloutGroup's notifications (one per page of an event) and completion callbacks, by receiver (spec.callback for the callback), event (the outcome for the callback) and result: delivered, failed (retried) or dropped (given up after the last retry).",
+		Help: "Attempts to send the notifications of a RolloutGroup, ScalingPolicy or DelayedDownscale (one per page of an event; label rolloutgroup holds the object's name) and a group's completion callbacks, by receiver (spec.callback for the callback), event (the outcome for the callback) and result: delivered, failed (retried) or dropped (given up after the last retry).",
 	}, []string{labelNamespace, labelGroup, labelReceiver, labelEvent, labelResult})
 
 	// NotificationDuration observes how long receivers take to answer.

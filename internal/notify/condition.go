@@ -21,7 +21,14 @@ func Condition(ns v1alpha1.NotificationStatus) metav1.Condition {
 			}
 		}
 	}
-	if c := ns.Callback; c != nil && c.LastError != "" {
+	// The callback being retried, or else the last one made, which keeps
+	// the error of a callback given up.
+	i := PendingCallback(ns)
+	if i < 0 {
+		i = len(ns.Callbacks) - 1
+	}
+	if i >= 0 && ns.Callbacks[i].LastError != "" {
+		c := ns.Callbacks[i]
 		return metav1.Condition{
 			Type: v1alpha1.ConditionNotificationsDelivered, Status: metav1.ConditionFalse, Reason: reasonOr(c.Reason),
 			Message: fmt.Sprintf("callback of rollout %s: %s%s", c.Rollout, c.LastError, retrying(c.Attempts, c.NextAttemptTime)),

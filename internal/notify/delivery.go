@@ -42,19 +42,20 @@ func Backoff(attempts int32) time.Duration {
 // Pages is how many messages an event takes: its member's pods, PageSize a
 // message; one for an event that lists no pods.
 func Pages(ev v1alpha1.NotificationEvent) int32 {
-	if ev.Replicas <= PageSize {
+	n := ev.Replicas - ev.FirstOrdinal
+	if n <= PageSize {
 		return 1
 	}
-	return (ev.Replicas + PageSize - 1) / PageSize
+	return (n + PageSize - 1) / PageSize
 }
 
 // PagePods are the pods that page (from 1) of ev lists: the member's pods
-// by ordinal, as a StatefulSet names them.
+// by ordinal from ev.FirstOrdinal, as a StatefulSet names them.
 func PagePods(ev v1alpha1.NotificationEvent, page int32) []string {
-	if ev.Member == "" || ev.Replicas == 0 {
+	if ev.Member == "" || ev.Replicas <= ev.FirstOrdinal {
 		return nil
 	}
-	first := (page - 1) * PageSize
+	first := ev.FirstOrdinal + (page-1)*PageSize
 	last := min(first+PageSize, ev.Replicas)
 	pods := make([]string, 0, max(0, last-first))
 	for i := first; i < last; i++ {
@@ -94,7 +95,7 @@ func Next(r v1alpha1.ReceiverStatus, spec v1alpha1.NotificationReceiver, groupUI
 		return r, Message{
 			Event: ev, Page: page, Pages: Pages(ev),
 			DeliveryID: DeliveryID(groupUID, ev.Rollout, ev.Sequence, page),
-			MessageKey: MessageKey(groupUID, ev.Rollout, page),
+			MessageKey: messageKey(groupUID, ev, page),
 			Pods:       PagePods(ev, page),
 		}, true
 	}
@@ -129,19 +130,6 @@ func Failed(r v1alpha1.ReceiverStatus, m Message, reason, why string, now time.T
 	}
 	r.NextAttemptTime = ptrTime(now.Add(Backoff(r.Attempts)))
 	return r, false
-}
-
-// CallbackFailed is c once an attempt failed with why; at MaxAttempts the
-// callback is given up: Delivered with the error kept.
-func CallbackFailed(c v1alpha1.CallbackStatus, reason, why string, now time.Time) (_ v1alpha1.CallbackStatus, dropped bool) {
-	c.Attempts++
-	c.LastError, c.Reason = truncate(why, maxMessage), reason
-	if c.Attempts >= MaxAttempts {
-		c.Delivered, c.NextAttemptTime, c.Reason = true, nil, v1alpha1.ReasonDeliveryDropped
-		return c, true
-	}
-	c.NextAttemptTime = ptrTime(now.Add(Backoff(c.Attempts)))
-	return c, false
 }
 
 // Due reports whether an attempt planned at next may go at now.
@@ -189,6 +177,16 @@ func DeliveryID(groupUID, rollout string, sequence int64, page int32) string {
 // MessageKey identifies one page of the message of one rollout of a group.
 func MessageKey(groupUID, rollout string, page int32) string {
 	return hash(fmt.Sprintf("message/%s/%s/%d", groupUID, rollout, page))
+}
+
+// messageKey is the key of the message a page of ev updates: one per page
+// of a rollout; one per event of an object without rollouts (a
+// ScalingPolicy, a DelayedDownscale).
+func messageKey(uid string, ev v1alpha1.NotificationEvent, page int32) string {
+	if ev.Rollout == "" {
+		return hash(fmt.Sprintf("message/%s/event/%d/%d", uid, ev.Sequence, page))
+	}
+	return MessageKey(uid, ev.Rollout, page)
 }
 
 // CallbackID identifies the callback of one outcome of one rollout.

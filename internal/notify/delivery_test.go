@@ -202,9 +202,19 @@ func TestCondition(t *testing.T) {
 		{"a dropped message", v1alpha1.NotificationStatus{Receivers: []v1alpha1.ReceiverStatus{{
 			Name: "a", Reason: v1alpha1.ReasonDeliveryDropped, LastError: "HTTP 500",
 		}}}, "False", v1alpha1.ReasonDeliveryDropped, "given up"},
-		{"a failing callback", v1alpha1.NotificationStatus{Callback: &v1alpha1.CallbackStatus{
+		{"a failing callback", v1alpha1.NotificationStatus{Callbacks: []v1alpha1.CallbackStatus{{
 			Rollout: "d1@1", Attempts: 1, NextAttemptTime: next, Reason: v1alpha1.ReasonInvalidURL, LastError: "spec.callback.secretRef: bad URL",
-		}}, "False", v1alpha1.ReasonInvalidURL, "callback of rollout d1@1: spec.callback.secretRef"},
+		}}}, "False", v1alpha1.ReasonInvalidURL, "callback of rollout d1@1: spec.callback.secretRef"},
+		{"a callback given up, the last one made", v1alpha1.NotificationStatus{Callbacks: []v1alpha1.CallbackStatus{{
+			Rollout: "d1@1", Delivered: true, Reason: v1alpha1.ReasonDeliveryDropped, LastError: "HTTP 500",
+		}}}, "False", v1alpha1.ReasonDeliveryDropped, "callback of rollout d1@1: HTTP 500 (given up"},
+		{"a callback given up, then one delivered", v1alpha1.NotificationStatus{Callbacks: []v1alpha1.CallbackStatus{{
+			Rollout: "d2@2", Delivered: true,
+		}}}, "True", v1alpha1.ReasonDelivered, "delivered"},
+		{"the oldest pending callback is the one named", v1alpha1.NotificationStatus{Callbacks: []v1alpha1.CallbackStatus{
+			{Rollout: "d1@1", Attempts: 3, NextAttemptTime: next, Reason: v1alpha1.ReasonDeliveryFailing, LastError: "HTTP 503"},
+			{Rollout: "d2@2"},
+		}}, "False", v1alpha1.ReasonDeliveryFailing, "callback of rollout d1@1: HTTP 503 (attempt 3 of 12"},
 	}
 	for _, tt := range tests {
 		c := Condition(tt.ns)

@@ -112,10 +112,10 @@ func Derive(prev v1alpha1.NotificationStatus, st v1alpha1.RolloutGroupStatus, gr
 			addEvent(&next, record, v1alpha1.NotificationComplete, st, "", now)
 		}
 		obs.Outcome = out
-		next.Callback = &v1alpha1.CallbackStatus{
+		EnqueueCallback(&next, v1alpha1.CallbackStatus{
 			Rollout: key, RolloutID: st.RolloutID, Outcome: out, Time: metav1.NewTime(now),
 			DeliveryID: CallbackID(groupUID, key, out),
-		}
+		})
 	}
 	next.Observed = &obs
 	return next
@@ -171,24 +171,31 @@ func failedMember(f *v1alpha1.AnalysisFailure) string {
 	return f.Gate.Member
 }
 
-// addEvent appends one event to ns when record is set (and counts it
-// either way), dropping the oldest past MaxEvents; a receiver that had not
-// had a dropped event counts it dropped.
+// addEvent appends one event of a rollout to ns when record is set (and
+// counts it either way).
 func addEvent(ns *v1alpha1.NotificationStatus, record bool, typ v1alpha1.NotificationEventType, st v1alpha1.RolloutGroupStatus, member string, now time.Time) {
-	ns.Sequence++
-	if !record {
-		return
-	}
 	ev := v1alpha1.NotificationEvent{
-		Sequence: ns.Sequence, Type: typ, Rollout: ns.Rollout, RolloutID: ns.RolloutID,
-		Time: metav1.NewTime(now), Phase: st.Phase, Member: member, Updated: st.Updated,
-		Message: truncate(st.Message, maxMessage),
+		Type: typ, Time: metav1.NewTime(now), Phase: st.Phase, Member: member, Updated: st.Updated,
+		Message: st.Message,
 	}
 	for _, m := range st.StatefulSets {
 		if m.Name == member {
 			ev.Replicas = m.Replicas
 		}
 	}
+	appendEvent(ns, record, ev)
+}
+
+// appendEvent numbers ev, stamps it with the rollout of ns and appends it
+// when record is set (counting it either way), dropping the oldest past
+// MaxEvents; a receiver that had not had a dropped event counts it dropped.
+func appendEvent(ns *v1alpha1.NotificationStatus, record bool, ev v1alpha1.NotificationEvent) {
+	ns.Sequence++
+	if !record {
+		return
+	}
+	ev.Sequence, ev.Rollout, ev.RolloutID = ns.Sequence, ns.Rollout, ns.RolloutID
+	ev.Message = truncate(ev.Message, maxMessage)
 	ns.Events = append(ns.Events, ev)
 	for len(ns.Events) > MaxEvents {
 		gone := ns.Events[0]

@@ -110,12 +110,12 @@ func TestDerive(t *testing.T) {
 			var got []v1alpha1.NotificationEventType
 			var callbacks []v1alpha1.RolloutOutcome
 			for i, st := range tt.seen {
-				before := ns.Callback
+				before := len(ns.Callbacks)
 				ns = Derive(ns, st, "uid", true, testTime.Add(time.Duration(i)*time.Second))
-				if ns.Callback != nil && ns.Callback != before && (before == nil || ns.Callback.DeliveryID != before.DeliveryID) {
-					callbacks = append(callbacks, ns.Callback.Outcome)
-					if ns.Callback.RolloutID != st.RolloutID {
-						t.Errorf("callback carries rollout id %q, want %q", ns.Callback.RolloutID, st.RolloutID)
+				for _, c := range ns.Callbacks[before:] {
+					callbacks = append(callbacks, c.Outcome)
+					if c.RolloutID != st.RolloutID {
+						t.Errorf("callback carries rollout id %q, want %q", c.RolloutID, st.RolloutID)
 					}
 				}
 			}

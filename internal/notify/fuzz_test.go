@@ -57,8 +57,16 @@ func FuzzDerive(f *testing.F) {
 					}
 				}
 			}
-			if c := next.Callback; c != nil && c.DeliveryID != CallbackID("uid", c.Rollout, c.Outcome) {
-				t.Fatalf("callback id %s", c.DeliveryID)
+			if len(next.Callbacks) > MaxCallbacks {
+				t.Fatalf("%d callbacks queued, bound %d", len(next.Callbacks), MaxCallbacks)
+			}
+			if n, o := len(next.Callbacks), len(ns.Callbacks); n < o && next.CallbacksDropped == ns.CallbacksDropped {
+				t.Fatalf("callbacks went from %d to %d with none delivered and none counted dropped", o, n)
+			}
+			for _, c := range next.Callbacks {
+				if c.DeliveryID != CallbackID("uid", c.Rollout, c.Outcome) {
+					t.Fatalf("callback id %s", c.DeliveryID)
+				}
 			}
 			ns = next
 			if len(ns.Events) >= MaxEvents {

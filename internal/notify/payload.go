@@ -30,7 +30,26 @@ type Group struct {
 	UID       string `json:"uid"`
 }
 
+// Object identifies the object a notification is about: a RolloutGroup,
+// a ScalingPolicy or a DelayedDownscale.
+type Object struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+}
+
+// Kinds that send notifications.
+const (
+	KindRolloutGroup     = "RolloutGroup"
+	KindScalingPolicy    = "ScalingPolicy"
+	KindDelayedDownscale = "DelayedDownscale"
+)
+
 // Notification is the JSON body of schema echelon.dev/notification/v1.
+// The schema grows only by optional fields (object, target, state,
+// fromReplicas, toReplicas, leader came with the ScalingPolicy and
+// DelayedDownscale events): receivers ignore fields they do not know.
 type Notification struct {
 	Schema     string `json:"schema"`
 	DeliveryID string `json:"deliveryId"`
@@ -38,15 +57,25 @@ type Notification struct {
 	Sequence   int64  `json:"sequence"`
 	Event      string `json:"event"`
 	Time       string `json:"time"`
-	Group      Group  `json:"group"`
-	Rollout    string `json:"rollout"`
-	RolloutID  string `json:"rolloutId,omitempty"`
-	Phase      string `json:"phase,omitempty"`
-	Member     string `json:"member,omitempty"`
-	Updated    string `json:"updated,omitempty"`
-	Message    string `json:"message,omitempty"`
-	Page       int32  `json:"page"`
-	Pages      int32  `json:"pages"`
+	Object     Object `json:"object"`
+	// Group is set for a RolloutGroup only.
+	Group *Group `json:"group,omitempty"`
+	// Rollout is set for a RolloutGroup only.
+	Rollout   string `json:"rollout,omitempty"`
+	RolloutID string `json:"rolloutId,omitempty"`
+	Phase     string `json:"phase,omitempty"`
+	Member    string `json:"member,omitempty"`
+	Updated   string `json:"updated,omitempty"`
+	// Target is the StatefulSet a ScalingPolicy or DelayedDownscale scales.
+	Target string `json:"target,omitempty"`
+	// State is the phase of a ScalingPolicy or DelayedDownscale.
+	State        string `json:"state,omitempty"`
+	FromReplicas *int32 `json:"fromReplicas,omitempty"`
+	ToReplicas   *int32 `json:"toReplicas,omitempty"`
+	Leader       string `json:"leader,omitempty"`
+	Message      string `json:"message,omitempty"`
+	Page         int32  `json:"page"`
+	Pages        int32  `json:"pages"`
 	// Pods is omitted, not empty, for an event that lists none.
 	Pods []string `json:"pods,omitempty"`
 }
@@ -62,19 +91,32 @@ type Callback struct {
 	RolloutID  string `json:"rolloutId,omitempty"`
 }
 
-// Body is the body of m for a receiver of format.
-func Body(format v1alpha1.NotificationFormat, g Group, m Message) ([]byte, error) {
+// Group is the group o is, for the callback's body.
+func (o Object) Group() Group {
+	return Group{Namespace: o.Namespace, Name: o.Name, UID: o.UID}
+}
+
+// Body is the body of m about o for a receiver of format.
+func Body(format v1alpha1.NotificationFormat, o Object, m Message) ([]byte, error) {
 	if format == v1alpha1.NotificationFormatSlack {
-		return json.Marshal(slackBody(g, m))
+		return json.Marshal(slackBody(o, m))
 	}
 	ev := m.Event
-	return json.Marshal(Notification{
+	n := Notification{
 		Schema: NotificationSchema, DeliveryID: m.DeliveryID, MessageKey: m.MessageKey,
 		Sequence: ev.Sequence, Event: string(ev.Type), Time: ev.Time.UTC().Format(time.RFC3339),
-		Group: g, Rollout: ev.Rollout, RolloutID: ev.RolloutID, Phase: string(ev.Phase),
-		Member: ev.Member, Updated: ev.Updated, Message: ev.Message,
+		Object: o, Rollout: ev.Rollout, RolloutID: ev.RolloutID, Phase: string(ev.Phase),
+		Updated: ev.Updated, Message: ev.Message, State: ev.State,
+		FromReplicas: ev.FromReplicas, ToReplicas: ev.ToReplicas, Leader: ev.Leader,
 		Page: m.Page, Pages: m.Pages, Pods: m.Pods,
-	})
+	}
+	if o.Kind == KindRolloutGroup {
+		g := o.Group()
+		n.Group, n.Member = &g, ev.Member
+	} else {
+		n.Target = ev.Member
+	}
+	return json.Marshal(n)
 }
 
 // CallbackBody is the body of the callback c.
@@ -118,21 +160,43 @@ var slackEmoji = map[v1alpha1.NotificationEventType]string{
 	v1alpha1.NotificationFailed:        ":red_circle:",
 	v1alpha1.NotificationComplete:      ":white_check_mark:",
 	v1alpha1.NotificationStalled:       ":warning:",
+
+	v1alpha1.NotificationScaled:      ":left_right_arrow:",
+	v1alpha1.NotificationScaleHeld:   ":hourglass_flowing_sand:",
+	v1alpha1.NotificationScaleFailed: ":x:",
+
+	v1alpha1.NotificationDownscaleRequested: ":arrow_down:",
+	v1alpha1.NotificationDownscaleDelayed:   ":hourglass_flowing_sand:",
+	v1alpha1.NotificationDownscaleDone:      ":white_check_mark:",
+	v1alpha1.NotificationDownscaleCancelled: ":leftwards_arrow_with_hook:",
+	v1alpha1.NotificationDownscaleFailed:    ":x:",
 }
 
-func slackBody(g Group, m Message) slackPayload {
+func slackBody(o Object, m Message) slackPayload {
 	ev := m.Event
+	if o.Kind != KindRolloutGroup {
+		return slackScaleBody(o, m)
+	}
 	id := ev.RolloutID
 	if id == "" {
 		id = ev.Rollout
 	}
-	headline := fmt.Sprintf("%s *%s/%s* %s", slackEmoji[ev.Type], g.Namespace, g.Name, ev.Type)
+	headline := fmt.Sprintf("%s *%s/%s* %s", slackEmoji[ev.Type], o.Namespace, o.Name, ev.Type)
 	if ev.Member != "" {
 		headline += ": " + ev.Member
 	}
 	if ev.Updated != "" {
 		headline += fmt.Sprintf(" (%s updated)", ev.Updated)
 	}
+	blocks := slackBlocks(headline, "Pods", fmt.Sprintf("rollout `%s`", id), m)
+	return slackPayload{Text: fmt.Sprintf("%s/%s %s (rollout %s)", o.Namespace, o.Name, ev.Type, id), Blocks: blocks}
+}
+
+// slackBlocks are the blocks of m: the headline and the event's message,
+// the page's pods under podsTitle, and a context line that starts with
+// context.
+func slackBlocks(headline, podsTitle, context string, m Message) []slackBlock {
+	ev := m.Event
 	text := headline
 	if ev.Message != "" {
 		text += "\n" + ev.Message
@@ -140,11 +204,27 @@ func slackBody(g Group, m Message) slackPayload {
 	blocks := []slackBlock{{Type: "section", Text: &slackText{Type: "mrkdwn", Text: text}}}
 	if len(m.Pods) > 0 {
 		blocks = append(blocks, slackBlock{Type: "section", Text: &slackText{
-			Type: "mrkdwn", Text: fmt.Sprintf("Pods (%d of %d):\n```%s```", m.Page, m.Pages, truncate(strings.Join(m.Pods, "\n"), slackPodsMax)),
+			Type: "mrkdwn", Text: fmt.Sprintf("%s (%d of %d):\n```%s```", podsTitle, m.Page, m.Pages, truncate(strings.Join(m.Pods, "\n"), slackPodsMax)),
 		}})
 	}
-	blocks = append(blocks, slackBlock{Type: "context", Elements: []slackText{{
-		Type: "mrkdwn", Text: fmt.Sprintf("rollout `%s` · event %d · delivery `%s`", id, ev.Sequence, m.DeliveryID),
+	return append(blocks, slackBlock{Type: "context", Elements: []slackText{{
+		Type: "mrkdwn", Text: fmt.Sprintf("%s · event %d · delivery `%s`", context, ev.Sequence, m.DeliveryID),
 	}}})
-	return slackPayload{Text: fmt.Sprintf("%s/%s %s (rollout %s)", g.Namespace, g.Name, ev.Type, id), Blocks: blocks}
+}
+
+// slackScaleBody is the Slack message of an event of a ScalingPolicy or a
+// DelayedDownscale: the target, its replicas before and after, the leader
+// followed, the pods a downscale removes.
+func slackScaleBody(o Object, m Message) slackPayload {
+	ev := m.Event
+	change := ev.Member
+	if ev.FromReplicas != nil && ev.ToReplicas != nil {
+		change += fmt.Sprintf(" %d → %d replicas", *ev.FromReplicas, *ev.ToReplicas)
+	}
+	if ev.Leader != "" {
+		change += fmt.Sprintf(" (following %s)", ev.Leader)
+	}
+	headline := fmt.Sprintf("%s *%s %s/%s* %s: %s", slackEmoji[ev.Type], o.Kind, o.Namespace, o.Name, ev.Type, change)
+	blocks := slackBlocks(headline, "Pods removed", ev.State, m)
+	return slackPayload{Text: fmt.Sprintf("%s %s/%s %s: %s", o.Kind, o.Namespace, o.Name, ev.Type, change), Blocks: blocks}
 }

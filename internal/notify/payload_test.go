@@ -43,6 +43,9 @@ func golden(t *testing.T, name string, got []byte) {
 
 var (
 	testGroup = Group{Namespace: "mimir", Name: "ingester", UID: "6f1c2a4e-0000-4000-8000-000000000001"}
+	testRG    = Object{Kind: KindRolloutGroup, Namespace: testGroup.Namespace, Name: testGroup.Name, UID: testGroup.UID}
+	testSP    = Object{Kind: KindScalingPolicy, Namespace: "mimir", Name: "ingester-zone-b", UID: "6f1c2a4e-0000-4000-8000-000000000002"}
+	testDD    = Object{Kind: KindDelayedDownscale, Namespace: "mimir", Name: "ingester-zone-a", UID: "6f1c2a4e-0000-4000-8000-000000000003"}
 	testTime  = time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC)
 )
 
@@ -68,19 +71,40 @@ func TestBodies(t *testing.T) {
 		Sequence: 7, Type: v1alpha1.NotificationComplete, Rollout: "-@1795676400", Time: metav1.NewTime(testTime),
 		Phase: v1alpha1.PhaseComplete, Updated: "360/360", Message: "every pod on its update revision",
 	}
+	scaled := v1alpha1.NotificationEvent{
+		Sequence: 3, Type: v1alpha1.NotificationScaled, Time: metav1.NewTime(testTime), State: "ScalingUp",
+		Member: "ingester-zone-b", FromReplicas: ptr(10), ToReplicas: ptr(12), Leader: "ingester-zone-a",
+		Message: "scaled up from 10 to 12 replicas to follow leader ingester-zone-a",
+	}
+	requested := v1alpha1.NotificationEvent{
+		Sequence: 1, Type: v1alpha1.NotificationDownscaleRequested, Time: metav1.NewTime(testTime), State: "Preparing",
+		Member: "ingester-zone-a", Replicas: 120, FirstOrdinal: 10, FromReplicas: ptr(120), ToReplicas: ptr(10),
+		Message: "preparing 110 pods for the downscale from 120 to 10",
+	}
+	done := v1alpha1.NotificationEvent{
+		Sequence: 5, Type: v1alpha1.NotificationDownscaleDone, Time: metav1.NewTime(testTime), State: "Idle",
+		Member: "ingester-zone-a", FromReplicas: ptr(120), ToReplicas: ptr(10), Message: "no downscale pending (10 replicas)",
+	}
 	tests := []struct {
 		name   string
 		format v1alpha1.NotificationFormat
+		obj    Object
 		msg    Message
 	}{
-		{"json-member-page-3-of-3", v1alpha1.NotificationFormatJSON, messageOf(memberEvent(120), 3)},
-		{"json-complete-no-rollout-id", v1alpha1.NotificationFormatJSON, messageOf(complete, 1)},
-		{"slack-member-page-1-of-3", v1alpha1.NotificationFormatSlack, messageOf(memberEvent(120), 1)},
-		{"slack-complete", v1alpha1.NotificationFormatSlack, messageOf(complete, 1)},
+		{"json-member-page-3-of-3", v1alpha1.NotificationFormatJSON, testRG, messageOf(memberEvent(120), 3)},
+		{"json-complete-no-rollout-id", v1alpha1.NotificationFormatJSON, testRG, messageOf(complete, 1)},
+		{"slack-member-page-1-of-3", v1alpha1.NotificationFormatSlack, testRG, messageOf(memberEvent(120), 1)},
+		{"slack-complete", v1alpha1.NotificationFormatSlack, testRG, messageOf(complete, 1)},
+		{"json-scalingpolicy-scaled", v1alpha1.NotificationFormatJSON, testSP, messageOf(scaled, 1)},
+		{"slack-scalingpolicy-scaled", v1alpha1.NotificationFormatSlack, testSP, messageOf(scaled, 1)},
+		{"json-delayeddownscale-requested-page-3-of-3", v1alpha1.NotificationFormatJSON, testDD, messageOf(requested, 3)},
+		{"slack-delayeddownscale-requested-page-1-of-3", v1alpha1.NotificationFormatSlack, testDD, messageOf(requested, 1)},
+		{"json-delayeddownscale-done", v1alpha1.NotificationFormatJSON, testDD, messageOf(done, 1)},
+		{"slack-delayeddownscale-done", v1alpha1.NotificationFormatSlack, testDD, messageOf(done, 1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body, err := Body(tt.format, testGroup, tt.msg)
+			body, err := Body(tt.format, tt.obj, tt.msg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -120,9 +120,7 @@ func (w *RolloutGroupWrapper) OnFailure(p v1alpha1.FailurePolicy) *RolloutGroupW
 // Notify appends a receiver of spec.notifications whose URL is key "url" of
 // Secret secret; events empty sends every event.
 func (w *RolloutGroupWrapper) Notify(name, secret string, format v1alpha1.NotificationFormat, events ...v1alpha1.NotificationEventType) *RolloutGroupWrapper {
-	w.rg.Spec.Notifications = append(w.rg.Spec.Notifications, v1alpha1.NotificationReceiver{
-		Name: name, SecretRef: v1alpha1.LocalSecretReference{Name: secret}, Format: format, Events: events,
-	})
+	w.rg.Spec.Notifications = append(w.rg.Spec.Notifications, receiver(name, secret, format, events))
 	return w
 }
 

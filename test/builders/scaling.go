@@ -123,3 +123,23 @@ func (w *DelayedDownscaleWrapper) Timeout(d time.Duration) *DelayedDownscaleWrap
 	w.dd.Spec.Timeout = &metav1.Duration{Duration: d}
 	return w
 }
+
+// receiver is a receiver of spec.notifications whose URL is key "url" of
+// Secret secret; events empty sends every event of the kind.
+func receiver(name, secret string, format v1alpha1.NotificationFormat, events []v1alpha1.NotificationEventType) v1alpha1.NotificationReceiver {
+	return v1alpha1.NotificationReceiver{Name: name, SecretRef: v1alpha1.LocalSecretReference{Name: secret}, Format: format, Events: events}
+}
+
+// Notify appends a receiver of spec.notifications whose URL is key "url" of
+// Secret secret; events empty sends every event.
+func (w *ScalingPolicyWrapper) Notify(name, secret string, format v1alpha1.NotificationFormat, events ...v1alpha1.NotificationEventType) *ScalingPolicyWrapper {
+	w.sp.Spec.Notifications = append(w.sp.Spec.Notifications, receiver(name, secret, format, events))
+	return w
+}
+
+// Notify appends a receiver of spec.notifications whose URL is key "url" of
+// Secret secret; events empty sends every event.
+func (w *DelayedDownscaleWrapper) Notify(name, secret string, format v1alpha1.NotificationFormat, events ...v1alpha1.NotificationEventType) *DelayedDownscaleWrapper {
+	w.dd.Spec.Notifications = append(w.dd.Spec.Notifications, receiver(name, secret, format, events))
+	return w
+}
