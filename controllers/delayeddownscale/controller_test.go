@@ -297,6 +297,21 @@ func TestDelayedDownscaleValidation(t *testing.T) {
 		{"a path without its slash", func(s *v1alpha1.DelayedDownscaleSpec) { s.PrepareEndpoint.Path = "prepare" }, "spec.prepareEndpoint.path"},
 		{"an unknown scheme", func(s *v1alpha1.DelayedDownscaleSpec) { s.PrepareEndpoint.Scheme = "ftp" }, "spec.prepareEndpoint.scheme"},
 		{"a target of another kind", func(s *v1alpha1.DelayedDownscaleSpec) { s.TargetRef.Kind = "Deployment" }, "spec.targetRef.kind"},
+		{"https with a private CA and a server name", func(s *v1alpha1.DelayedDownscaleSpec) {
+			s.PrepareEndpoint.Scheme = "https"
+			s.PrepareEndpoint.TLS = &v1alpha1.TLSConfig{CASecretRef: &v1alpha1.SecretKeyReference{Name: "ingester-ca"}, ServerName: "*.ingester.mimir.svc"}
+		}, ""},
+		{"tls with scheme http", func(s *v1alpha1.DelayedDownscaleSpec) {
+			s.PrepareEndpoint.Scheme = "http"
+			s.PrepareEndpoint.TLS = &v1alpha1.TLSConfig{ServerName: "x"}
+		}, "spec.prepareEndpoint: Invalid value: endpoint tls needs scheme https"},
+		{"tls with the default scheme", func(s *v1alpha1.DelayedDownscaleSpec) {
+			s.PrepareEndpoint.TLS = &v1alpha1.TLSConfig{ServerName: "x"}
+		}, "endpoint tls needs scheme https"},
+		{"insecureSkipVerify with a ConfigMap CA", func(s *v1alpha1.DelayedDownscaleSpec) {
+			s.PrepareEndpoint.Scheme = "https"
+			s.PrepareEndpoint.TLS = &v1alpha1.TLSConfig{InsecureSkipVerify: true, CAConfigMapRef: &v1alpha1.ConfigMapKeyReference{Name: "kube-root-ca.crt"}}
+		}, "spec.prepareEndpoint.tls: Invalid value: tls.insecureSkipVerify verifies nothing"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

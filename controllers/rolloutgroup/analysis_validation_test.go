@@ -91,6 +91,17 @@ func TestAnalysisValidation(t *testing.T) {
 			want: "http.timeout must be more than 0s and at most 1m"},
 		{name: "a json path with an empty segment", analysis: "checks:\n- name: c\n  http: {url: 'http://x', jsonPath: 'a..b'}\n  condition: {hasData: true}\n",
 			want: "spec.analysis.checks[0].http.jsonPath"},
+		{name: "an https check with a private CA, a server name and a client certificate",
+			analysis: "checks:\n- name: c\n  http: {url: 'https://consul:8501/v1/health', tls: {caSecretRef: {name: consul-ca}, serverName: consul.service, clientCertSecretRef: {name: echelon-client}}}\n  condition: {hasData: true}\n"},
+		{name: "an https check trusting the cluster CA from a ConfigMap",
+			analysis: "checks:\n- name: c\n  http: {url: 'https://svc.ns.svc/health', tls: {caConfigMapRef: {name: kube-root-ca.crt}}}\n  condition: {hasData: true}\n"},
+		{name: "tls on an http:// url", analysis: "checks:\n- name: c\n  http: {url: 'http://x', tls: {serverName: x}}\n  condition: {hasData: true}\n",
+			want: "spec.analysis.checks[].http.tls applies to an https:// url only"},
+		{name: "insecureSkipVerify with a CA", analysis: "checks:\n- name: c\n  http: {url: 'https://x', tls: {insecureSkipVerify: true, caSecretRef: {name: ca}}}\n  condition: {hasData: true}\n",
+			want: "spec.analysis.checks[0].http.tls: Invalid value: tls.insecureSkipVerify verifies nothing"},
+		{name: "insecureSkipVerify alone", analysis: "checks:\n- name: c\n  http: {url: 'https://x', tls: {insecureSkipVerify: true}}\n  condition: {hasData: true}\n"},
+		{name: "a CA from both a Secret and a ConfigMap", analysis: "checks:\n- name: c\n  http: {url: 'https://x', tls: {caSecretRef: {name: a}, caConfigMapRef: {name: b}}}\n  condition: {hasData: true}\n",
+			want: "spec.analysis.checks[0].http.tls: Invalid value: set at most one of tls.caSecretRef and tls.caConfigMapRef"},
 		{name: "a soakTime that is no duration", analysis: check("  condition: {hasData: true}\n") + "soakTime: 1 hour\n", want: "spec.analysis.soakTime"},
 	}
 	for _, tt := range tests {
