@@ -40,6 +40,9 @@ func Load(ctx context.Context, reader client.Reader, namespace string, spec *v1a
 	if spec == nil {
 		return nil, nil
 	}
+	if reader == nil {
+		return nil, fmt.Errorf("%s: no reader of Secrets and ConfigMaps was configured", field)
+	}
 	m := &Material{Field: field, ServerName: spec.ServerName, InsecureSkipVerify: spec.InsecureSkipVerify}
 	switch {
 	case spec.CASecretRef != nil:
