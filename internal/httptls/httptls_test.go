@@ -2,13 +2,8 @@ package httptls_test
 
 import (
 	"context"
-	"crypto/tls"
-	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,40 +33,16 @@ func newCA(t *testing.T, name string) *httptlstest.CA {
 	return ca
 }
 
-// server is an https server on loopback whose certificate can be swapped
-// (a rotation) and that may require client certificates.
-type server struct {
-	*httptest.Server
-	cert atomic.Pointer[tls.Certificate]
-}
-
-func newServer(t *testing.T, pair httptlstest.Pair, clientCAs *httptlstest.CA) *server {
+func newServer(t *testing.T, pair httptlstest.Pair, clientCAs *httptlstest.CA) *httptlstest.Server {
 	t.Helper()
-	s := &server{Server: httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	s, err := httptlstest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte(`{"ok":true}`))
-	}))}
-	s.serve(t, pair)
-	// Not StartTLS: it would put its own certificate first, and serve it
-	// to clients that send no server name (all that dial an IP).
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.cert.Load(), nil }}
-	if clientCAs != nil {
-		cfg.ClientAuth, cfg.ClientCAs = tls.RequireAndVerifyClientCert, clientCAs.Pool()
-	}
-	s.Config.ErrorLog = log.New(io.Discard, "", 0)
-	s.Listener = tls.NewListener(s.Listener, cfg)
-	s.Start()
-	s.URL = strings.Replace(s.URL, "http://", "https://", 1)
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *server) serve(t *testing.T, pair httptlstest.Pair) {
-	t.Helper()
-	cert, err := pair.TLS()
+	}), pair, clientCAs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.cert.Store(&cert)
+	t.Cleanup(s.Close)
+	return s
 }
 
 func serverPair(t *testing.T, ca *httptlstest.CA, hosts ...string) httptlstest.Pair {
@@ -206,7 +177,9 @@ func TestRotation(t *testing.T) {
 	}
 
 	// The server rotates first: the old CA no longer verifies it.
-	srv.serve(t, serverPair(t, newCA, "127.0.0.1"))
+	if err := srv.Serve(serverPair(t, newCA, "127.0.0.1")); err != nil {
+		t.Fatal(err)
+	}
 	srv.CloseClientConnections()
 	checkErr(t, call(t, c, transports, spec, srv.URL), "certificate signed by unknown authority")
 
