@@ -121,6 +121,9 @@ func (r *Reconciler) callMemberHook(ctx context.Context, rg *v1alpha1.RolloutGro
 			}
 		}
 		if call.TLS, err = httptls.Load(ctx, r.apiReader, rg.Namespace, h.TLS, field+".tls"); err != nil {
+			// Counted as a call without an answer, as an unreachable pod
+			// is: the hook-failure alert covers a CA Secret gone missing.
+			metrics.HookCalls.WithLabelValues(name, "member", "error").Inc()
 			return err
 		}
 		return r.hookCaller.Do(ctx, name, "member", s, []hooks.Call{call})[m.Name].Err
