@@ -9,16 +9,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/disruption"
 	"github.com/echelon-operator/echelon/internal/hooks"
+	"github.com/echelon-operator/echelon/internal/httptls/httptlstest"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 )
@@ -119,5 +122,65 @@ func TestEvictionCallsRemovalHook(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEvictionHookTLS: the hook's endpoint tls block is read live: while its
+// CA Secret is missing the hook fails naming the field, and the eviction is
+// refused (failurePolicy Fail) without a call; once the Secrets exist the
+// pod is called over mutual TLS and the eviction allowed.
+func TestEvictionHookTLS(t *testing.T) {
+	var calls atomic.Int32
+	srv, err := httptlstest.NewMutualTLS(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	host, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := podA0()
+	pod.Status.PodIP = host
+	hook := &RemovalHook{Group: &v1alpha1.RolloutGroup{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "ingester"}}, Member: zoneA, Hook: &v1alpha1.PodRemovalHook{
+		Endpoint: v1alpha1.PrepareEndpoint{Scheme: "https", Port: int32(p), Path: "/ingester/prepare-shutdown", TLS: &v1alpha1.TLSConfig{
+			CASecretRef: &v1alpha1.SecretKeyReference{Name: "pods-ca"}, ClientCertSecretRef: &v1alpha1.LocalSecretReference{Name: "echelon-client"}}},
+		HookPolicy: v1alpha1.HookPolicy{Retries: ptr.To[int32](0), Timeout: &metav1.Duration{Duration: time.Second}},
+	}}
+	secrets := fake.NewClientBuilder().Build()
+	evict := func() answer {
+		h := &Eviction{Cluster: &fakeCluster{}, Budgets: &fakeBudgets{pods: []*corev1.Pod{pod}, budgets: []Budget{groupBudget}}, Hooks: fixedHook{hook},
+			Caller: &hooks.Caller{HTTP: &http.Client{}}, Addressing: podcall.Addressing{PodAddressIP: true}, Secrets: secrets}
+		a := serve(t, handler(metrics.WebhookEviction, h, nil), evictionOf(zoneA+"-0").review(), "")
+		if a.response == nil {
+			t.Fatalf("HTTP %d %s", a.httpStatus, a.body)
+		}
+		return a
+	}
+
+	a := evict()
+	says := "spec.hooks.beforePodRemoval.endpoint.tls.caSecretRef: Secret pods-ca not found in namespace " + testNS
+	if a.response.Allowed || a.response.Result.Code != http.StatusTooManyRequests || !strings.Contains(a.message(), says) || calls.Load() != 0 {
+		t.Errorf("answer allowed %t %+v after %d calls, want 429 saying %q and no call", a.response.Allowed, a.response.Result, calls.Load(), says)
+	}
+
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "pods-ca"}, Data: map[string][]byte{"ca.crt": srv.Material.CAPEM}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "echelon-client"}, Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{corev1.TLSCertKey: srv.Material.CertPEM, corev1.TLSPrivateKeyKey: srv.Material.KeyPEM}},
+	} {
+		if err := secrets.Create(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := evict(); !a.response.Allowed || calls.Load() != 1 {
+		t.Errorf("answer allowed %t %+v after %d calls, want allowed after one call over mutual TLS", a.response.Allowed, a.response.Result, calls.Load())
 	}
 }
