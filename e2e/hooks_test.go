@@ -17,7 +17,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -225,7 +224,7 @@ var _ = Describe("HTTP gates and hooks", func() {
 			"spec.analysis.checks[consul].http.tls.caSecretRef: Secret consul-ca not found in namespace "+g.ns), "the missing Secret is named with its field")
 		Expect(recv.healthRequests("/health/ingester-zone-a")).To(BeZero(), "no request without the tls block's CA")
 
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: "consul-ca"}, Data: map[string][]byte{"ca.crt": other.PEM}}
+		secret := httptlstest.CASecret(g.ns, "consul-ca", other.PEM)
 		Expect(k8s.Create(ctx, secret)).To(Succeed())
 		Eventually(lastError).WithContext(ctx).WithTimeout(time.Minute).Should(ContainSubstring("certificate signed by unknown authority"),
 			"a CA that did not sign the server's certificate is refused")

@@ -53,20 +53,13 @@ func TestEvictionCallsRemovalHook(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
-	host, port, err := net.SplitHostPort(srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		t.Fatal(err)
-	}
+	host, p := hostPort(t, srv.Listener)
 	pod := podA0()
 	pod.Status.PodIP = host
 	group := &v1alpha1.RolloutGroup{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "ingester"}}
 	hook := func(policy v1alpha1.HookFailurePolicy) *RemovalHook {
 		return &RemovalHook{Group: group, Member: zoneA, Hook: &v1alpha1.PodRemovalHook{
-			Endpoint:   v1alpha1.PrepareEndpoint{Port: int32(p), Path: "/ingester/prepare-shutdown"},
+			Endpoint:   v1alpha1.PrepareEndpoint{Port: p, Path: "/ingester/prepare-shutdown"},
 			HookPolicy: v1alpha1.HookPolicy{Retries: ptr.To[int32](1), Timeout: &metav1.Duration{Duration: time.Second}, FailurePolicy: policy},
 		}}
 	}
@@ -139,18 +132,11 @@ func TestEvictionHookTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	host, port, err := net.SplitHostPort(srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		t.Fatal(err)
-	}
+	host, p := hostPort(t, srv.Listener)
 	pod := podA0()
 	pod.Status.PodIP = host
 	hook := &RemovalHook{Group: &v1alpha1.RolloutGroup{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "ingester"}}, Member: zoneA, Hook: &v1alpha1.PodRemovalHook{
-		Endpoint: v1alpha1.PrepareEndpoint{Scheme: "https", Port: int32(p), Path: "/ingester/prepare-shutdown", TLS: &v1alpha1.TLSConfig{
+		Endpoint: v1alpha1.PrepareEndpoint{Scheme: "https", Port: p, Path: "/ingester/prepare-shutdown", TLS: &v1alpha1.TLSConfig{
 			CASecretRef: &v1alpha1.SecretKeyReference{Name: "pods-ca"}, ClientCertSecretRef: &v1alpha1.LocalSecretReference{Name: "echelon-client"}}},
 		HookPolicy: v1alpha1.HookPolicy{Retries: ptr.To[int32](0), Timeout: &metav1.Duration{Duration: time.Second}},
 	}}
@@ -172,9 +158,8 @@ func TestEvictionHookTLS(t *testing.T) {
 	}
 
 	for _, s := range []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "pods-ca"}, Data: map[string][]byte{"ca.crt": srv.Material.CAPEM}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "echelon-client"}, Type: corev1.SecretTypeTLS,
-			Data: map[string][]byte{corev1.TLSCertKey: srv.Material.CertPEM, corev1.TLSPrivateKeyKey: srv.Material.KeyPEM}},
+		httptlstest.CASecret(testNS, "pods-ca", srv.Material.CAPEM),
+		httptlstest.TLSSecret(testNS, "echelon-client", srv.Material.CertPEM, srv.Material.KeyPEM),
 	} {
 		if err := secrets.Create(context.Background(), s); err != nil {
 			t.Fatal(err)
@@ -183,4 +168,18 @@ func TestEvictionHookTLS(t *testing.T) {
 	if a := evict(); !a.response.Allowed || calls.Load() != 1 {
 		t.Errorf("answer allowed %t %+v after %d calls, want allowed after one call over mutual TLS", a.response.Allowed, a.response.Result, calls.Load())
 	}
+}
+
+// hostPort is where l listens: its IP (a pod's, in these tests) and port.
+func hostPort(t *testing.T, l net.Listener) (string, int32) {
+	t.Helper()
+	host, port, err := net.SplitHostPort(l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host, int32(p)
 }

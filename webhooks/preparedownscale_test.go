@@ -501,8 +501,7 @@ func TestPrepareOverMutualTLS(t *testing.T) {
 	p.Spec.Downscale.Prepare.TLS = &v1alpha1.TLSConfig{CASecretRef: &v1alpha1.SecretKeyReference{Name: "pods-ca"},
 		ClientCertSecretRef: &v1alpha1.LocalSecretReference{Name: "echelon-client"}}
 	cluster := &fakeCluster{policies: []v1alpha1.ScalingPolicy{p}, pods: []corev1.Pod{*builders.MakePod(testNS, "a", 4).IP("127.0.0.1").Obj()}}
-	secrets := fake.NewClientBuilder().WithObjects(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "pods-ca"},
-		Data: map[string][]byte{"ca.crt": srv.Material.CAPEM}}).Build()
+	secrets := fake.NewClientBuilder().WithObjects(httptlstest.CASecret(testNS, "pods-ca", srv.Material.CAPEM)).Build()
 	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: podcall.Addressing{PodAddressIP: true}, Secrets: secrets, Now: time.Now}
 	req := stsUpdate("a", 5, 4)
 	v := prep.decide(context.Background(), &req.r)
@@ -510,8 +509,7 @@ func TestPrepareOverMutualTLS(t *testing.T) {
 		t.Errorf("verdict %+v, calls %q; want denied naming the missing client certificate Secret, no call", v, calls)
 	}
 
-	if err := secrets.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "echelon-client"}, Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{corev1.TLSCertKey: srv.Material.CertPEM, corev1.TLSPrivateKeyKey: srv.Material.KeyPEM}}); err != nil {
+	if err := secrets.Create(context.Background(), httptlstest.TLSSecret(testNS, "echelon-client", srv.Material.CertPEM, srv.Material.KeyPEM)); err != nil {
 		t.Fatal(err)
 	}
 	before := histogramCount(t, metrics.WebhookPodCallDuration.WithLabelValues(metrics.PodCallPrepare))

@@ -18,7 +18,6 @@ import (
 	"github.com/echelon-operator/echelon/internal/podcall"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -225,7 +224,7 @@ func TestDelayedDownscaleOverTLS(t *testing.T) {
 	if posts := pods.callsOf("POST"); len(posts) != 0 {
 		t.Fatalf("pods called %v without the tls block's CA", posts)
 	}
-	if err := e.Admin.Create(e.Ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: "pods-ca"}, Data: map[string][]byte{"ca.crt": ca.PEM}}); err != nil {
+	if err := e.Admin.Create(e.Ctx, httptlstest.CASecret(e.NS, "pods-ca", ca.PEM)); err != nil {
 		t.Fatal(err)
 	}
 	e.WaitReplicas("ing", 2, 30*time.Second)

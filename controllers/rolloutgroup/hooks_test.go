@@ -354,9 +354,8 @@ func TestMemberHookTLS(t *testing.T) {
 		t.Errorf("zone-a pods %v while its beforeMember cannot be called, want both on r1", got)
 	}
 	for _, s := range []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: "hook-ca"}, Data: map[string][]byte{"ca.crt": srv.Material.CAPEM}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: "hook-client"}, Type: corev1.SecretTypeTLS,
-			Data: map[string][]byte{corev1.TLSCertKey: srv.Material.CertPEM, corev1.TLSPrivateKeyKey: srv.Material.KeyPEM}},
+		httptlstest.CASecret(e.NS, "hook-ca", srv.Material.CAPEM),
+		httptlstest.TLSSecret(e.NS, "hook-client", srv.Material.CertPEM, srv.Material.KeyPEM),
 	} {
 		if err := e.Admin.Create(e.Ctx, s); err != nil {
 			t.Fatal(err)

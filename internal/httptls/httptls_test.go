@@ -54,9 +54,7 @@ func serverPair(t *testing.T, ca *httptlstest.CA, hosts ...string) httptlstest.P
 	return p
 }
 
-func caSecret(name string, pem []byte) *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{"ca.crt": pem}}
-}
+func caSecret(name string, pem []byte) *corev1.Secret { return httptlstest.CASecret(ns, name, pem) }
 
 // call loads spec, takes the client for it from transports and GETs url.
 func call(t *testing.T, c client.Reader, transports *httptls.Transports, spec *v1alpha1.TLSConfig, url string) error {
@@ -136,8 +134,7 @@ func TestClientCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	tlsSecret := func(name string, p httptlstest.Pair) *corev1.Secret {
-		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: corev1.SecretTypeTLS,
-			Data: map[string][]byte{corev1.TLSCertKey: p.CertPEM, corev1.TLSPrivateKeyKey: p.KeyPEM}}
+		return httptlstest.TLSSecret(ns, name, p.CertPEM, p.KeyPEM)
 	}
 	c := fake.NewClientBuilder().WithObjects(caSecret("mtls-ca", ca.PEM), tlsSecret("echelon-client", client), tlsSecret("stranger", other)).Build()
 	ref := &v1alpha1.SecretKeyReference{Name: "mtls-ca"}
