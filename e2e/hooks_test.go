@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"maps"
 	"net"
 	"net/http"
@@ -22,6 +25,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/hooks"
+	"github.com/echelon-operator/echelon/internal/httptls/httptlstest"
 	"github.com/echelon-operator/echelon/test/builders"
 )
 
@@ -29,7 +33,8 @@ import (
 // the health endpoint of http checks, as every kwok pod's beforePodRemoval
 // endpoint (the pod is named in the call) and as the member hooks' URL.
 type hookReceiver struct {
-	port int
+	port   int
+	scheme string
 
 	mu      sync.Mutex
 	healthy bool
@@ -43,15 +48,33 @@ func startHookReceiver() *hookReceiver {
 	GinkgoHelper()
 	l, err := net.Listen("tcp", "0.0.0.0:0")
 	Expect(err).NotTo(HaveOccurred())
-	h := &hookReceiver{port: l.Addr().(*net.TCPAddr).Port, failing: map[string]bool{}}
+	h := &hookReceiver{port: l.Addr().(*net.TCPAddr).Port, scheme: "http", failing: map[string]bool{}}
 	srv := &http.Server{Handler: http.HandlerFunc(h.serve), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	DeferCleanup(srv.Close)
 	return h
 }
 
+// startTLSHookReceiver is a hookReceiver answering https on 127.0.0.1 with a
+// certificate ca signed.
+func startTLSHookReceiver(ca *httptlstest.CA) *hookReceiver {
+	GinkgoHelper()
+	pair, err := ca.Server("127.0.0.1")
+	Expect(err).NotTo(HaveOccurred())
+	cert, err := pair.TLS()
+	Expect(err).NotTo(HaveOccurred())
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}})
+	Expect(err).NotTo(HaveOccurred())
+	h := &hookReceiver{port: l.Addr().(*net.TCPAddr).Port, scheme: "https", failing: map[string]bool{}}
+	// The handshakes the operator fails before it trusts the CA are expected.
+	srv := &http.Server{Handler: http.HandlerFunc(h.serve), ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = srv.Serve(l) }()
+	DeferCleanup(srv.Close)
+	return h
+}
+
 func (h *hookReceiver) url(path string) string {
-	return fmt.Sprintf("http://127.0.0.1:%d%s", h.port, path)
+	return fmt.Sprintf("%s://127.0.0.1:%d%s", h.scheme, h.port, path)
 }
 
 func (h *hookReceiver) serve(w http.ResponseWriter, r *http.Request) {
@@ -170,6 +193,54 @@ var _ = Describe("HTTP gates and hooks", func() {
 		expectNoBreaches(mon)
 		Expect(mon.MemberOrder()).To(Equal(g.zones))
 		Expect(recv.healthRequests("/health/ingester-zone-c")).To(BeNumerically(">=", 1), "each zone's gate expands the URL for its zone")
+		Eventually(func() map[string]int { return g.eventReasons(ctx) }).Should(HaveKeyWithValue("GatePassed", 3))
+	})
+
+	It("trusts a private CA from a Secret for an https check: holds the zone with an error naming the field while the Secret is missing or holds another CA, rolls on once it holds the right one", func(ctx SpecContext) {
+		ca, err := httptlstest.NewCA("consul-ca")
+		Expect(err).NotTo(HaveOccurred())
+		other, err := httptlstest.NewCA("another-ca")
+		Expect(err).NotTo(HaveOccurred())
+		recv := startTLSHookReceiver(ca)
+		recv.setHealthy(true)
+		g := newZoneGroup(ctx, 3, func(s *v1alpha1.RolloutGroupSpec) {
+			s.Analysis = &v1alpha1.RolloutAnalysis{Checks: []v1alpha1.AnalysisCheck{{
+				Name: "consul", Gate: v1alpha1.GateAfterMember,
+				HTTP: &v1alpha1.HTTPCheck{URL: recv.url("/health/{{ .Member }}") + "?passing", JSONPath: "#",
+					TLS: &v1alpha1.TLSConfig{CASecretRef: &v1alpha1.SecretKeyReference{Name: "consul-ca"}}},
+				Condition: v1alpha1.CheckCondition{Compare: &v1alpha1.Comparison{Operator: v1alpha1.OperatorGreaterOrEqual, Threshold: "2"}},
+				Interval:  &metav1.Duration{Duration: time.Second}, FailureThreshold: 1000, ErrorThreshold: 1000,
+			}}}
+		})
+		// The operator reads no Secret unless granted, namespace by namespace.
+		Expect(cp.GrantAnalysisSecrets(ctx, operatorUser.Name, g.ns)).To(Succeed())
+		startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
+		g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
+		mon := g.monitor(ctx)
+		lastError := func(gm Gomega) string { return checkOf(gm, g.get(ctx).Status.Analysis, "consul").LastError }
+
+		g.setVersion(ctx, "v2")
+		Eventually(lastError).WithContext(ctx).WithTimeout(time.Minute).Should(Equal(
+			"spec.analysis.checks[consul].http.tls.caSecretRef: Secret consul-ca not found in namespace "+g.ns), "the missing Secret is named with its field")
+		Expect(recv.healthRequests("/health/ingester-zone-a")).To(BeZero(), "no request without the tls block's CA")
+
+		secret := httptlstest.CASecret(g.ns, "consul-ca", other.PEM)
+		Expect(k8s.Create(ctx, secret)).To(Succeed())
+		Eventually(lastError).WithContext(ctx).WithTimeout(time.Minute).Should(ContainSubstring("certificate signed by unknown authority"),
+			"a CA that did not sign the server's certificate is refused")
+		Expect(recv.healthRequests("/health/ingester-zone-a")).To(BeZero(), "no request reaches a server that is not trusted")
+		Expect(mon.MemberOrder()).To(Equal([]string{"ingester-zone-a"}), "no pod of another zone rolled while zone-a's gate errs")
+		Expect(g.get(ctx).Status.Phase).To(Equal(v1alpha1.PhaseAnalyzing))
+
+		// The Secret is rotated to the right CA: read again on the next
+		// check, with no restart.
+		secret.Data["ca.crt"] = ca.PEM
+		Expect(k8s.Update(ctx, secret)).To(Succeed())
+		g.waitComplete(ctx, 2*time.Minute)
+		g.waitPodsOn(ctx, "v2")
+		expectNoBreaches(mon)
+		Expect(mon.MemberOrder()).To(Equal(g.zones))
+		Expect(recv.healthRequests("/health/ingester-zone-c")).To(BeNumerically(">=", 1))
 		Eventually(func() map[string]int { return g.eventReasons(ctx) }).Should(HaveKeyWithValue("GatePassed", 3))
 	})
 

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/disruption"
@@ -77,6 +78,9 @@ type Eviction struct {
 	Hooks      EvictionHooks
 	Caller     *hooks.Caller
 	Addressing podcall.Addressing
+	// Secrets reads, live, the Secrets and ConfigMaps of the hook
+	// endpoint's tls block.
+	Secrets client.Reader
 }
 
 func (h *Eviction) decide(ctx context.Context, req *admissionv1.AdmissionRequest) verdict {

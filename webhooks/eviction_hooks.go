@@ -14,6 +14,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/hooks"
+	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/lookup"
 )
 
@@ -93,10 +94,13 @@ func (h *Eviction) callRemovalHook(ctx context.Context, pod *corev1.Pod) (refusa
 	payload := hooks.RemovalPayload{Reason: v1alpha1.RemovalEviction, Pod: pod.Name, Namespace: pod.Namespace, Group: found.Group.Name,
 		Member: found.Member, Revision: pod.Labels[appsv1.ControllerRevisionHashLabelKey], RolloutID: found.Group.Spec.RolloutID}
 	var callErr error
+	endpointTLS, tlsErr := httptls.Load(ctx, h.Secrets, pod.Namespace, found.Hook.Endpoint.TLS, "spec.hooks.beforePodRemoval.endpoint.tls")
 	if host, why := h.Addressing.Host(pod, found.Service); why != "" {
 		callErr = fmt.Errorf("pod %s cannot be called: %s", pod.Name, why)
+	} else if tlsErr != nil {
+		callErr = fmt.Errorf("pod %s cannot be called: %w", pod.Name, tlsErr)
 	} else {
-		call := hooks.Call{Key: pod.Name, URL: hooks.RemovalURL(found.Hook.Endpoint, host, payload), Body: payload}
+		call := hooks.Call{Key: pod.Name, URL: hooks.RemovalURL(found.Hook.Endpoint, host, payload), Body: payload, TLS: endpointTLS}
 		callErr = h.Caller.Do(ctx, hooks.BeforePodRemoval, string(v1alpha1.RemovalEviction), s, []hooks.Call{call})[pod.Name].Err
 	}
 	if callErr == nil {

@@ -9,16 +9,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/disruption"
 	"github.com/echelon-operator/echelon/internal/hooks"
+	"github.com/echelon-operator/echelon/internal/httptls/httptlstest"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 )
@@ -50,20 +53,13 @@ func TestEvictionCallsRemovalHook(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
-	host, port, err := net.SplitHostPort(srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		t.Fatal(err)
-	}
+	host, p := hostPort(t, srv.Listener)
 	pod := podA0()
 	pod.Status.PodIP = host
 	group := &v1alpha1.RolloutGroup{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "ingester"}}
 	hook := func(policy v1alpha1.HookFailurePolicy) *RemovalHook {
 		return &RemovalHook{Group: group, Member: zoneA, Hook: &v1alpha1.PodRemovalHook{
-			Endpoint:   v1alpha1.PrepareEndpoint{Port: int32(p), Path: "/ingester/prepare-shutdown"},
+			Endpoint:   v1alpha1.PrepareEndpoint{Port: p, Path: "/ingester/prepare-shutdown"},
 			HookPolicy: v1alpha1.HookPolicy{Retries: ptr.To[int32](1), Timeout: &metav1.Duration{Duration: time.Second}, FailurePolicy: policy},
 		}}
 	}
@@ -120,4 +116,70 @@ func TestEvictionCallsRemovalHook(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEvictionHookTLS: the hook's endpoint tls block is read live: while its
+// CA Secret is missing the hook fails naming the field, and the eviction is
+// refused (failurePolicy Fail) without a call; once the Secrets exist the
+// pod is called over mutual TLS and the eviction allowed.
+func TestEvictionHookTLS(t *testing.T) {
+	var calls atomic.Int32
+	srv, err := httptlstest.NewMutualTLS(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	host, p := hostPort(t, srv.Listener)
+	pod := podA0()
+	pod.Status.PodIP = host
+	hook := &RemovalHook{Group: &v1alpha1.RolloutGroup{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "ingester"}}, Member: zoneA, Hook: &v1alpha1.PodRemovalHook{
+		Endpoint: v1alpha1.PrepareEndpoint{Scheme: "https", Port: p, Path: "/ingester/prepare-shutdown", TLS: &v1alpha1.TLSConfig{
+			CASecretRef: &v1alpha1.SecretKeyReference{Name: "pods-ca"}, ClientCertSecretRef: &v1alpha1.LocalSecretReference{Name: "echelon-client"}}},
+		HookPolicy: v1alpha1.HookPolicy{Retries: ptr.To[int32](0), Timeout: &metav1.Duration{Duration: time.Second}},
+	}}
+	secrets := fake.NewClientBuilder().Build()
+	evict := func() answer {
+		h := &Eviction{Cluster: &fakeCluster{}, Budgets: &fakeBudgets{pods: []*corev1.Pod{pod}, budgets: []Budget{groupBudget}}, Hooks: fixedHook{hook},
+			Caller: &hooks.Caller{HTTP: &http.Client{}}, Addressing: podcall.Addressing{PodAddressIP: true}, Secrets: secrets}
+		a := serve(t, handler(metrics.WebhookEviction, h, nil), evictionOf(zoneA+"-0").review(), "")
+		if a.response == nil {
+			t.Fatalf("HTTP %d %s", a.httpStatus, a.body)
+		}
+		return a
+	}
+
+	a := evict()
+	says := "spec.hooks.beforePodRemoval.endpoint.tls.caSecretRef: Secret pods-ca not found in namespace " + testNS
+	if a.response.Allowed || a.response.Result.Code != http.StatusTooManyRequests || !strings.Contains(a.message(), says) || calls.Load() != 0 {
+		t.Errorf("answer allowed %t %+v after %d calls, want 429 saying %q and no call", a.response.Allowed, a.response.Result, calls.Load(), says)
+	}
+
+	for _, s := range []*corev1.Secret{
+		httptlstest.CASecret(testNS, "pods-ca", srv.Material.CAPEM),
+		httptlstest.TLSSecret(testNS, "echelon-client", srv.Material.CertPEM, srv.Material.KeyPEM),
+	} {
+		if err := secrets.Create(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := evict(); !a.response.Allowed || calls.Load() != 1 {
+		t.Errorf("answer allowed %t %+v after %d calls, want allowed after one call over mutual TLS", a.response.Allowed, a.response.Result, calls.Load())
+	}
+}
+
+// hostPort is where l listens: its IP (a pod's, in these tests) and port.
+func hostPort(t *testing.T, l net.Listener) (string, int32) {
+	t.Helper()
+	host, port, err := net.SplitHostPort(l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host, int32(p)
 }

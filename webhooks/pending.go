@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
@@ -172,11 +173,20 @@ func (r *pendingDownscales) cancel(ctx context.Context, sp *v1alpha1.ScalingPoli
 	if d := sp.Spec.Downscale; d != nil && d.Prepare != nil && d.Prepare.Timeout != nil && d.Prepare.Timeout.Duration > 0 {
 		timeout = d.Prepare.Timeout.Duration
 	}
+	var note strings.Builder
+	var endpointTLS *httptls.Material
+	if d := sp.Spec.Downscale; d != nil && d.Prepare != nil {
+		var err error
+		// A tls block that cannot be read now is reported; the cancel is
+		// still sent, with the webhook's own transport.
+		if endpointTLS, err = httptls.Load(ctx, r.live, sp.Namespace, d.Prepare.TLS, "spec.downscale.prepare.tls"); err != nil {
+			fmt.Fprintf(&note, "; %v", err)
+		}
+	}
 	targets := make([]podcall.Target, 0, len(p.Pods))
 	for _, pod := range p.Pods {
-		targets = append(targets, podcall.Target{Pod: pod.Name, URL: pod.URL})
+		targets = append(targets, podcall.Target{Pod: pod.Name, URL: pod.URL, TLS: endpointTLS})
 	}
-	var note strings.Builder
 	fmt.Fprintf(&note, "; told the prepared pods %s to cancel", podList(targets))
 	results := r.pods.Cancel(ctx, targets, timeout)
 	for _, t := range targets {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/disruption"
+	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/internal/podname"
@@ -69,7 +70,10 @@ type PrepareDownscale struct {
 	Identity   Identity
 	Pods       *podcall.Client
 	Addressing podcall.Addressing
-	Now        func() time.Time
+	// Secrets reads, live, the Secrets and ConfigMaps of
+	// spec.downscale.prepare.tls.
+	Secrets client.Reader
+	Now     func() time.Time
 
 	// cancels counts cancel calls still running after an answer: those to
 	// pods whose prepare call got no answer (a pod that hangs must not hold
@@ -79,9 +83,11 @@ type PrepareDownscale struct {
 
 // NewPodClient is the HTTP client of the prepare-downscale webhook's pod
 // calls: bounded concurrency, each call observed in the webhook metrics.
-// With https the pods' certificates are not verified (see
-// spec.downscale.prepare.scheme): pods are reached by IP or by a name their
-// certificates rarely carry.
+// With https and no spec.downscale.prepare.tls the pods' certificates are
+// not verified (see spec.downscale.prepare.scheme): pods are reached by IP
+// or by a name their certificates rarely carry. A target with a tls block is
+// called through its own transport, verified as the block says and observed
+// alike (Wrap).
 func NewPodClient() *podcall.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if tr.TLSClientConfig == nil {
@@ -89,7 +95,7 @@ func NewPodClient() *podcall.Client {
 	}
 	tr.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // documented on spec.downscale.prepare.scheme
 	// The per-call timeout bounds each call; this only bounds one that lost its deadline.
-	return &podcall.Client{HTTP: &http.Client{
+	return &podcall.Client{Wrap: func(next http.RoundTripper) http.RoundTripper { return observedTransport{next: next} }, HTTP: &http.Client{
 		Transport: observedTransport{next: tr},
 		Timeout:   time.Minute,
 		// A pod that redirects has not prepared: its 3xx is its answer.
@@ -318,6 +324,12 @@ func (h *PrepareDownscale) podsToPrepare(ctx context.Context, sts *appsv1.Statef
 			change, *change.Old, *change.New, n, maxPreparedPods))
 		return nil, nil, &v
 	}
+	endpointTLS, err := httptls.Load(ctx, h.Secrets, sts.Namespace, ep.TLS, "spec.downscale.prepare.tls")
+	if err != nil {
+		v := deny(reasonPrepareFailed, fmt.Sprintf("downscale of %s from %d to %d denied: the pods cannot be called: ScalingPolicy %v", change, *change.Old, *change.New, err))
+		v.event = &denialEvent{regarding: workloadRef(change), reason: EventReasonPrepareFailed, action: "Prepare"}
+		return nil, nil, &v
+	}
 	lo, hi := podname.Removed(podname.Start(sts), *change.Old, *change.New)
 	var targets []podcall.Target
 	var skipped []string
@@ -342,7 +354,7 @@ func (h *PrepareDownscale) podsToPrepare(ctx context.Context, sts *appsv1.Statef
 			v.event = &denialEvent{regarding: workloadRef(change), reason: EventReasonPrepareFailed, action: "Prepare"}
 			return nil, nil, &v
 		}
-		targets = append(targets, podcall.Target{Pod: name, URL: ep.URL(host)})
+		targets = append(targets, podcall.Target{Pod: name, URL: ep.URL(host), TLS: endpointTLS})
 	}
 	var warnings []string
 	if len(skipped) > 0 {

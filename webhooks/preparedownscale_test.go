@@ -17,9 +17,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/disruption"
+	"github.com/echelon-operator/echelon/internal/httptls/httptlstest"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/internal/scaling"
@@ -475,6 +477,48 @@ func TestPrepareOverHTTPS(t *testing.T) {
 	req := stsUpdate("a", 5, 4)
 	if v := prep.decide(context.Background(), &req.r); !v.allowed || !slices.Equal(calls, []string{"POST /prepare"}) {
 		t.Errorf("verdict %+v, calls %q; want allowed after one POST over TLS", v, calls)
+	}
+}
+
+// TestPrepareOverMutualTLS: with spec.downscale.prepare.tls the pod's
+// certificate is verified against the CA from a Secret, and the client
+// certificate from another is presented (the call is still observed in the
+// webhook's metrics); while a Secret is missing the downscale is denied,
+// naming the field, and no pod is called.
+func TestPrepareOverMutualTLS(t *testing.T) {
+	var calls []string
+	srv, err := httptlstest.NewMutualTLS(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls = append(calls, r.Method+" "+r.URL.Path)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	p := *builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Prepare("/prepare", int32(port), time.Second).Obj()
+	p.Spec.Downscale.Prepare.Scheme = "https"
+	p.Spec.Downscale.Prepare.TLS = &v1alpha1.TLSConfig{CASecretRef: &v1alpha1.SecretKeyReference{Name: "pods-ca"},
+		ClientCertSecretRef: &v1alpha1.LocalSecretReference{Name: "echelon-client"}}
+	cluster := &fakeCluster{policies: []v1alpha1.ScalingPolicy{p}, pods: []corev1.Pod{*builders.MakePod(testNS, "a", 4).IP("127.0.0.1").Obj()}}
+	secrets := fake.NewClientBuilder().WithObjects(httptlstest.CASecret(testNS, "pods-ca", srv.Material.CAPEM)).Build()
+	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: podcall.Addressing{PodAddressIP: true}, Secrets: secrets, Now: time.Now}
+	req := stsUpdate("a", 5, 4)
+	v := prep.decide(context.Background(), &req.r)
+	if v.allowed || !strings.Contains(v.message, "spec.downscale.prepare.tls.clientCertSecretRef: Secret echelon-client not found in namespace "+testNS) || len(calls) != 0 {
+		t.Errorf("verdict %+v, calls %q; want denied naming the missing client certificate Secret, no call", v, calls)
+	}
+
+	if err := secrets.Create(context.Background(), httptlstest.TLSSecret(testNS, "echelon-client", srv.Material.CertPEM, srv.Material.KeyPEM)); err != nil {
+		t.Fatal(err)
+	}
+	before := histogramCount(t, metrics.WebhookPodCallDuration.WithLabelValues(metrics.PodCallPrepare))
+	req = stsUpdate("a", 5, 4)
+	if v := prep.decide(context.Background(), &req.r); !v.allowed || !slices.Equal(calls, []string{"POST /prepare"}) {
+		t.Errorf("verdict %+v, calls %q; want allowed after one POST over mutual TLS", v, calls)
+	}
+	if n := histogramCount(t, metrics.WebhookPodCallDuration.WithLabelValues(metrics.PodCallPrepare)) - before; n != 1 {
+		t.Errorf("%d prepare calls observed, want the one over TLS", n)
 	}
 }
 

@@ -71,9 +71,9 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 	events := mgr.GetEventRecorder("echelon")
 	log := ctrl.Log.WithName("webhooks")
 	prepare := &PrepareDownscale{Cluster: cluster, Budget: NewDownscaleBudget(mgr.GetClient(), mgr.GetAPIReader()),
-		Identity: cfg.Identity, Pods: NewPodClient(), Addressing: cfg.Addressing, Now: time.Now}
+		Identity: cfg.Identity, Pods: NewPodClient(), Addressing: cfg.Addressing, Secrets: mgr.GetAPIReader(), Now: time.Now}
 	eviction := &Eviction{Cluster: cluster, Budgets: NewEvictionBudgets(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetClient(), time.Now),
-		Hooks: NewEvictionHooks(mgr.GetClient()), Caller: newHookCaller(), Addressing: cfg.Addressing}
+		Hooks: NewEvictionHooks(mgr.GetClient()), Caller: newHookCaller(), Addressing: cfg.Addressing, Secrets: mgr.GetAPIReader()}
 	type handler struct {
 		name string
 		decider

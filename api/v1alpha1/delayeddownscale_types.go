@@ -12,8 +12,13 @@ import (
 // to be removed, DELETE cancels. For a DelayedDownscale the POST answers
 // {"timestamp": <unix seconds>} (since when the pod has been prepared); for a
 // ScalingPolicy's prepare-downscale webhook any 2xx answer is success.
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || (has(self.scheme) && self.scheme == 'https')",message="endpoint tls needs scheme https"
 type PrepareEndpoint struct {
-	// scheme is http or https. Defaults to http.
+	// scheme is http or https. Defaults to http. With https and no tls, a
+	// DelayedDownscale's calls and hooks trust the system's authorities,
+	// while the prepare-downscale webhook verifies no certificate (pods are
+	// reached by IP or by names their certificates rarely carry); set tls
+	// to verify them.
 	// +optional
 	// +kubebuilder:default=http
 	// +kubebuilder:validation:Enum=http;https
@@ -30,6 +35,11 @@ type PrepareEndpoint struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^/`
 	Path string `json:"path"`
+	// tls says how the pods' certificates are verified (a private CA, the
+	// name they must carry, for example "*.ingester.mimir.svc") and which
+	// client certificate is presented. Needs scheme https.
+	// +optional
+	TLS *TLSConfig `json:"tls,omitempty"`
 }
 
 // URL is the endpoint on the pod reached at host.

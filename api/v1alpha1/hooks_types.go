@@ -16,6 +16,8 @@ import (
 //     when the field exists and is neither null nor an empty list or object,
 //     compare compares it as a number (a boolean is 1 or 0), and equals
 //     compares it as a string.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || self.url.startsWith('https://')",message="spec.analysis.checks[].http.tls applies to an https:// url only"
 type HTTPCheck struct {
 	// url is the address GET is sent to, with the variables of a query
 	// ({{ .Member }}, {{ .Namespace }}, {{ .Group }}, {{ .Revision }}),
@@ -44,6 +46,12 @@ type HTTPCheck struct {
 	// (Helm value rbac.analysisSecretNamespaces).
 	// +optional
 	AuthSecretRef *LocalSecretReference `json:"authSecretRef,omitempty"`
+
+	// tls says how the server's certificate is verified (a private CA, the
+	// name it must carry) and which client certificate is presented, for an
+	// https:// url. Without it the system's authorities are trusted.
+	// +optional
+	TLS *TLSConfig `json:"tls,omitempty"`
 
 	// expectedStatus is the HTTP status a healthy answer has. Defaults to 200.
 	// +optional
@@ -202,6 +210,7 @@ type PodRemovalHook struct {
 // MemberHook is a POST to a URL before a member starts rolling or after it
 // is complete. The request carries {"hook", "namespace", "group", "member",
 // "revision"} as JSON.
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || self.url.startsWith('https://')",message="spec.hooks member hook tls applies to an https:// url only"
 type MemberHook struct {
 	// url is where the call goes, with the variables of analysis queries
 	// ({{ .Member }}, {{ .Namespace }}, {{ .Group }}, {{ .Revision }}), for
@@ -216,6 +225,11 @@ type MemberHook struct {
 	// is sent as a bearer token.
 	// +optional
 	AuthSecretRef *LocalSecretReference `json:"authSecretRef,omitempty"`
+
+	// tls says how the server's certificate is verified and which client
+	// certificate is presented, for an https:// url.
+	// +optional
+	TLS *TLSConfig `json:"tls,omitempty"`
 
 	HookPolicy `json:",inline"`
 }

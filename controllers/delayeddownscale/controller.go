@@ -17,6 +17,7 @@ import (
 	"github.com/echelon-operator/echelon/controllers/internal/patch"
 	"github.com/echelon-operator/echelon/controllers/internal/source"
 	"github.com/echelon-operator/echelon/internal/delayed"
+	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 )
@@ -32,10 +33,13 @@ const (
 // and tells the target's ScalingPolicy how far it may shrink the StatefulSet.
 type Reconciler struct {
 	client.Client
-	events recorder.EventRecorder
-	pods   *podcall.Client
-	config podcall.Addressing
-	now    func() time.Time
+	// apiReader reads the Secrets and ConfigMaps of spec.prepareEndpoint.tls
+	// live: the cache holds none.
+	apiReader client.Reader
+	events    recorder.EventRecorder
+	pods      *podcall.Client
+	config    podcall.Addressing
+	now       func() time.Time
 }
 
 // +kubebuilder:rbac:groups=echelon.dev,resources=delayeddownscales,verbs=list;watch
@@ -95,9 +99,15 @@ func (r *Reconciler) callAndDecide(ctx context.Context, dd *v1alpha1.DelayedDown
 		}
 		dd.Status = st
 	}
+	var endpointTLS *httptls.Material
+	var tlsErr error
+	if len(calls.Prepare)+len(calls.Cancel) > 0 {
+		// Read live on each pass that calls, so that a rotated CA is used.
+		endpointTLS, tlsErr = httptls.Load(ctx, r.apiReader, dd.Namespace, dd.Spec.PrepareEndpoint.TLS, "spec.prepareEndpoint.tls")
+	}
 	answers := map[string]delayed.Record{}
 	if len(calls.Prepare) > 0 {
-		targets, results := obs.targets(calls.Prepare)
+		targets, results := obs.targets(calls.Prepare, endpointTLS, tlsErr)
 		for pod, res := range r.pods.Prepare(ctx, targets, timeout) {
 			results[pod] = res
 		}
@@ -111,7 +121,7 @@ func (r *Reconciler) callAndDecide(ctx context.Context, dd *v1alpha1.DelayedDown
 		}
 	}
 	if len(calls.Cancel) > 0 {
-		targets, results := obs.targets(calls.Cancel)
+		targets, results := obs.targets(calls.Cancel, endpointTLS, tlsErr)
 		for pod, res := range r.pods.Cancel(ctx, targets, timeout) {
 			results[pod] = res
 		}
@@ -152,8 +162,9 @@ func (r *Reconciler) recordTransition(dd *v1alpha1.DelayedDownscale, st v1alpha1
 // manager's cache and calling pods as addressing says.
 func New(mgr ctrl.Manager, addressing podcall.Addressing) *Reconciler {
 	return &Reconciler{
-		Client: mgr.GetClient(),
-		events: source.Recorder(mgr.GetEventRecorder("echelon")),
+		Client:    mgr.GetClient(),
+		apiReader: mgr.GetAPIReader(),
+		events:    source.Recorder(mgr.GetEventRecorder("echelon")),
 		// The per-call timeout bounds each call; this one only bounds a call
 		// whose context lost its deadline.
 		pods:   &podcall.Client{HTTP: &http.Client{Timeout: 5 * time.Minute}},

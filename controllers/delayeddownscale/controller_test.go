@@ -1,6 +1,7 @@
 package delayeddownscale
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
 	"github.com/echelon-operator/echelon/controllers/scalingpolicy"
+	"github.com/echelon-operator/echelon/internal/httptls/httptlstest"
 	"github.com/echelon-operator/echelon/internal/podcall"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -40,9 +42,18 @@ type preparePods struct {
 
 func startPreparePods(t *testing.T) *preparePods {
 	t.Helper()
+	return servePreparePods(t, nil)
+}
+
+// servePreparePods is startPreparePods over TLS when cfg is set.
+func servePreparePods(t *testing.T, cfg *tls.Config) *preparePods {
+	t.Helper()
 	l, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg != nil {
+		l = tls.NewListener(l, cfg)
 	}
 	p := &preparePods{port: l.Addr().(*net.TCPAddr).Port, since: map[string]time.Time{}, prepared: map[string]time.Time{}}
 	srv := &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: time.Second}
@@ -164,6 +175,61 @@ func TestDelayedDownscaleShrinksOnlyPastPreparedPods(t *testing.T) {
 	}
 	if posts := pods.callsOf("POST"); len(posts) > 12 {
 		t.Errorf("%d POSTs for 3 pods: pods are called only when something changes or a pod becomes eligible: %v", len(posts), posts)
+	}
+}
+
+// Pods served over https with a certificate a private CA signed: while the
+// CA Secret of spec.prepareEndpoint.tls is missing every pod's error names
+// the field and nothing shrinks; once it exists the pods are prepared over
+// TLS and the StatefulSet shrinks.
+func TestDelayedDownscaleOverTLS(t *testing.T) {
+	e := newScalingEnv(t)
+	ca, err := httptlstest.NewCA("pods-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.Server(podIP(0), podIP(1), podIP(2), podIP(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := pair.TLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := servePreparePods(t, &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}})
+	servedStatefulSet(e, 4)
+	dd := &v1alpha1.DelayedDownscale{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: "ing"},
+		Spec: v1alpha1.DelayedDownscaleSpec{
+			TargetRef: v1alpha1.ScalingTargetReference{Name: "ing"}, Delay: "1s",
+			PrepareEndpoint: v1alpha1.PrepareEndpoint{Scheme: "https", Port: int32(pods.port), Path: "/prepare",
+				TLS: &v1alpha1.TLSConfig{CASecretRef: &v1alpha1.SecretKeyReference{Name: "pods-ca"}}},
+			Timeout: &metav1.Duration{Duration: time.Second},
+		},
+	}
+	if err := e.Admin.Create(e.Ctx, dd); err != nil {
+		t.Fatal(err)
+	}
+	e.Policy("ing", "ing", func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = ptr.To[int32](2) })
+	want := "spec.prepareEndpoint.tls.caSecretRef: Secret pods-ca not found in namespace " + e.NS
+	e.Eventually(20*time.Second, "pod errors naming the CA Secret", func() (bool, error) {
+		got := &v1alpha1.DelayedDownscale{}
+		if err := e.Admin.Get(e.Ctx, client.ObjectKeyFromObject(dd), got); err != nil {
+			return false, err
+		}
+		return len(got.Status.PreparedPods) == 2 && !slices.ContainsFunc(got.Status.PreparedPods, func(p v1alpha1.PreparedPod) bool {
+			return p.Error != want
+		}), nil
+	})
+	if posts := pods.callsOf("POST"); len(posts) != 0 {
+		t.Fatalf("pods called %v without the tls block's CA", posts)
+	}
+	if err := e.Admin.Create(e.Ctx, httptlstest.CASecret(e.NS, "pods-ca", ca.PEM)); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitReplicas("ing", 2, 30*time.Second)
+	if posts := pods.callsOf("POST"); !slices.Contains(posts, podIP(2)) || !slices.Contains(posts, podIP(3)) {
+		t.Errorf("POSTs to %v, want pods 2 and 3 prepared over TLS", posts)
 	}
 }
 
@@ -297,6 +363,21 @@ func TestDelayedDownscaleValidation(t *testing.T) {
 		{"a path without its slash", func(s *v1alpha1.DelayedDownscaleSpec) { s.PrepareEndpoint.Path = "prepare" }, "spec.prepareEndpoint.path"},
 		{"an unknown scheme", func(s *v1alpha1.DelayedDownscaleSpec) { s.PrepareEndpoint.Scheme = "ftp" }, "spec.prepareEndpoint.scheme"},
 		{"a target of another kind", func(s *v1alpha1.DelayedDownscaleSpec) { s.TargetRef.Kind = "Deployment" }, "spec.targetRef.kind"},
+		{"https with a private CA and a server name", func(s *v1alpha1.DelayedDownscaleSpec) {
+			s.PrepareEndpoint.Scheme = "https"
+			s.PrepareEndpoint.TLS = &v1alpha1.TLSConfig{CASecretRef: &v1alpha1.SecretKeyReference{Name: "ingester-ca"}, ServerName: "*.ingester.mimir.svc"}
+		}, ""},
+		{"tls with scheme http", func(s *v1alpha1.DelayedDownscaleSpec) {
+			s.PrepareEndpoint.Scheme = "http"
+			s.PrepareEndpoint.TLS = &v1alpha1.TLSConfig{ServerName: "x"}
+		}, "spec.prepareEndpoint: Invalid value: endpoint tls needs scheme https"},
+		{"tls with the default scheme", func(s *v1alpha1.DelayedDownscaleSpec) {
+			s.PrepareEndpoint.TLS = &v1alpha1.TLSConfig{ServerName: "x"}
+		}, "endpoint tls needs scheme https"},
+		{"insecureSkipVerify with a ConfigMap CA", func(s *v1alpha1.DelayedDownscaleSpec) {
+			s.PrepareEndpoint.Scheme = "https"
+			s.PrepareEndpoint.TLS = &v1alpha1.TLSConfig{InsecureSkipVerify: true, CAConfigMapRef: &v1alpha1.ConfigMapKeyReference{Name: "kube-root-ca.crt"}}
+		}, "spec.prepareEndpoint.tls: Invalid value: tls.insecureSkipVerify verifies nothing"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

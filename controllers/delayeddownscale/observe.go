@@ -15,6 +15,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/delayed"
+	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/podcall"
@@ -138,15 +139,21 @@ func otherNames(dds []v1alpha1.DelayedDownscale, self string) []string {
 	return names
 }
 
-// targets are the pods to call, with their URLs; pods that cannot be reached
-// answer at once with why.
-func (obs observation) targets(names []string) ([]podcall.Target, map[string]podcall.Result) {
+// targets are the pods to call, with their URLs and the endpoint's tls;
+// pods that cannot be reached answer at once with why, and so do all of
+// them when the endpoint's tls block could not be read (tlsErr).
+func (obs observation) targets(names []string, endpointTLS *httptls.Material, tlsErr error) ([]podcall.Target, map[string]podcall.Result) {
 	var targets []podcall.Target
 	unreachable := map[string]podcall.Result{}
 	for _, name := range names {
-		if u, ok := obs.urls[name]; ok {
-			targets = append(targets, podcall.Target{Pod: name, URL: u})
-		} else if pod, exists := obs.in.Pods[name]; exists {
+		u, addressable := obs.urls[name]
+		pod, exists := obs.in.Pods[name]
+		switch {
+		case addressable && tlsErr != nil:
+			unreachable[name] = podcall.Result{Err: tlsErr}
+		case addressable:
+			targets = append(targets, podcall.Target{Pod: name, URL: u, TLS: endpointTLS})
+		case exists:
 			unreachable[name] = podcall.Result{Err: fmt.Errorf("%s", pod.AddressError)}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/analysis"
+	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/rollout"
 	"github.com/echelon-operator/echelon/internal/rollout/gate"
@@ -172,6 +173,9 @@ func (r *Reconciler) runHTTPCheck(ctx context.Context, rg *v1alpha1.RolloutGroup
 		if req.BearerToken == "" && req.Username == "" {
 			return analysis.Outcome{Query: shown, Err: fmt.Errorf("%s: Secret %s has neither a token key nor a username key", field, ref.Name)}
 		}
+	}
+	if req.TLS, err = httptls.Load(ctx, r.apiReader, rg.Namespace, c.HTTP.TLS, fmt.Sprintf("spec.analysis.checks[%s].http.tls", c.Name)); err != nil {
+		return analysis.Outcome{Query: shown, Err: err}
 	}
 	start := time.Now()
 	ans, err := r.httpChecks.Get(ctx, req)

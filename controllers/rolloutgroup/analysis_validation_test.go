@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
+	"github.com/echelon-operator/echelon/test/controlplane"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -91,6 +92,17 @@ func TestAnalysisValidation(t *testing.T) {
 			want: "http.timeout must be more than 0s and at most 1m"},
 		{name: "a json path with an empty segment", analysis: "checks:\n- name: c\n  http: {url: 'http://x', jsonPath: 'a..b'}\n  condition: {hasData: true}\n",
 			want: "spec.analysis.checks[0].http.jsonPath"},
+		{name: "an https check with a private CA, a server name and a client certificate",
+			analysis: "checks:\n- name: c\n  http: {url: 'https://consul:8501/v1/health', tls: {caSecretRef: {name: consul-ca}, serverName: consul.service, clientCertSecretRef: {name: echelon-client}}}\n  condition: {hasData: true}\n"},
+		{name: "an https check trusting the cluster CA from a ConfigMap",
+			analysis: "checks:\n- name: c\n  http: {url: 'https://svc.ns.svc/health', tls: {caConfigMapRef: {name: kube-root-ca.crt}}}\n  condition: {hasData: true}\n"},
+		{name: "tls on an http:// url", analysis: "checks:\n- name: c\n  http: {url: 'http://x', tls: {serverName: x}}\n  condition: {hasData: true}\n",
+			want: "spec.analysis.checks[].http.tls applies to an https:// url only"},
+		{name: "insecureSkipVerify with a CA", analysis: "checks:\n- name: c\n  http: {url: 'https://x', tls: {insecureSkipVerify: true, caSecretRef: {name: ca}}}\n  condition: {hasData: true}\n",
+			want: "spec.analysis.checks[0].http.tls: Invalid value: tls.insecureSkipVerify verifies nothing"},
+		{name: "insecureSkipVerify alone", analysis: "checks:\n- name: c\n  http: {url: 'https://x', tls: {insecureSkipVerify: true}}\n  condition: {hasData: true}\n"},
+		{name: "a CA from both a Secret and a ConfigMap", analysis: "checks:\n- name: c\n  http: {url: 'https://x', tls: {caSecretRef: {name: a}, caConfigMapRef: {name: b}}}\n  condition: {hasData: true}\n",
+			want: "spec.analysis.checks[0].http.tls: Invalid value: set at most one of tls.caSecretRef and tls.caConfigMapRef"},
 		{name: "a soakTime that is no duration", analysis: check("  condition: {hasData: true}\n") + "soakTime: 1 hour\n", want: "spec.analysis.soakTime"},
 	}
 	for _, tt := range tests {
@@ -99,20 +111,7 @@ func TestAnalysisValidation(t *testing.T) {
 			if err := yaml.Unmarshal([]byte(tt.analysis), &analysis); err != nil {
 				t.Fatal(err)
 			}
-			rg := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "echelon.dev/v1alpha1", "kind": "RolloutGroup",
-				"metadata": map[string]any{"name": "g", "namespace": ns},
-				"spec":     map[string]any{"statefulSets": []any{map[string]any{"name": "a"}}, "analysis": analysis, "onFailure": "Rollback"},
-			}}
-			err := cp.Client().Create(t.Context(), rg, client.DryRunAll)
-			switch {
-			case tt.want == "" && err != nil:
-				t.Fatalf("refused: %v", err)
-			case tt.want != "" && err == nil:
-				t.Fatalf("accepted, want an error naming %q", tt.want)
-			case tt.want != "" && !strings.Contains(err.Error(), tt.want):
-				t.Fatalf("error %v, want one containing %q", err, tt.want)
-			}
+			expectAdmission(t, cp, ns, map[string]any{"analysis": analysis, "onFailure": "Rollback"}, tt.want)
 		})
 	}
 	// onFailure is Pause or Rollback.
@@ -123,5 +122,60 @@ func TestAnalysisValidation(t *testing.T) {
 	}}
 	if err := cp.Client().Create(t.Context(), bad, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "spec.onFailure") {
 		t.Errorf("onFailure Retry: %v, want an error naming spec.onFailure", err)
+	}
+}
+
+// The API server refuses a hook's tls block where no https call uses it,
+// naming the field.
+func TestHooksTLSValidation(t *testing.T) {
+	cp := controllertest.APIServer(t)
+	ns, err := cp.CreateNamespace(t.Context(), "validation")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		hooks string
+		want  string // "" accepts
+	}{
+		{name: "an https member hook with a private CA",
+			hooks: "beforeMember: {url: 'https://db-admin.db.svc/zones/{{ .Member }}', tls: {caSecretRef: {name: db-ca}, clientCertSecretRef: {name: echelon}}}\n"},
+		{name: "an http member hook with tls", hooks: "afterMember: {url: 'http://db-admin/zones', tls: {caSecretRef: {name: db-ca}}}\n",
+			want: "spec.hooks member hook tls applies to an https:// url only"},
+		{name: "a pod endpoint on https with the cluster CA",
+			hooks: "beforePodRemoval: {endpoint: {scheme: https, port: 8080, path: /prepare, tls: {caConfigMapRef: {name: kube-root-ca.crt}, serverName: '*.ingester.mimir.svc'}}}\n"},
+		{name: "a pod endpoint on http with tls", hooks: "beforePodRemoval: {endpoint: {port: 8080, path: /prepare, tls: {serverName: x}}}\n",
+			want: "spec.hooks.beforePodRemoval.endpoint: Invalid value: endpoint tls needs scheme https"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var hooks map[string]any
+			if err := yaml.Unmarshal([]byte(tt.hooks), &hooks); err != nil {
+				t.Fatal(err)
+			}
+			expectAdmission(t, cp, ns, map[string]any{"hooks": hooks}, tt.want)
+		})
+	}
+}
+
+// expectAdmission creates, dry run, a one-member group with the spec fields
+// given, and expects it accepted (want "") or refused with an error
+// containing want.
+func expectAdmission(t *testing.T, cp *controlplane.ControlPlane, ns string, spec map[string]any, want string) {
+	t.Helper()
+	spec["statefulSets"] = []any{map[string]any{"name": "a"}}
+	rg := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "echelon.dev/v1alpha1", "kind": "RolloutGroup",
+		"metadata": map[string]any{"name": "g", "namespace": ns},
+		"spec":     spec,
+	}}
+	err := cp.Client().Create(t.Context(), rg, client.DryRunAll)
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("refused: %v", err)
+	case want != "" && err == nil:
+		t.Fatalf("accepted, want an error naming %q", want)
+	case want != "" && !strings.Contains(err.Error(), want):
+		t.Fatalf("error %v, want one containing %q", err, want)
 	}
 }

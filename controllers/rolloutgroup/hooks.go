@@ -15,6 +15,7 @@ import (
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/analysis"
 	"github.com/echelon-operator/echelon/internal/hooks"
+	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
@@ -119,6 +120,12 @@ func (r *Reconciler) callMemberHook(ctx context.Context, rg *v1alpha1.RolloutGro
 				return fmt.Errorf("%s.authSecretRef: Secret %s has no token key", field, ref.Name)
 			}
 		}
+		if call.TLS, err = httptls.Load(ctx, r.apiReader, rg.Namespace, h.TLS, field+".tls"); err != nil {
+			// Counted as a call without an answer, as an unreachable pod
+			// is: the hook-failure alert covers a CA Secret gone missing.
+			metrics.HookCalls.WithLabelValues(name, "member", "error").Inc()
+			return err
+		}
 		return r.hookCaller.Do(ctx, name, "member", s, []hooks.Call{call})[m.Name].Err
 	}()
 	switch {
@@ -161,12 +168,16 @@ func (r *Reconciler) beforePodRemoval(ctx context.Context, rg *v1alpha1.RolloutG
 	names := make([]string, 0, len(plan.Delete))
 	errs := map[string]error{}
 	var calls []hooks.Call
+	tlsMaterial, tlsErr := httptls.Load(ctx, r.apiReader, rg.Namespace, h.Endpoint.TLS, "spec.hooks.beforePodRemoval.endpoint.tls")
 	for _, pod := range plan.Delete {
 		names = append(names, pod.Name)
 		if r.hooksDone.Done(pod.UID) {
 			continue
 		}
 		host, why := r.podHost(pod, service)
+		if why == "" && tlsErr != nil {
+			why = tlsErr.Error()
+		}
 		if why != "" {
 			errs[pod.Name] = fmt.Errorf("pod %s cannot be called: %s", pod.Name, why)
 			metrics.HookCalls.WithLabelValues(hooks.BeforePodRemoval, string(reason), "error").Inc()
@@ -177,7 +188,7 @@ func (r *Reconciler) beforePodRemoval(ctx context.Context, rg *v1alpha1.RolloutG
 			revision = podRevisionLabel(pod)
 		}
 		payload := hooks.RemovalPayload{Reason: reason, Pod: pod.Name, Namespace: pod.Namespace, Group: rg.Name, Member: plan.Current, Revision: revision, RolloutID: rg.Spec.RolloutID}
-		calls = append(calls, hooks.Call{Key: pod.Name, URL: hooks.RemovalURL(h.Endpoint, host, payload), Body: payload})
+		calls = append(calls, hooks.Call{Key: pod.Name, URL: hooks.RemovalURL(h.Endpoint, host, payload), Body: payload, TLS: tlsMaterial})
 	}
 	results := r.hookCaller.Do(ctx, hooks.BeforePodRemoval, string(reason), s, calls)
 	var called []string

@@ -27,6 +27,7 @@ import (
 	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
 	"github.com/echelon-operator/echelon/e2e/framework"
 	"github.com/echelon-operator/echelon/internal/hooks"
+	"github.com/echelon-operator/echelon/internal/httptls/httptlstest"
 )
 
 // hookCall is one call the hook server received.
@@ -313,5 +314,58 @@ func TestMemberHooks(t *testing.T) {
 	}
 	if got := len(srv.recorded()); got != n {
 		t.Errorf("%d member hook calls from a restarted reconciler after the rollout, want none", got-n)
+	}
+}
+
+// A member hook on https with a private CA and a client certificate from
+// Secrets: while the Secrets are missing the hook fails naming the field
+// (HookFailed, under failurePolicy Fail the zone waits); once they exist it
+// is called over mutual TLS and the rollout goes on.
+func TestMemberHookTLS(t *testing.T) {
+	e := newEnv(t, envOptions{eventDriven: true})
+	var mu sync.Mutex
+	var paths []string
+	srv, err := httptlstest.NewMutualTLS(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	hook := &v1alpha1.RolloutGroupHooks{BeforeMember: &v1alpha1.MemberHook{
+		URL: srv.URL + "/before/{{ .Member }}",
+		TLS: &v1alpha1.TLSConfig{
+			CASecretRef:         &v1alpha1.SecretKeyReference{Name: "hook-ca"},
+			ClientCertSecretRef: &v1alpha1.LocalSecretReference{Name: "hook-client"},
+		},
+		HookPolicy: v1alpha1.HookPolicy{Retries: ptr.To[int32](0)},
+	}}
+	mon := e.hookedMembers(hook, "zone-a")
+	e.rollTo("r2", "zone-a")
+	e.Eventually(30*time.Second, "HookFailed naming the CA Secret's field", func() (bool, error) {
+		c := hookCondition(e.GetGroup("ingester"))
+		return c != nil && c.Status == metav1.ConditionTrue &&
+			strings.Contains(c.Message, "spec.hooks.beforeMember.tls.caSecretRef: Secret hook-ca not found in namespace "+e.NS), nil
+	})
+	if got := e.podRevisions("zone-a"); got["r1"] != 2 {
+		t.Errorf("zone-a pods %v while its beforeMember cannot be called, want both on r1", got)
+	}
+	for _, s := range []*corev1.Secret{
+		httptlstest.CASecret(e.NS, "hook-ca", srv.Material.CAPEM),
+		httptlstest.TLSSecret(e.NS, "hook-client", srv.Material.CertPEM, srv.Material.KeyPEM),
+	} {
+		if err := e.Admin.Create(e.Ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitRolledToTag("ingester", "r2", 60*time.Second)
+	expectNoBreaches(t, mon)
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(paths, []string{"/before/zone-a"}) {
+		t.Errorf("the mutual-TLS server saw %v, want one beforeMember call for zone-a", paths)
 	}
 }

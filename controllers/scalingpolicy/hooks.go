@@ -15,6 +15,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/hooks"
+	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/internal/podname"
@@ -62,6 +63,7 @@ func (r *Reconciler) beforeDownscale(ctx context.Context, sp *v1alpha1.ScalingPo
 	if obs.group != nil {
 		group = obs.group.Name
 	}
+	endpointTLS, tlsErr := httptls.Load(ctx, r.apiReader, sp.Namespace, h.Endpoint.TLS, "spec.hooks.beforePodRemoval.endpoint.tls")
 	ordinals := map[string]int{}
 	var names []string
 	var calls []hooks.Call
@@ -78,13 +80,16 @@ func (r *Reconciler) beforeDownscale(ctx context.Context, sp *v1alpha1.ScalingPo
 			continue
 		}
 		host, why := r.podHost(pod, sts.Spec.ServiceName)
+		if why == "" && tlsErr != nil {
+			why = tlsErr.Error()
+		}
 		if why != "" {
 			fail(pod.Name, fmt.Errorf("pod %s cannot be called: %s", pod.Name, why))
 			continue
 		}
 		payload := hooks.RemovalPayload{Reason: v1alpha1.RemovalDownscale, Pod: pod.Name, Namespace: pod.Namespace, Group: group,
 			Member: sts.Name, Revision: pod.Labels[appsv1.ControllerRevisionHashLabelKey]}
-		calls = append(calls, hooks.Call{Key: pod.Name, URL: hooks.RemovalURL(h.Endpoint, host, payload), Body: payload})
+		calls = append(calls, hooks.Call{Key: pod.Name, URL: hooks.RemovalURL(h.Endpoint, host, payload), Body: payload, TLS: endpointTLS})
 	}
 	for name := range errs {
 		if ord, ok := podname.Ordinal(sts.Name, name); ok {

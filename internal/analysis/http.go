@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/httptls"
 )
 
 // DefaultHTTPStatus is the status an http check expects when the spec sets none.
@@ -36,6 +37,9 @@ type HTTPRequest struct {
 	// Prometheus: the token wins.
 	BearerToken, Username, Password string
 	Timeout                         time.Duration
+	// TLS is the check's tls block, read; nil trusts the system's
+	// authorities.
+	TLS *httptls.Material
 }
 
 // HTTPGetter sends an http check's GET.
@@ -71,7 +75,11 @@ func (g httpGetter) Get(ctx context.Context, r HTTPRequest) (HTTPAnswer, error) 
 	case r.Username != "":
 		req.SetBasicAuth(r.Username, r.Password)
 	}
-	resp, err := g.client.Do(req)
+	client, err := httptls.Default.Client(g.client, r.TLS, nil)
+	if err != nil {
+		return HTTPAnswer{}, err
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
 			return HTTPAnswer{}, fmt.Errorf("GET %s: no answer within the timeout of %s", r.URL, timeout)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/httptls/httptlstest"
 )
 
 // consulPassing is what Consul's /v1/health/service/<svc>?passing answers:
@@ -198,4 +199,22 @@ func FuzzJSONField(f *testing.F) {
 		cond := v1alpha1.CheckCondition{Compare: &v1alpha1.Comparison{Operator: v1alpha1.OperatorGreaterOrEqual, Threshold: "1"}}
 		_, _ = JudgeHTTP(v1alpha1.HTTPCheck{JSONPath: path}, cond, HTTPAnswer{Status: 200, Body: body})
 	})
+}
+
+// The request's tls block reaches the GET: a server that requires a client
+// certificate of a private CA answers only the request that carries it.
+func TestHTTPGetterTLS(t *testing.T) {
+	srv, err := httptlstest.NewMutualTLS(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(consulPassing)) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	g := NewHTTPGetter(&http.Client{})
+	ans, err := g.Get(context.Background(), HTTPRequest{URL: srv.URL, TLS: srv.Material})
+	if err != nil || ans.Status != http.StatusOK {
+		t.Errorf("with the tls block: %d, %v", ans.Status, err)
+	}
+	if _, err := g.Get(context.Background(), HTTPRequest{URL: srv.URL}); err == nil || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		t.Errorf("without it: %v, want a verification error", err)
+	}
 }

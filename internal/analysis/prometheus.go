@@ -2,8 +2,6 @@ package analysis
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/echelon-operator/echelon/internal/httptls"
 )
 
 // DefaultTimeout bounds a query when the spec sets no timeout.
@@ -70,17 +70,11 @@ func NewPrometheus(cfg PrometheusConfig) (Querier, error) {
 		return nil, errors.New("http.DefaultTransport is not an *http.Transport")
 	}
 	transport = transport.Clone()
-	tlsConfig := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		InsecureSkipVerify: cfg.InsecureSkipVerify, //nolint:gosec // the user's explicit choice, documented as for tests only
-		ServerName:         cfg.ServerName,
-	}
-	if len(cfg.CAPEM) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(cfg.CAPEM) {
-			return nil, errors.New("the CA Secret holds no PEM certificate")
-		}
-		tlsConfig.RootCAs = pool
+	// The same verification as the tls blocks of http checks and hooks.
+	tlsConfig, err := httptls.Config(&httptls.Material{Field: "spec.analysis.prometheus.tls", CAField: "spec.analysis.prometheus.tls.caSecretRef",
+		CAPEM: cfg.CAPEM, ServerName: cfg.ServerName, InsecureSkipVerify: cfg.InsecureSkipVerify})
+	if err != nil {
+		return nil, err
 	}
 	transport.TLSClientConfig = tlsConfig
 	return newPrometheus(cfg, transport, MaxResponseBytes)

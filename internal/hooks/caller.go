@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 )
@@ -25,6 +26,9 @@ type Call struct {
 	Body any
 	// BearerToken, when set, is sent as "Authorization: Bearer <token>".
 	BearerToken string
+	// TLS is the hook's tls block, read; nil trusts the system's
+	// authorities.
+	TLS *httptls.Material
 }
 
 // Result is the outcome of a call, retries included.
@@ -114,7 +118,11 @@ func (c *Caller) post(ctx context.Context, timeout time.Duration, call Call, bod
 	if call.BearerToken != "" {
 		req.Header.Set("Authorization", "Bearer "+call.BearerToken)
 	}
-	resp, err := c.HTTP.Do(req)
+	client, err := httptls.Default.Client(c.HTTP, call.TLS, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return 0, fmt.Errorf("POST %s: no answer within the timeout of %s", call.URL, timeout)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/httptls/httptlstest"
 )
 
 func TestSettingsOf(t *testing.T) {
@@ -197,5 +198,27 @@ func TestCaller(t *testing.T) {
 		if b.Reason != v1alpha1.RemovalRollout {
 			t.Errorf("body %+v without the reason", b)
 		}
+	}
+}
+
+// A call's tls block reaches its request: a server that requires a client
+// certificate of a private CA answers only the call that carries it.
+func TestCallerTLS(t *testing.T) {
+	srv, err := httptlstest.NewMutualTLS(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := &Caller{HTTP: &http.Client{}}
+	s := Settings{Timeout: 5 * time.Second}
+	res := c.Do(context.Background(), BeforeMember, "member", s, []Call{
+		{Key: "tls", URL: srv.URL, Body: MemberPayload{Hook: BeforeMember}, TLS: srv.Material},
+		{Key: "plain", URL: srv.URL, Body: MemberPayload{Hook: BeforeMember}},
+	})
+	if r := res["tls"]; r.Err != nil || r.Status != http.StatusNoContent {
+		t.Errorf("the call with the tls block: %+v", r)
+	}
+	if r := res["plain"]; r.Err == nil || !strings.Contains(r.Err.Error(), "certificate signed by unknown authority") {
+		t.Errorf("the call without it: %+v, want a verification error", r)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/echelon-operator/echelon/internal/httptls"
 )
 
 // maxBody bounds what is read of an answer: the protocol's is a few bytes.
@@ -23,6 +25,9 @@ const maxBody = 64 << 10
 type Target struct {
 	Pod string
 	URL string
+	// TLS is the endpoint's tls block, read; nil calls with HTTP's own
+	// transport.
+	TLS *httptls.Material
 }
 
 // Result is a pod's answer to a call.
@@ -39,6 +44,9 @@ type Result struct {
 // Client calls pods.
 type Client struct {
 	HTTP *http.Client
+	// Wrap, when set, wraps the transport of a target with a tls block, as
+	// HTTP's own transport is wrapped (the webhook's metrics).
+	Wrap func(http.RoundTripper) http.RoundTripper
 	// Concurrency bounds the calls in flight; 0 means 8.
 	Concurrency int
 }
@@ -48,7 +56,7 @@ func (c *Client) Prepare(ctx context.Context, targets []Target, timeout time.Dur
 	return c.each(ctx, targets, func(ctx context.Context, t Target) Result {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		status, body, err := c.do(ctx, http.MethodPost, t.URL)
+		status, body, err := c.do(ctx, http.MethodPost, t)
 		if err != nil {
 			return Result{Err: err}
 		}
@@ -77,7 +85,7 @@ func (c *Client) Notify(ctx context.Context, targets []Target, timeout time.Dura
 	return c.each(ctx, targets, func(ctx context.Context, t Target) Result {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		status, body, err := c.do(ctx, http.MethodPost, t.URL)
+		status, body, err := c.do(ctx, http.MethodPost, t)
 		switch {
 		case err != nil:
 			return Result{Err: err}
@@ -96,7 +104,7 @@ func (c *Client) Cancel(ctx context.Context, targets []Target, timeout time.Dura
 	return c.each(ctx, targets, func(ctx context.Context, t Target) Result {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		status, body, err := c.do(ctx, http.MethodDelete, t.URL)
+		status, body, err := c.do(ctx, http.MethodDelete, t)
 		switch {
 		case err != nil:
 			return Result{Err: err}
@@ -138,12 +146,17 @@ func Concurrently[T, R any](limit int, items []T, key func(T) string, call func(
 	return out
 }
 
-func (c *Client) do(ctx context.Context, method, url string) (int, []byte, error) {
+func (c *Client) do(ctx context.Context, method string, t Target) (int, []byte, error) {
+	url := t.URL
 	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
 		return 0, nil, err
 	}
-	resp, err := c.HTTP.Do(req)
+	client, err := httptls.Default.Client(c.HTTP, t.TLS, c.Wrap)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return 0, nil, fmt.Errorf("%s %s: no answer within the timeout", method, url)

@@ -5,8 +5,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/echelon-operator/echelon/internal/httptls/httptlstest"
 )
 
 func TestPrepareAndCancel(t *testing.T) {
@@ -67,3 +70,32 @@ func TestNotify(t *testing.T) {
 		t.Errorf("hang: %+v", r)
 	}
 }
+
+// A target's tls block reaches its call: a server that requires a client
+// certificate of a private CA answers only the call that carries it, and
+// Wrap observes that call.
+func TestTLS(t *testing.T) {
+	srv, err := httptlstest.NewMutualTLS(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var wrapped atomic.Int32
+	c := &Client{HTTP: &http.Client{}, Wrap: func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) { wrapped.Add(1); return next.RoundTrip(r) })
+	}}
+	got := c.Notify(context.Background(), []Target{{Pod: "tls", URL: srv.URL, TLS: srv.Material}, {Pod: "plain", URL: srv.URL}}, 5*time.Second)
+	if r := got["tls"]; r.Err != nil || r.Status != http.StatusNoContent {
+		t.Errorf("the call with the tls block: %+v", r)
+	}
+	if r := got["plain"]; r.Err == nil || !strings.Contains(r.Err.Error(), "certificate signed by unknown authority") {
+		t.Errorf("the call without it: %+v, want a verification error", r)
+	}
+	if n := wrapped.Load(); n != 1 {
+		t.Errorf("Wrap saw %d calls, want the one with the tls block", n)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

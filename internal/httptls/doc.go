@@ -1,0 +1,9 @@
+// Package httptls turns a spec's tls block (v1alpha1.TLSConfig) into the
+// HTTP client an https call uses. Load reads the Secrets and ConfigMaps the
+// block names, live, into Material, with errors that name the field;
+// Transports builds one *http.Transport per distinct Material and keeps a
+// bounded number of them, so connections are reused between calls and a
+// rotated Secret, whose content differs, gets a transport of its own on the
+// next call, without a restart. Http gate checks, hooks and pod calls all
+// go through Default.
+package httptls
