@@ -136,6 +136,23 @@ func (h *hookReceiver) latePods() []string {
 	return slices.Clone(h.late)
 }
 
+// refuseRollout makes pod's beforePodRemoval hook refuse, rolls the group
+// to version, and waits until the group's HookFailed condition is True
+// saying pod is not removed and pod was called at least calls times.
+func (g *zoneGroup) refuseRollout(ctx context.Context, recv *hookReceiver, pod, version string, calls int) {
+	GinkgoHelper()
+	recv.setFailing(pod, true)
+	g.setVersion(ctx, version)
+	Eventually(func(gm Gomega) {
+		c := meta.FindStatusCondition(g.get(ctx).Status.Conditions, v1alpha1.ConditionHookFailed)
+		gm.Expect(c).NotTo(BeNil())
+		gm.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		gm.Expect(c.Message).To(ContainSubstring("pod " + pod + " not removed"))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	Eventually(func() int { return recv.removals(v1alpha1.RemovalRollout)[pod] }).WithContext(ctx).WithTimeout(30*time.Second).
+		Should(BeNumerically(">=", calls), "the refusing pod is called again")
+}
+
 func (h *hookReceiver) setHealthy(v bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -332,16 +349,7 @@ var _ = Describe("HTTP gates and hooks", func() {
 
 		By("Fail: zone-a's highest pod refuses; its partition stays, no pod is replaced, HookFailed names it")
 		held := "ingester-zone-a-2"
-		recv.setFailing(held, true)
-		g.setVersion(ctx, "v3")
-		Eventually(func(gm Gomega) {
-			c := meta.FindStatusCondition(g.get(ctx).Status.Conditions, v1alpha1.ConditionHookFailed)
-			gm.Expect(c).NotTo(BeNil())
-			gm.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-			gm.Expect(c.Message).To(ContainSubstring("pod " + held + " not removed"))
-		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
-		Eventually(func() int { return recv.removals(v1alpha1.RemovalRollout)[held] }).WithContext(ctx).WithTimeout(30*time.Second).
-			Should(BeNumerically(">=", 3), "the refusing pod is called again")
+		g.refuseRollout(ctx, recv, held, "v3", 3)
 		Expect(partitionOf(ctx, g.ns, "ingester-zone-a")).To(HaveValue(BeEquivalentTo(3)), "the partition is not lowered past a refusing pod")
 		Expect(mon.DeletionsWhere(versionAnnotation, "v2")).To(BeEmpty(), "no pod replaced while the highest one refuses")
 		Eventually(func() []string { return g.eventNotes(ctx, v1alpha1.ReasonHookFailed) }).WithContext(ctx).WithTimeout(30 * time.Second).
@@ -372,16 +380,7 @@ var _ = Describe("HTTP gates and hooks", func() {
 
 		By("Fail: the refusing pod stays and the condition names it; no other zone starts")
 		held := "ingester-zone-a-1"
-		recv.setFailing(held, true)
-		g.setVersion(ctx, "v2")
-		Eventually(func(gm Gomega) {
-			c := meta.FindStatusCondition(g.get(ctx).Status.Conditions, v1alpha1.ConditionHookFailed)
-			gm.Expect(c).NotTo(BeNil())
-			gm.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-			gm.Expect(c.Message).To(ContainSubstring("pod " + held + " not removed"))
-		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
-		Eventually(func() int { return recv.removals(v1alpha1.RemovalRollout)[held] }).WithContext(ctx).WithTimeout(30*time.Second).
-			Should(BeNumerically(">=", 2), "the refusing pod is called again")
+		g.refuseRollout(ctx, recv, held, "v2", 2)
 		Expect(mon.MemberOrder()).To(Equal([]string{"ingester-zone-a"}), "the next zone waits for the held pod's zone")
 
 		By("Ignore: the rollout goes on and completes")

@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -13,14 +12,6 @@ import (
 	"github.com/echelon-operator/echelon/internal/fuzzinput"
 	"github.com/echelon-operator/echelon/test/builders"
 )
-
-// partitionedOutdated is a RollingUpdate member of replicas pods on oldRev
-// whose partition is held at partition.
-func partitionedOutdated(name string, replicas, partition int) *memberBuilder {
-	sts := builders.MakeStatefulSet(testNamespace, name).Replicas(int32(replicas)).RollingUpdate().Partition(int32(partition)).
-		Revision(newRev).CurrentRevision(oldRev)
-	return makeMember(sts.Obj()).Pods(readyPods(name, oldRev, ords(0, replicas)...))
-}
 
 func TestHoldBack(t *testing.T) {
 	tests := []struct {
@@ -43,24 +34,24 @@ func TestHoldBack(t *testing.T) {
 		want: []string{"zone-a-3", "zone-a-2"},
 	}, {
 		name:    "partition: nothing held releases the whole batch",
-		in:      group(partitionedOutdated("zone-a", 4, 4).MaxUnavailable(3)),
+		in:      group(partitioned("zone-a", 4, 4, oldRev, oldRev).MaxUnavailable(3)),
 		want:    []string{"zone-a-3", "zone-a-2", "zone-a-1"},
 		release: "4->1",
 	}, {
 		name:    "partition: the lowest pod held releases the pods above it, the partition stops above it",
-		in:      group(partitionedOutdated("zone-a", 4, 4).MaxUnavailable(3)),
+		in:      group(partitioned("zone-a", 4, 4, oldRev, oldRev).MaxUnavailable(3)),
 		held:    []string{"zone-a-1"},
 		want:    []string{"zone-a-3", "zone-a-2"},
 		release: "4->2",
 	}, {
 		name:    "partition: a middle pod held keeps every pod below it too (the StatefulSet controller cannot skip it)",
-		in:      group(partitionedOutdated("zone-a", 4, 4).MaxUnavailable(3)),
+		in:      group(partitioned("zone-a", 4, 4, oldRev, oldRev).MaxUnavailable(3)),
 		held:    []string{"zone-a-2"},
 		want:    []string{"zone-a-3"},
 		release: "4->3",
 	}, {
 		name: "partition: the highest pod held releases nothing and the partition stays",
-		in:   group(partitionedOutdated("zone-a", 4, 4).MaxUnavailable(3)),
+		in:   group(partitioned("zone-a", 4, 4, oldRev, oldRev).MaxUnavailable(3)),
 		held: []string{"zone-a-3"},
 	}, {
 		name: "partition with ordinals.start: the highest pod held releases nothing",
@@ -108,14 +99,7 @@ func TestHoldBack(t *testing.T) {
 // lowered at all when nothing is left.
 func FuzzHoldBack(f *testing.F) {
 	f.Add([]byte{})
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 400 {
-		seed := make([]byte, 16+rng.IntN(180))
-		for i := range seed {
-			seed[i] = byte(rng.UintN(256))
-		}
-		f.Add(seed)
-	}
+	fuzzinput.AddRandomSeeds(f, 3, 4, 400, 16, 180)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b := fuzzinput.New(data)
 		g := generateHoldBackGroup(b)
