@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -17,15 +18,18 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/hooks"
 	"github.com/echelon-operator/echelon/internal/httptls/httptlstest"
+	"github.com/echelon-operator/echelon/internal/podname"
 	"github.com/echelon-operator/echelon/test/builders"
 )
 
@@ -40,6 +44,9 @@ type hookReceiver struct {
 	healthy bool
 	health  []string // paths of the health requests
 	removal []hooks.RemovalPayload
+	// late are the pods whose removal call came when they were gone,
+	// terminating, or already released by their StatefulSet's partition.
+	late    []string
 	members []hooks.MemberPayload
 	failing map[string]bool // pods whose removal call answers 503
 }
@@ -78,6 +85,17 @@ func (h *hookReceiver) url(path string) string {
 }
 
 func (h *hookReceiver) serve(w http.ResponseWriter, r *http.Request) {
+	var removal hooks.RemovalPayload
+	var late bool
+	if r.URL.Path == "/prepare-removal" {
+		// No assertion here (a handler's goroutine must not fail the spec):
+		// a body that does not carry the query's reason is recorded as
+		// reason "mismatch", which no expectation accepts.
+		if err := json.NewDecoder(r.Body).Decode(&removal); err != nil || r.URL.Query().Get("reason") != string(removal.Reason) {
+			removal.Reason = "mismatch"
+		}
+		late = !stillUnreleased(r.Context(), removal)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -89,14 +107,11 @@ func (h *hookReceiver) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		_, _ = w.Write([]byte(`[{"Checks": [{"Status": "passing"}]}, {"Checks": [{"Status": "passing"}]}]`))
 	case r.URL.Path == "/prepare-removal":
-		// No assertion here (a handler's goroutine must not fail the spec):
-		// a body that does not carry the query's reason is recorded as
-		// reason "mismatch", which no expectation accepts.
-		var p hooks.RemovalPayload
-		if err := json.NewDecoder(r.Body).Decode(&p); err != nil || r.URL.Query().Get("reason") != string(p.Reason) {
-			p.Reason = "mismatch"
-		}
+		p := removal
 		h.removal = append(h.removal, p)
+		if late {
+			h.late = append(h.late, p.Pod)
+		}
 		if h.failing[p.Pod] {
 			http.Error(w, "still in the ring", http.StatusServiceUnavailable)
 			return
@@ -112,6 +127,53 @@ func (h *hookReceiver) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// stillUnreleased reports whether the pod a removal call names is still
+// there, not terminating, and below its StatefulSet's partition when it has
+// one: nothing has started to remove it yet.
+func stillUnreleased(ctx context.Context, p hooks.RemovalPayload) bool {
+	pod := &corev1.Pod{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Pod}, pod); err != nil || pod.DeletionTimestamp != nil {
+		return false
+	}
+	sts := &appsv1.StatefulSet{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Member}, sts); err != nil {
+		return false
+	}
+	if sts.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
+		return true
+	}
+	var partition int32
+	if ru := sts.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil {
+		partition = *ru.Partition
+	}
+	ord, ok := podname.Ordinal(sts.Name, p.Pod)
+	return ok && int32(ord)-podname.Start(sts) < partition
+}
+
+// latePods are the pods whose removal call came after their removal began.
+func (h *hookReceiver) latePods() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.late)
+}
+
+// refuseRollout makes pod's beforePodRemoval hook refuse, rolls the group
+// to version, and waits until the group's HookFailed condition is True
+// saying pod is not removed and pod was called at least calls times.
+func (g *zoneGroup) refuseRollout(ctx context.Context, recv *hookReceiver, pod, version string, calls int) {
+	GinkgoHelper()
+	recv.setFailing(pod, true)
+	g.setVersion(ctx, version)
+	Eventually(func(gm Gomega) {
+		c := meta.FindStatusCondition(g.get(ctx).Status.Conditions, v1alpha1.ConditionHookFailed)
+		gm.Expect(c).NotTo(BeNil())
+		gm.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		gm.Expect(c.Message).To(ContainSubstring("pod " + pod + " not removed"))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	Eventually(func() int { return recv.removals(v1alpha1.RemovalRollout)[pod] }).WithContext(ctx).WithTimeout(30*time.Second).
+		Should(BeNumerically(">=", calls), "the refusing pod is called again")
 }
 
 func (h *hookReceiver) setHealthy(v bool) {
@@ -319,6 +381,62 @@ var _ = Describe("HTTP gates and hooks", func() {
 		Expect(recv.removals("mismatch")).To(BeEmpty(), "every call's query and body agree on the reason")
 	})
 
+	It("tells each pod of RollingUpdate members, once, that a rollout replaces it, before the partition releases it; holds the partition while a pod refuses", func(ctx SpecContext) {
+		recv := startHookReceiver()
+		g := newZones(ctx, 3)
+		g.createStatefulSets(ctx, rollingUpdate)
+		g.waitPodsOn(ctx, "v1")
+		g.createGroup(ctx, func(s *v1alpha1.RolloutGroupSpec) {
+			s.MaxUnavailable = ptrIntOrString(intstr.FromInt32(2))
+			s.Hooks = &v1alpha1.RolloutGroupHooks{BeforePodRemoval: &v1alpha1.PodRemovalHook{
+				Endpoint:   v1alpha1.PrepareEndpoint{Port: int32(recv.port), Path: "/prepare-removal"},
+				HookPolicy: v1alpha1.HookPolicy{Retries: ptr.To[int32](0), Timeout: &metav1.Duration{Duration: 2 * time.Second}},
+			}}
+		})
+		startOperator(ctx, "echelon", g.ns, append([]string{"--pod-address=ip"}, fastLeaderElection...)...)
+		g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
+		for _, z := range g.zones {
+			Eventually(func() *int32 { return partitionOf(ctx, g.ns, z) }).Should(HaveValue(BeEquivalentTo(3)), "%s held at its replicas", z)
+		}
+		mon := g.monitor(ctx)
+		var allPods []string
+		for _, z := range g.zones {
+			allPods = append(allPods, z+"-0", z+"-1", z+"-2")
+		}
+
+		By("a rollout: every replaced pod told once, with reason rollout, while it was still below the partition")
+		g.setVersion(ctx, "v2")
+		g.waitComplete(ctx, 3*time.Minute)
+		g.waitPodsOn(ctx, "v2")
+		expectNoBreaches(mon)
+		Expect(mon.MemberOrder()).To(Equal(g.zones))
+		Expect(mon.DeletionsWhere(versionAnnotation, "v1")).To(HaveLen(9), "every pod replaced once, by the StatefulSet controller")
+		rolled := recv.removals(v1alpha1.RemovalRollout)
+		Expect(rolled).To(HaveLen(len(allPods)))
+		for _, pod := range allPods {
+			Expect(rolled).To(HaveKeyWithValue(pod, 1), "pod %s told once that a rollout replaces it", pod)
+		}
+		Expect(recv.latePods()).To(BeEmpty(), "no pod called after its partition released it")
+
+		By("Fail: zone-a's highest pod refuses; its partition stays, no pod is replaced, HookFailed names it")
+		held := "ingester-zone-a-2"
+		g.refuseRollout(ctx, recv, held, "v3", 3)
+		Expect(partitionOf(ctx, g.ns, "ingester-zone-a")).To(HaveValue(BeEquivalentTo(3)), "the partition is not lowered past a refusing pod")
+		Expect(mon.DeletionsWhere(versionAnnotation, "v2")).To(BeEmpty(), "no pod replaced while the highest one refuses")
+		Eventually(func() []string { return g.eventNotes(ctx, v1alpha1.ReasonHookFailed) }).WithContext(ctx).WithTimeout(30 * time.Second).
+			Should(ContainElement(ContainSubstring("pod " + held + " not released")))
+
+		By("Ignore: the partition goes down all the same and the rollout completes")
+		g.patchSpec(ctx, `{"hooks":{"beforePodRemoval":{"failurePolicy":"Ignore"}}}`)
+		g.waitComplete(ctx, 3*time.Minute)
+		g.waitPodsOn(ctx, "v3")
+		expectNoBreaches(mon)
+		Expect(mon.DeletionsWhere(versionAnnotation, "v2")).To(HaveLen(9))
+		Expect(recv.latePods()).To(BeEmpty())
+		Expect(recv.removals("mismatch")).To(BeEmpty())
+		Expect(g.eventNotes(ctx, v1alpha1.ReasonHookFailed)).To(ContainElement(ContainSubstring(held + " failed, ignored (failurePolicy Ignore)")))
+	})
+
 	It("holds a pod whose hook fails under Fail with the HookFailed condition, rolls on under Ignore, and tells the pods a ScalingPolicy downscale removes", func(ctx SpecContext) {
 		recv := startHookReceiver()
 		g := newZoneGroup(ctx, 3, func(s *v1alpha1.RolloutGroupSpec) {
@@ -333,16 +451,7 @@ var _ = Describe("HTTP gates and hooks", func() {
 
 		By("Fail: the refusing pod stays and the condition names it; no other zone starts")
 		held := "ingester-zone-a-1"
-		recv.setFailing(held, true)
-		g.setVersion(ctx, "v2")
-		Eventually(func(gm Gomega) {
-			c := meta.FindStatusCondition(g.get(ctx).Status.Conditions, v1alpha1.ConditionHookFailed)
-			gm.Expect(c).NotTo(BeNil())
-			gm.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-			gm.Expect(c.Message).To(ContainSubstring("pod " + held + " not removed"))
-		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
-		Eventually(func() int { return recv.removals(v1alpha1.RemovalRollout)[held] }).WithContext(ctx).WithTimeout(30*time.Second).
-			Should(BeNumerically(">=", 2), "the refusing pod is called again")
+		g.refuseRollout(ctx, recv, held, "v2", 2)
 		Expect(mon.MemberOrder()).To(Equal([]string{"ingester-zone-a"}), "the next zone waits for the held pod's zone")
 
 		By("Ignore: the rollout goes on and completes")

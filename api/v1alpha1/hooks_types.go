@@ -128,7 +128,11 @@ const (
 // causes.
 type RolloutGroupHooks struct {
 	// beforePodRemoval calls each pod before Echelon deletes or evicts it in
-	// a rollout or a rotation, telling it why.
+	// a rollout or a rotation, telling it why. For a member of updateStrategy
+	// RollingUpdate, whose pods the StatefulSet controller deletes once
+	// Echelon lowers the partition, every pod the lowered partition releases
+	// is called first, and under failurePolicy Fail the partition is not
+	// lowered past a pod whose call failed.
 	// +optional
 	BeforePodRemoval *PodRemovalHook `json:"beforePodRemoval,omitempty"`
 

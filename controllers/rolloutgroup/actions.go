@@ -32,21 +32,19 @@ var errStaleView = errors.New("stale view")
 // (NotFound, Conflict), an eviction a PodDisruptionBudget refuses, or any other
 // error. The pods not yet removed wait for the next plan.
 //
-// Before any removal, the group's beforePodRemoval hook calls the batch's pods
-// (hooks.go); a pod it holds is left out of the batch.
-func (r *Reconciler) removePods(ctx context.Context, rg *v1alpha1.RolloutGroup, plan rollout.Plan, members []rollout.Member, now time.Time) (actionResult, error) {
+// The group's beforePodRemoval hook has called the batch's pods before
+// (hooks.go) and left out of the plan those it holds.
+func (r *Reconciler) removePods(ctx context.Context, rg *v1alpha1.RolloutGroup, plan rollout.Plan, now time.Time) (actionResult, error) {
 	var res actionResult
 	if plan.CurrentPartitioned() {
 		return res, nil // released by its partition: writePartitions
 	}
-	var pods []*corev1.Pod
-	pods, res.hookHeld = r.beforePodRemoval(ctx, rg, plan, members, now)
 	key := types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}
 	evict := rg.Spec.PodDeletion == v1alpha1.PodDeletionEvict
 	var removed []*corev1.Pod
 	var stopErr error
 batch:
-	for _, pod := range pods {
+	for _, pod := range plan.Delete {
 		var err error
 		if evict {
 			err = r.evictPod(ctx, pod)

@@ -144,8 +144,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		rg.Status.LeakRecords = written.LeakRecords
 	}
-	acted, actErr := r.removePods(ctx, rg, plan, in.Members, now)
-	hp.heldPods = acted.hookHeld
+	// Every pod of the batch hears the hook before it goes: before its
+	// deletion, or before the partition that releases it is lowered.
+	plan, hp.heldPods = r.beforePodRemoval(ctx, rg, plan, in.Members, now)
+	acted, actErr := r.removePods(ctx, rg, plan, now)
 	released, partitionErr := r.writePartitions(ctx, rg, plan, in.Members)
 	acted.deleted += released
 	actErr = errors.Join(actErr, partitionErr)

@@ -142,15 +142,21 @@ func (r *Reconciler) callMemberHook(ctx context.Context, rg *v1alpha1.RolloutGro
 	return err
 }
 
-// beforePodRemoval calls the beforePodRemoval hook of each pod of the batch,
-// concurrently, telling it the reason (rollout, or rotation for a rotation
-// batch), and returns the pods that may go and those the hook holds
-// (failurePolicy Fail). A pod whose call succeeded is not called again while
-// this process runs (by UID), so a batch cut short by a stale view does not
-// repeat its calls; a restart may repeat them.
-func (r *Reconciler) beforePodRemoval(ctx context.Context, rg *v1alpha1.RolloutGroup, plan rollout.Plan, members []rollout.Member, now time.Time) ([]*corev1.Pod, map[string]string) {
+// beforePodRemoval calls the beforePodRemoval hook of each pod of the plan's
+// batch, concurrently, telling it the reason (rollout, or rotation for a
+// rotation batch), before any of them goes: an OnDelete member's batch (and
+// any rotation's) is then deleted or evicted, a RollingUpdate member's is
+// released by lowering the partition, after which the StatefulSet controller
+// deletes those pods, so the whole released batch is called before the
+// partition moves. It returns the plan without the pods the hook holds
+// (failurePolicy Fail; Plan.HoldBack: a partition is not lowered past a held
+// pod) and those pods with their errors. A pod whose call succeeded is not
+// called again while this process runs (by UID), so a batch cut short by a
+// stale view, a failed patch or a held pod below it does not repeat its
+// calls; a restart may repeat them.
+func (r *Reconciler) beforePodRemoval(ctx context.Context, rg *v1alpha1.RolloutGroup, plan rollout.Plan, members []rollout.Member, now time.Time) (rollout.Plan, map[string]string) {
 	if rg.Spec.Hooks == nil {
-		return plan.Delete, nil
+		return plan, nil
 	}
 	h := rg.Spec.Hooks.BeforePodRemoval
 	reason := v1alpha1.RemovalRollout
@@ -158,7 +164,7 @@ func (r *Reconciler) beforePodRemoval(ctx context.Context, rg *v1alpha1.RolloutG
 		reason = v1alpha1.RemovalRotation
 	}
 	if !hooks.Applies(h, reason) || len(plan.Delete) == 0 {
-		return plan.Delete, nil
+		return plan, nil
 	}
 	s := hooks.SettingsOf(h.HookPolicy)
 	service := ""
@@ -208,21 +214,34 @@ func (r *Reconciler) beforePodRemoval(ctx context.Context, rg *v1alpha1.RolloutG
 		r.events.Eventf(rg, nil, corev1.EventTypeNormal, "HookCalled", "CallHook", "beforePodRemoval (reason %s) called for %s: %s",
 			reason, rollout.Plural(len(called), "pod"), strings.Join(called, ", "))
 	}
+	// Each pod's failure is an Event related to the pod: the Events API folds
+	// Events that agree on reason, action, regarding and related into one
+	// series, which would show one pod's failure for all.
+	byName := map[string]*corev1.Pod{}
+	for _, pod := range plan.Delete {
+		byName[pod.Name] = pod
+	}
 	for _, pod := range slices.Sorted(maps.Keys(v.Ignored)) {
-		r.events.Eventf(rg, nil, corev1.EventTypeWarning, v1alpha1.ReasonHookFailed, "CallHook",
+		r.events.Eventf(rg, byName[pod], corev1.EventTypeWarning, v1alpha1.ReasonHookFailed, "CallHook",
 			"beforePodRemoval (reason %s) of pod %s failed, ignored (failurePolicy Ignore): %s", reason, pod, v.Ignored[pod])
 	}
+	if len(v.Held) == 0 {
+		return plan, nil
+	}
+	held := "removed"
+	if plan.CurrentPartitioned() {
+		held = "released (the partition of StatefulSet " + plan.Current + " is not lowered past it)"
+	}
 	for _, pod := range slices.Sorted(maps.Keys(v.Held)) {
-		r.events.Eventf(rg, nil, corev1.EventTypeWarning, v1alpha1.ReasonHookFailed, "CallHook",
-			"pod %s not removed: beforePodRemoval (reason %s) failed (failurePolicy Fail), called again in %s: %s", pod, reason, hookRetryInterval, v.Held[pod])
+		r.events.Eventf(rg, byName[pod], corev1.EventTypeWarning, v1alpha1.ReasonHookFailed, "CallHook",
+			"pod %s not %s: beforePodRemoval (reason %s) failed (failurePolicy Fail), called again in %s: %s", pod, held, reason, hookRetryInterval, v.Held[pod])
 	}
-	keep := make([]*corev1.Pod, 0, len(v.Proceed))
-	for _, pod := range plan.Delete {
-		if slices.Contains(v.Proceed, pod.Name) {
-			keep = append(keep, pod)
-		}
+	plan.HoldBack(func(pod *corev1.Pod) bool { _, ok := v.Held[pod.Name]; return ok })
+	if len(plan.Delete) == 0 {
+		// Nothing of the batch goes: the group waits for the hook.
+		plan.Message, plan.Reason = hookPass{heldPods: v.Held}.message(), v1alpha1.ReasonHookFailed
 	}
-	return keep, v.Held
+	return plan, v.Held
 }
 
 // applyHooks writes the pass's member hook records and the HookFailed

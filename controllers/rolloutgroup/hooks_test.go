@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -39,6 +40,9 @@ type hookCall struct {
 	// podLive is true when the pod named was still there, not terminating and
 	// on the revision it had before, when its call came.
 	podLive bool
+	// partition is the member's rollingUpdate.partition when the call came,
+	// -1 when it has none.
+	partition int32
 }
 
 // hookServer answers hook calls: 204, or 500 for the keys (pod names, or
@@ -65,6 +69,13 @@ func (e *env) startHookServer() *hookServer {
 			pod := &corev1.Pod{}
 			err := e.Admin.Get(r.Context(), client.ObjectKey{Namespace: e.NS, Name: c.body.Pod}, pod)
 			c.podLive = err == nil && pod.DeletionTimestamp == nil
+			c.partition = -1
+			sts := &appsv1.StatefulSet{}
+			if err := e.Admin.Get(r.Context(), client.ObjectKey{Namespace: e.NS, Name: c.body.Member}, sts); err == nil {
+				if ru := sts.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil {
+					c.partition = *ru.Partition
+				}
+			}
 		} else {
 			_ = json.Unmarshal(data, &c.member)
 		}

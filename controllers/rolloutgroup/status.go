@@ -22,9 +22,6 @@ type actionResult struct {
 	deleted int32
 	// refused is non-empty when an eviction was refused (PodDisruptionBudget).
 	refused string
-	// hookHeld are the pods of the batch a beforePodRemoval hook held
-	// (failurePolicy Fail), with the error of each.
-	hookHeld map[string]string
 }
 
 // statusUpdate is the new status and what the controller should know about the

@@ -37,6 +37,15 @@ func ords(from, to int) []int {
 	return out
 }
 
+// partitioned is a RollingUpdate member updating to newRev whose replicas
+// pods all run podRev, its partition at partition and its
+// status.currentRevision cur.
+func partitioned(name string, replicas, partition int, podRev, cur string) *memberBuilder {
+	sts := builders.MakeStatefulSet(testNamespace, name).Replicas(int32(replicas)).RollingUpdate().Partition(int32(partition)).
+		Revision(newRev).CurrentRevision(cur)
+	return makeMember(sts.Obj()).Pods(readyPods(name, podRev, ords(0, replicas)...))
+}
+
 // memberBuilder builds a planner Member around a StatefulSet.
 type memberBuilder struct{ m Member }
 

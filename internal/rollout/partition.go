@@ -101,6 +101,51 @@ func (p *Plan) CurrentPartitioned() bool {
 	return false
 }
 
+// HoldBack takes the pods held reports (a beforePodRemoval hook refused
+// them, failurePolicy Fail) out of the plan's batch. A batch deleted pod by
+// pod loses just those pods. A batch released by a partition cannot skip a
+// pod: the StatefulSet controller replaces every outdated pod at or above the
+// partition. It keeps only the pods above the highest held one, and the
+// partition that releases them is the lowest of their ordinals, as
+// planRelease sets it; nothing is released when the highest pod of the batch
+// is held (the partition stays where it is, PartitionChanges then holds it).
+func (p *Plan) HoldBack(held func(*corev1.Pod) bool) {
+	if !p.CurrentPartitioned() {
+		p.Delete = slices.DeleteFunc(slices.Clone(p.Delete), held)
+		return
+	}
+	var ms *MemberState
+	for i := range p.Members {
+		if p.Members[i].Name == p.Current {
+			ms = &p.Members[i]
+		}
+	}
+	highest := -1
+	for _, pod := range p.Delete {
+		if ord, _ := podname.Ordinal(ms.Name, pod.Name); held(pod) {
+			highest = max(highest, ord)
+		}
+	}
+	if highest < 0 {
+		return
+	}
+	p.Delete = slices.DeleteFunc(slices.Clone(p.Delete), func(pod *corev1.Pod) bool {
+		ord, _ := podname.Ordinal(ms.Name, pod.Name)
+		return ord <= highest
+	})
+	if len(p.Delete) == 0 {
+		p.Delete = nil
+		return
+	}
+	lowest := -1
+	for _, pod := range p.Delete {
+		if ord, _ := podname.Ordinal(ms.Name, pod.Name); lowest < 0 || ord < lowest {
+			lowest = ord
+		}
+	}
+	ms.ReleasePartition = int32(lowest) - ms.start
+}
+
 // planRelease picks the pods of a partitioned member to release now: the
 // next outdated pods below its partition, highest ordinal first (the order in
 // which the StatefulSet controller replaces them), as long as the available

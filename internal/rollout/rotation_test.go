@@ -37,9 +37,7 @@ func rotate(members ...*memberBuilder) Input {
 // partitionedUpdated is a RollingUpdate member whose pods all run newRev, its
 // partition held at its replicas and its status.currentRevision cur.
 func partitionedUpdated(name string, replicas int, cur string) *memberBuilder {
-	sts := builders.MakeStatefulSet(testNamespace, name).Replicas(int32(replicas)).RollingUpdate().Partition(int32(replicas)).
-		Revision(newRev).CurrentRevision(cur)
-	return makeMember(sts.Obj()).Pods(readyPods(name, newRev, ords(0, replicas)...))
+	return partitioned(name, replicas, replicas, newRev, cur)
 }
 
 func TestDecideRotation(t *testing.T) {
