@@ -102,6 +102,9 @@ type Monitor struct {
 	// established holds the names of wanted pods seen Ready since their
 	// ordinal became wanted: only they can make a member short.
 	established sets.Set[string]
+	// pending are the replica changes SetReplicasAt made that wait for the
+	// watch to pass their write, oldest first.
+	pending []pendingReplicas
 	// partition gives a pod name's partition, "" when it has none; nil
 	// judges zone-wise.
 	partition func(pod string) string
@@ -217,6 +220,51 @@ func (m *Monitor) Stop() { m.stop() }
 func (m *Monitor) SetReplicas(member string, replicas int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.setReplicas(member, replicas)
+}
+
+// SetReplicasAt tells the monitor that member wants replicas pods from the
+// moment of resourceVersion on: the StatefulSet write that scaled it. The
+// change takes effect before the first pod event that comes after that write,
+// so the pod events from before it (an eviction admitted just before the
+// scale) are judged against the replicas of their time, whatever the lag of
+// the monitor's watch. A resourceVersion that is not a number (the API does
+// not promise one) makes it SetReplicas.
+func (m *Monitor) SetReplicasAt(member string, replicas int, resourceVersion string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rv, err := strconv.ParseUint(resourceVersion, 10, 64)
+	if err != nil {
+		m.setReplicas(member, replicas)
+		return
+	}
+	m.pending = append(m.pending, pendingReplicas{member: member, replicas: replicas, after: rv})
+}
+
+// pendingReplicas is a change of replicas waiting for the monitor's watch to
+// pass the write that made it.
+type pendingReplicas struct {
+	member   string
+	replicas int
+	after    uint64
+}
+
+// applyPending applies the replica changes made before the pod event of
+// resourceVersion rv, in order. Caller holds mu.
+func (m *Monitor) applyPending(rv string) {
+	at, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return
+	}
+	for len(m.pending) > 0 && m.pending[0].after < at {
+		p := m.pending[0]
+		m.pending = m.pending[1:]
+		m.setReplicas(p.member, p.replicas)
+	}
+}
+
+// setReplicas is SetReplicas with mu held.
+func (m *Monitor) setReplicas(member string, replicas int) {
 	wm := m.member(member)
 	// The ordinals given up are new again if a later scale-up wants them;
 	// those wanted again while their pods are still there and Ready (a
@@ -248,6 +296,11 @@ func (m *Monitor) observe(o any, deleted bool, now time.Time) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if !finalStateUnknown {
+		// A tombstone carries the pod's last known state, from before its
+		// deletion: its resourceVersion says nothing of when it went.
+		m.applyPending(pod.ResourceVersion)
+	}
 	prev := m.pods[pod.Name]
 	if deleted {
 		delete(m.pods, pod.Name)

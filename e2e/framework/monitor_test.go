@@ -331,3 +331,40 @@ func TestMonitorJudgingEveryMomentLeavesAScaleUpOutOfRolls(t *testing.T) {
 	update(m, fakePod("a", 1, 0, terminating))
 	expectBreaches(t, m, 2, "b-3 Running not Ready")
 }
+
+// withRV is pod with resourceVersion rv.
+func withRV(pod *corev1.Pod, rv string) *corev1.Pod {
+	pod.ResourceVersion = rv
+	return pod
+}
+
+// A scale-up told to the monitor takes effect only once its watch passes the
+// write that made it: a roll the API server made before the scale (an
+// eviction admitted just before it), seen late, is judged against the
+// replicas of its time. Told at once (SetReplicas), the same order of events
+// is a breach: b's pod the scale-up has not created yet counts as missing.
+func TestMonitorAppliesAScaleAtItsResourceVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		scale    func(m *Monitor)
+		breaches int
+	}{
+		{"at its resourceVersion", func(m *Monitor) { m.SetReplicasAt("b", 4, "20") }, 0},
+		{"at once", func(m *Monitor) { m.SetReplicas("b", 4) }, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := armedMonitor(t, 3, intstr.FromInt32(1))
+			tc.scale(m)
+			// The eviction of a-0 happened at 15, before the scale at 20.
+			update(m, withRV(fakePod("a", 0, 0, terminating), "15"))
+			expectBreaches(t, m, tc.breaches, "a-0 rolled while b has 1 pods unavailable")
+			// The scale's new pod, created after it, finds the scale applied;
+			// a-0's replacement Ready, a-1 rolls while b-3 is still missing.
+			update(m, withRV(fakePod("b", 3, 0, notReady), "21"))
+			remove(m, withRV(fakePod("a", 0, 0, terminating), "22"))
+			update(m, withRV(fakePod("a", 0, 1, ready), "23"))
+			update(m, withRV(fakePod("a", 1, 0, terminating), "24"))
+			expectBreaches(t, m, tc.breaches+1, "rolled while b has 1 pods unavailable")
+		})
+	}
+}

@@ -2,7 +2,9 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -55,6 +57,9 @@ type EvictionCounts struct {
 	// admitted and refused (429, the budget's answer); Errors those that got
 	// another error (an API server restarting).
 	Admitted, Refused, Errors int
+	// ErrorKinds counts Errors by kind: the API status code and reason, or
+	// the client's error for a request that got no answer.
+	ErrorKinds map[string]int
 	// EvictsGivenUp counts the Evict steps still refused after evictFor.
 	EvictsGivenUp int
 	// Drains counts the drains; DrainsUnfinished those that left pods on
@@ -80,7 +85,31 @@ func (e *evictions) isEvicted(uid types.UID) bool {
 func (e *evictions) totals() EvictionCounts {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.counts
+	c := e.counts
+	c.ErrorKinds = maps.Clone(c.ErrorKinds)
+	return c
+}
+
+// errorKind names an eviction error without its pod: "500 InternalError:
+// <message>" cut short, or the client's error for no answer.
+func errorKind(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		st := status.Status()
+		msg := st.Message
+		if i := strings.Index(msg, ": "); i >= 0 && len(msg) > 80 {
+			msg = msg[i+2:]
+		}
+		if len(msg) > 80 {
+			msg = msg[:80]
+		}
+		return fmt.Sprintf("%d %s: %s", st.Code, st.Reason, msg)
+	}
+	msg := err.Error()
+	if len(msg) > 80 {
+		msg = msg[:80]
+	}
+	return msg
 }
 
 // evict asks once to evict pod, bound to its UID so that a pod recreated
@@ -106,6 +135,10 @@ func (e *evictions) evict(ctx context.Context, pod *corev1.Pod) bool {
 		e.counts.Refused++
 	default:
 		e.counts.Errors++
+		if e.counts.ErrorKinds == nil {
+			e.counts.ErrorKinds = map[string]int{}
+		}
+		e.counts.ErrorKinds[errorKind(err)]++
 	}
 	return false
 }

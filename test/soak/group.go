@@ -149,13 +149,18 @@ func (g *group) patchSpec(ctx context.Context, spec string) error {
 	return g.c.Patch(ctx, rg, client.RawPatch(types.MergePatchType, []byte(`{"spec":`+spec+`}`)))
 }
 
-// scale sets a zone's replicas, within 1 and 8, telling the monitor first.
+// scale sets a zone's replicas, within 1 and 8, and tells the monitor from
+// which moment of its watch on: pod events from before the write (an
+// eviction admitted just before) are judged with the replicas of their time.
 func (g *group) scale(ctx context.Context, zone string, delta int) error {
 	n := min(8, max(1, g.replicas[zone]+int32(delta)))
 	g.replicas[zone] = n
-	g.mon.SetReplicas(zone, int(n))
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: zone}}
-	return g.c.Patch(ctx, sts, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n)))
+	if err := g.c.Patch(ctx, sts, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n))); err != nil {
+		return err
+	}
+	g.mon.SetReplicasAt(zone, int(n), sts.ResourceVersion)
+	return nil
 }
 
 // crashLooping reports whether a pod of the group is crash-looping: the bad

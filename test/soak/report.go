@@ -3,6 +3,7 @@ package soak
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -100,6 +101,11 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(tw, "evictions admitted\t%d\t\n", e.Admitted)
 	fmt.Fprintf(tw, "evictions refused (429, retried)\t%d\t\n", e.Refused)
 	fmt.Fprintf(tw, "eviction requests failed otherwise\t%d\t\n", e.Errors)
+	kinds := slices.Sorted(maps.Keys(e.ErrorKinds))
+	slices.SortStableFunc(kinds, func(a, b string) int { return e.ErrorKinds[b] - e.ErrorKinds[a] })
+	for _, k := range kinds[:min(len(kinds), 3)] {
+		fmt.Fprintf(tw, "  %s\t%d\t\n", k, e.ErrorKinds[k])
+	}
 	fmt.Fprintf(tw, "evict steps still refused after %s\t%d\t\n", evictFor, e.EvictsGivenUp)
 	fmt.Fprintf(tw, "node drains (unfinished after %s)\t%d (%d)\t\n", drainFor, e.Drains, e.DrainsUnfinished)
 	fmt.Fprintf(tw, "longest drain\t%s\t\n", e.LongestDrain.Round(100*time.Millisecond))
