@@ -132,7 +132,35 @@ func (h *Eviction) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if err != nil {
 		return failed(reasonLookupFailed, http.StatusInternalServerError, err)
 	}
+	// First on the cache, writing nothing: a refusal there is final (and
+	// a refusal writes nothing), and the pod's hook is called only for an
+	// eviction the budget would allow. Then, after the hook and right
+	// before the answer, on the API server, recording the eviction's
+	// intent: nothing slow sits between the recorded decision and the
+	// eviction the API server then carries out.
 	judged := false
+	for _, b := range budgets {
+		v, err := h.Budgets.Judge(ctx, b, pod)
+		if errors.Is(err, errBudgetGone) {
+			continue
+		}
+		if err != nil {
+			return failed(reasonLookupFailed, http.StatusInternalServerError, err)
+		}
+		judged = true
+		if !v.Allowed {
+			metrics.DisruptionDecisions.WithLabelValues(metrics.RequesterEviction, metrics.DecisionDenied, v.Code).Inc()
+			return refuseEviction(b, pod, v, dryRun)
+		}
+	}
+	var warnings []string
+	if !dryRun {
+		var refusal *verdict
+		if refusal, warnings = h.callRemovalHook(ctx, pod); refusal != nil {
+			return *refusal
+		}
+	}
+	judged = false
 	for _, b := range budgets {
 		v, err := h.Budgets.Acquire(ctx, b, pod, dryRun)
 		switch {
@@ -155,10 +183,6 @@ func (h *Eviction) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 			return allow(reasonNotCovered)
 		}
 		return allow(reasonEvictionDryRun, unusable...)
-	}
-	refusal, warnings := h.callRemovalHook(ctx, pod)
-	if refusal != nil {
-		return *refusal
 	}
 	switch {
 	case !judged && len(unusable) > 0:

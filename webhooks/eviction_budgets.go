@@ -67,8 +67,12 @@ type EvictionBudgets interface {
 	// covers the pod but cannot judge it (an invalid partition regex, a pod
 	// no StatefulSet owns), why.
 	Judging(ctx context.Context, pod *corev1.Pod) (budgets []Budget, unusable []string, err error)
+	// Judge decides the eviction of pod on b as the cache holds it,
+	// writing nothing: a refusal there is final, an allowance is
+	// confirmed by Acquire. errBudgetGone when b no longer exists.
+	Judge(ctx context.Context, b Budget, pod *corev1.Pod) (disruption.Verdict, error)
 	// Acquire decides the eviction of pod on b as the API server holds it,
-	// and records the hold the decision allows unless dryRun
+	// and records the intent the decision allows unless dryRun
 	// (budget.Acquire). errBudgetGone when b no longer exists.
 	Acquire(ctx context.Context, b Budget, pod *corev1.Pod, dryRun bool) (disruption.Verdict, error)
 }
@@ -185,26 +189,10 @@ func (b *liveBudgets) Acquire(ctx context.Context, bud Budget, pod *corev1.Pod, 
 	switch bud.Kind {
 	case KindRolloutGroup:
 		v, err = budget.Acquire(ctx, b.writer, b.live, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },
-			func(ctx context.Context, rg *v1alpha1.RolloutGroup) (disruption.Verdict, error) {
-				now := b.now()
-				view, err := budget.GroupView(ctx, b.live, rg, v1alpha1.DisruptionEviction, now)
-				if err != nil {
-					return disruption.Verdict{}, fmt.Errorf("RolloutGroup %s: %w", rg.Name, err)
-				}
-				partition, _ := budget.PartitionOf(rg.Spec.DisruptionBudget) // GroupView has refused an invalid one
-				return disruption.Decide(view, evictionRequest(bud.Zone, pod.Name, partition)), nil
-			}, dryRun, metrics.RequesterEviction)
+			b.decideGroup(b.live, bud, pod), dryRun, metrics.RequesterEviction)
 	case KindZoneDisruptionBudget:
 		v, err = budget.Acquire(ctx, b.writer, b.live, key, func() *v1alpha1.ZoneDisruptionBudget { return &v1alpha1.ZoneDisruptionBudget{} },
-			func(ctx context.Context, zdb *v1alpha1.ZoneDisruptionBudget) (disruption.Verdict, error) {
-				now := b.now()
-				view, err := budget.ZDBView(ctx, b.live, zdb, now, b.judgedByGroup)
-				if err != nil {
-					return disruption.Verdict{}, fmt.Errorf("ZoneDisruptionBudget %s: %w", zdb.Name, err)
-				}
-				partition, _ := budget.PartitionOf(&zdb.Spec.ZoneBudget) // ZDBView has refused an invalid one
-				return disruption.Decide(view, evictionRequest(bud.Zone, pod.Name, partition)), nil
-			}, dryRun, metrics.RequesterEviction)
+			b.decideZDB(b.live, bud, pod), dryRun, metrics.RequesterEviction)
 	default:
 		return disruption.Verdict{}, fmt.Errorf("budget kind %q", bud.Kind)
 	}
@@ -212,6 +200,56 @@ func (b *liveBudgets) Acquire(ctx context.Context, bud Budget, pod *corev1.Pod, 
 		return v, fmt.Errorf("%s: %w", bud, errBudgetGone)
 	}
 	return v, err
+}
+
+func (b *liveBudgets) Judge(ctx context.Context, bud Budget, pod *corev1.Pod) (disruption.Verdict, error) {
+	key := types.NamespacedName{Namespace: bud.Namespace, Name: bud.Name}
+	var v disruption.Verdict
+	var err error
+	switch bud.Kind {
+	case KindRolloutGroup:
+		rg := &v1alpha1.RolloutGroup{}
+		if err = b.cache.Get(ctx, key, rg); err == nil {
+			v, err = b.decideGroup(b.cache, bud, pod)(ctx, rg)
+		}
+	case KindZoneDisruptionBudget:
+		zdb := &v1alpha1.ZoneDisruptionBudget{}
+		if err = b.cache.Get(ctx, key, zdb); err == nil {
+			v, err = b.decideZDB(b.cache, bud, pod)(ctx, zdb)
+		}
+	default:
+		return disruption.Verdict{}, fmt.Errorf("budget kind %q", bud.Kind)
+	}
+	if apierrors.IsNotFound(err) {
+		return v, fmt.Errorf("%s: %w", bud, errBudgetGone)
+	}
+	return v, err
+}
+
+// decideGroup decides the eviction of pod on the RolloutGroup of bud, its
+// members and their pods as r holds them.
+func (b *liveBudgets) decideGroup(r client.Reader, bud Budget, pod *corev1.Pod) budget.Decider[*v1alpha1.RolloutGroup] {
+	return func(ctx context.Context, rg *v1alpha1.RolloutGroup) (disruption.Verdict, error) {
+		view, err := budget.GroupView(ctx, r, rg, v1alpha1.DisruptionEviction, b.now())
+		if err != nil {
+			return disruption.Verdict{}, fmt.Errorf("RolloutGroup %s: %w", rg.Name, err)
+		}
+		partition, _ := budget.PartitionOf(rg.Spec.DisruptionBudget) // GroupView has refused an invalid one
+		return disruption.Decide(view, evictionRequest(bud.Zone, pod.Name, partition)), nil
+	}
+}
+
+// decideZDB decides the eviction of pod on the ZoneDisruptionBudget of
+// bud, its zones and their pods as r holds them.
+func (b *liveBudgets) decideZDB(r client.Reader, bud Budget, pod *corev1.Pod) budget.Decider[*v1alpha1.ZoneDisruptionBudget] {
+	return func(ctx context.Context, zdb *v1alpha1.ZoneDisruptionBudget) (disruption.Verdict, error) {
+		view, err := budget.ZDBView(ctx, r, zdb, b.now(), b.judgedByGroup)
+		if err != nil {
+			return disruption.Verdict{}, fmt.Errorf("ZoneDisruptionBudget %s: %w", zdb.Name, err)
+		}
+		partition, _ := budget.PartitionOf(&zdb.Spec.ZoneBudget) // ZDBView has refused an invalid one
+		return disruption.Decide(view, evictionRequest(bud.Zone, pod.Name, partition)), nil
+	}
 }
 
 // judgedByGroup says whether a RolloutGroup claims sts: a

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/internal/disruption"
+	"github.com/echelon-operator/echelon/internal/budget"
 	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
@@ -124,10 +124,13 @@ func (h *PrepareDownscale) decide(ctx context.Context, req *admissionv1.Admissio
 		return v
 	}
 	// The controller applies the gate itself, with a live read, just before
-	// it patches, and has recorded the group's hold: its own downscale is
-	// not judged again.
+	// it patches, and has recorded the downscale's intent: its own
+	// downscale is not judged again. Any other is judged before its pods
+	// are called, without a record, so that a refusal writes nothing; then
+	// again, recorded, once they have answered: nothing slow sits between
+	// the recorded decision and the downscale.
 	if !own {
-		if v, closed := h.gate(ctx, req, sts, change, policy); closed {
+		if v, closed := h.gate(ctx, req, sts, change, policy, true); closed {
 			return v
 		}
 	}
@@ -154,6 +157,12 @@ func (h *PrepareDownscale) decide(ctx context.Context, req *admissionv1.Admissio
 		v.warnings = warnings
 		v.event = &denialEvent{regarding: workloadRef(change), reason: EventReasonPrepareFailed, action: "Prepare"}
 		return v
+	}
+	if !own {
+		if v, closed := h.gate(callCtx, req, sts, change, policy, false); closed {
+			v.message += h.rollBack(callCtx, targets, results, timeout)
+			return v
+		}
 	}
 	// One record of the last downscale, where the ScalingPolicy controller and
 	// the other zones' gates read it; without it the next zone could shrink
@@ -257,7 +266,7 @@ func (h *PrepareDownscale) statefulSet(ctx context.Context, req *admissionv1.Adm
 // run): a second admission made at the same moment for another zone sees
 // the hold and is refused. A hold recorded for a downscale that is refused
 // later (a pod that does not prepare, a later webhook) only lapses.
-func (h *PrepareDownscale) gate(ctx context.Context, req *admissionv1.AdmissionRequest, sts *appsv1.StatefulSet, change replicaChange, policy *v1alpha1.ScalingPolicy) (verdict, bool) {
+func (h *PrepareDownscale) gate(ctx context.Context, req *admissionv1.AdmissionRequest, sts *appsv1.StatefulSet, change replicaChange, policy *v1alpha1.ScalingPolicy, dryRun bool) (verdict, bool) {
 	group, err := h.Cluster.DownscaleGroup(ctx, sts)
 	if err != nil {
 		return failed(reasonLookupFailed, http.StatusInternalServerError, err), true
@@ -273,9 +282,8 @@ func (h *PrepareDownscale) gate(ctx context.Context, req *admissionv1.AdmissionR
 		return tooEarly(reasonZoneDelay, fmt.Sprintf("downscale of %s from %d to %d denied: ScalingPolicy %s lets it happen %s",
 			change, *change.Old, *change.New, policy.Name, gate.Why), change), true
 	}
-	ask := disruption.Request{Zone: sts.Name, Reason: v1alpha1.DisruptionDownscale, Count: *change.Old - *change.New,
-		Holder: holderOf(req, change)}
-	answer, err := h.Budget.AcquireDownscale(ctx, client.ObjectKey{Namespace: sts.Namespace, Name: group.Name}, ask, isDryRun(req))
+	ask := budget.DownscaleRequest(sts, *change.Old, *change.New, holderOf(req, change))
+	answer, err := h.Budget.AcquireDownscale(ctx, client.ObjectKey{Namespace: sts.Namespace, Name: group.Name}, ask, dryRun || isDryRun(req))
 	if err != nil {
 		return failed(reasonLookupFailed, http.StatusInternalServerError, fmt.Errorf("downscale of %s from %d to %d: %w", change, *change.Old, *change.New, err)), true
 	}

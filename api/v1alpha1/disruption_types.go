@@ -64,13 +64,27 @@ const (
 	DisruptionEviction DisruptionReason = "Eviction"
 )
 
-// DisruptionHold records which zone of a group may be disrupted now. It is
-// written, with an optimistic lock, before any pod of the zone is taken away,
-// so that two decisions made at the same moment (two admissions, an
-// admission and a reconcile) see each other: a second zone is disrupted only
-// once the hold has lapsed and the first zone is whole again.
+// DisruptionHold is a budget's record of the disruptions it allowed and no
+// view has yet shown done, as a PodDisruptionBudget's status.disruptedPods
+// is. Every decision that lets pods go adds an intent naming exactly those
+// pods, in the same write (with an optimistic lock) that orders it against
+// every other decision, before it acts. Each decision counts every recorded
+// pod as unavailable while a view still shows it there, untouched; once a
+// view shows it going, gone or replaced, the pods themselves say whether its
+// zone is whole. An intent ends on that evidence (each of its pods replaced
+// by an available one, or its ordinal removed), never on a clock; its
+// expiresAt only ends the intent of a holder that crashed before acting.
 type DisruptionHold struct {
-	// zone is the StatefulSet whose pods may be taken away.
+	// intents are the decisions recorded and not yet seen done, oldest first.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Intents []DisruptionIntent `json:"intents,omitempty"`
+}
+
+// DisruptionIntent is one decision that let pods of one zone go.
+type DisruptionIntent struct {
+	// zone is the StatefulSet whose pods were let go.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
@@ -78,49 +92,39 @@ type DisruptionHold struct {
 	// reason is why: Rollout, Downscale or Eviction.
 	// +required
 	Reason DisruptionReason `json:"reason"`
-	// holder says who asked last: the RolloutGroup, a ScalingPolicy, or the
+	// holder says who asked: the RolloutGroup, a ScalingPolicy, or the
 	// eviction of a pod.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	Holder string `json:"holder,omitempty"`
-	// since is when this zone took the hold.
+	// decidedAt is when the decision was recorded.
 	// +required
-	Since metav1.Time `json:"since"`
-	// renewTime is when a decision last used the hold; it lapses
-	// leaseSeconds later.
+	DecidedAt metav1.Time `json:"decidedAt"`
+	// expiresAt bounds the act: the holder acts before it or not at all,
+	// so a pod still there and untouched past it was not taken, and counts
+	// no more. It covers the act's own timeout, not a guess of how long a
+	// view takes to show it.
 	// +required
-	RenewTime metav1.Time `json:"renewTime"`
-	// leaseSeconds is how long the hold outlives its last renewal: long
-	// enough for the action it admitted to show in every view of the pods.
-	// +required
-	// +kubebuilder:validation:Minimum=1
-	LeaseSeconds int32 `json:"leaseSeconds"`
-	// evictedPods names the pods of the zone whose eviction was admitted
-	// under the hold within its lease. They count as unavailable until the
-	// hold lapses, whatever a view shows: an admitted eviction is carried
-	// out by the API server after the webhook answers, so a second
-	// eviction judged a moment later may not see the first pod go yet (a
-	// PodDisruptionBudget's status.disruptedPods does the same).
-	// An entry counts no more once the pod it names is seen gone,
-	// terminating or replaced (another UID); a hold of evictions whose pods
-	// are all seen so stops other zones no longer than its zone takes to be
-	// whole again.
+	ExpiresAt metav1.Time `json:"expiresAt"`
+	// pods are the pods the decision let go: a batch deleted or evicted,
+	// the pods a lowered partition releases, the ordinals a downscale
+	// removes (those that have a pod).
 	// +optional
-	// +listType=map
-	// +listMapKey=name
-	// +kubebuilder:validation:MaxItems=256
-	EvictedPods []EvictedPod `json:"evictedPods,omitempty"`
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=512
+	Pods []IntentPod `json:"pods,omitempty"`
 }
 
-// EvictedPod is a pod whose eviction a hold admitted.
-type EvictedPod struct {
+// IntentPod is a pod an intent let go.
+type IntentPod struct {
 	// name is the pod's name.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
-	// uid is the pod's UID when the eviction was admitted, so that a pod
-	// recreated under the name is told apart.
+	// uid is the pod's UID when the decision was made, so that its
+	// replacement under the same name is told apart; empty for an ordinal
+	// without a pod.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	UID string `json:"uid,omitempty"`

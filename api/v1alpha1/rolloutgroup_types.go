@@ -521,9 +521,10 @@ type RolloutGroupStatus struct {
 	// step is where the rollout stands in spec.steps.
 	// +optional
 	Step *StepStatus `json:"step,omitempty"`
-	// disruption is the zone whose pods may be taken away now (by the
-	// rollout, a downscale or an eviction), written before they are: a second
-	// zone waits until the hold lapses and this zone is whole again.
+	// disruption records the pods the group's budget let go (to the
+	// rollout, a downscale or an eviction) that no view has yet shown
+	// replaced, written before they are taken: a second zone waits until
+	// they are seen replaced and this zone is whole again.
 	// +optional
 	Disruption *DisruptionHold `json:"disruption,omitempty"`
 	// analysis is the state of spec.analysis gates, failures and rollbacks.

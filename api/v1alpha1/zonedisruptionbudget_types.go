@@ -41,8 +41,8 @@ type ZoneDisruptionBudgetStatus struct {
 	// observedGeneration is the generation of the spec last acted upon.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// disruption is the zone that evictions may disrupt now, written before
-	// each admitted eviction.
+	// disruption records the pods whose eviction the budget admitted that
+	// no view has yet shown replaced, written before each admission.
 	// +optional
 	Disruption *DisruptionHold `json:"disruption,omitempty"`
 	// conditions: Ready.

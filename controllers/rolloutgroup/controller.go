@@ -117,10 +117,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// partitioned member keeps its partition.
 		plan.Delete, plan.Message, plan.Reason = nil, hp.message(), v1alpha1.ReasonHookFailed
 	}
+	// Every pod of the batch hears the hook before the budget decides on
+	// it (before its deletion, or before the partition that releases it is
+	// lowered): nothing slow sits between the decision and its act.
+	plan, hp.heldPods = r.beforePodRemoval(ctx, rg, plan, in.Members, now)
 	if len(plan.Delete) > 0 {
 		if in, plan, err = r.confirmWithLiveRead(ctx, rg, in, plan); err != nil {
 			return ctrl.Result{}, err
 		}
+		plan = r.withoutUnheard(rg, plan)
 	}
 	if len(plan.Delete) > 0 {
 		var held *v1alpha1.DisruptionHold
@@ -144,11 +149,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		rg.Status.LeakRecords = written.LeakRecords
 	}
-	// Every pod of the batch hears the hook before it goes: before its
-	// deletion, or before the partition that releases it is lowered.
-	plan, hp.heldPods = r.beforePodRemoval(ctx, rg, plan, in.Members, now)
-	acted, actErr := r.removePods(ctx, rg, plan, now)
-	released, partitionErr := r.writePartitions(ctx, rg, plan, in.Members)
+	actCtx, cancelAct := fenced(ctx, plan)
+	acted, actErr := r.removePods(actCtx, rg, plan, now)
+	released, partitionErr := r.writePartitions(actCtx, rg, plan, in.Members)
+	cancelAct()
 	acted.deleted += released
 	actErr = errors.Join(actErr, partitionErr)
 	if controllerutil.ContainsFinalizer(rg, partitionFinalizer) {

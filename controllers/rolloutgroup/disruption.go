@@ -2,6 +2,7 @@ package rolloutgroup
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -13,28 +14,29 @@ import (
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
 
-// acquireBudget records the hold of the plan's batch in the group's
-// status.disruption before any pod of it is deleted, when the plan asks for
-// it: budget.Acquire reads the group from the API server, decides again on
-// the hold it holds (another decision may have recorded one that the cache
-// does not show yet: a ScalingPolicy's downscale, an admitted eviction) with
-// the members the plan was made on, and writes the hold with an optimistic
-// lock. A refusal turns the plan into a wait. It returns the plan and the
-// hold the API server now holds, to serve as written status.
-//
-// A plan whose hold needs no renewal (the rollout's own, with more than half
-// its lease left) is not read again: no other zone can have taken the budget
-// while that hold stands, since every decision that would is made on the
-// API server's copy of it.
+// acquireBudget records the intent of the plan's batch in the group's
+// status.disruption before any pod of it is taken: budget.Acquire reads the
+// group from the API server, decides again on the intents it records
+// (another decision may have recorded one the cache does not show yet: a
+// ScalingPolicy's downscale, an admitted eviction) with every member's pods
+// as the API server lists them after that read, and writes the intent with
+// an optimistic lock. A refusal turns the plan into a wait and writes
+// nothing. It returns the plan and the record the API server now holds, to
+// serve as written status. The batch's hooks have been called before: the
+// act follows the decision at once, under budget.Fence.
 func (r *Reconciler) acquireBudget(ctx context.Context, rg *v1alpha1.RolloutGroup, in rollout.Input, plan rollout.Plan, now time.Time) (rollout.Plan, *v1alpha1.DisruptionHold, error) {
 	held := rg.Status.Disruption
 	if !plan.Budget.Record() {
 		return plan, held, nil
 	}
 	req := plan.Budget.Request
-	decide := func(_ context.Context, live *v1alpha1.RolloutGroup) (disruption.Verdict, error) {
+	decide := func(ctx context.Context, live *v1alpha1.RolloutGroup) (disruption.Verdict, error) {
 		held = live.Status.Disruption
-		v, err := budget.ViewOf(live, in.Members, v1alpha1.DisruptionRollout, now, in.Deleting.Has)
+		members, err := r.withLivePods(ctx, in.Members)
+		if err != nil {
+			return disruption.Verdict{}, err
+		}
+		v, err := budget.ViewOf(live, members, v1alpha1.DisruptionRollout, r.now(), in.Deleting.Has)
 		if err != nil {
 			return disruption.Verdict{}, err
 		}
@@ -51,10 +53,36 @@ func (r *Reconciler) acquireBudget(ctx context.Context, rg *v1alpha1.RolloutGrou
 		return plan, held, nil
 	}
 	plan.Budget.Verdict = verdict
-	if verdict.Record {
-		held = verdict.Hold.Record()
+	return plan, disruption.RecordOf(verdict.Record), nil
+}
+
+// withLivePods is members with each one's pods listed from the API server:
+// a decision that lets pods go is made on pods read after the record it is
+// judged with, so that a pod a recorded intent names is never judged on a
+// view older than the intent (confirmWithLiveRead's read of the batch's
+// member came before it).
+func (r *Reconciler) withLivePods(ctx context.Context, members []rollout.Member) ([]rollout.Member, error) {
+	out := slices.Clone(members)
+	for i := range out {
+		if out[i].StatefulSet == nil {
+			continue
+		}
+		pods, err := r.livePodsOf(ctx, out[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i].Pods = pods
 	}
-	return plan, held, nil
+	return out, nil
+}
+
+// fenced is the context the plan's act runs under: for a batch the budget
+// allowed, one that ends at its intent's act deadline (budget.Fence).
+func fenced(ctx context.Context, plan rollout.Plan) (context.Context, context.CancelFunc) {
+	if b := plan.Budget; b != nil && b.Verdict.Allowed && len(plan.Delete) > 0 {
+		return budget.Fence(ctx, b.Verdict)
+	}
+	return ctx, func() {}
 }
 
 // countBudgetDecision counts the budget's answer to the pass's batch: a
@@ -81,13 +109,26 @@ func keepHold(written, next v1alpha1.RolloutGroupStatus) v1alpha1.RolloutGroupSt
 	return next
 }
 
-// fresherHold is the hold renewed last of two views of status.disruption
-// (the cache's and this process's own record), the cache's when they tie:
-// the cache may not show a hold this process recorded a moment ago, and this
-// process's record does not show holds other decisions recorded since.
+// fresherHold is the later of two views of status.disruption (the cache's
+// and this process's own record): the one whose last intent was decided
+// last, the cache's when they tie. The cache may not show an intent this
+// process recorded a moment ago, and this process's record does not show
+// intents other decisions recorded since.
 func fresherHold(cached, own *v1alpha1.DisruptionHold) *v1alpha1.DisruptionHold {
-	if own != nil && (cached == nil || own.RenewTime.After(cached.RenewTime.Time)) {
+	if lastDecided(own).After(lastDecided(cached)) {
 		return own.DeepCopy()
 	}
 	return cached.DeepCopy()
+}
+
+func lastDecided(h *v1alpha1.DisruptionHold) time.Time {
+	var last time.Time
+	if h != nil {
+		for _, in := range h.Intents {
+			if in.DecidedAt.After(last) {
+				last = in.DecidedAt.Time
+			}
+		}
+	}
+	return last
 }

@@ -244,6 +244,25 @@ func (r *Reconciler) beforePodRemoval(ctx context.Context, rg *v1alpha1.RolloutG
 	return plan, v.Held
 }
 
+// withoutUnheard is plan without the pods of its batch that the
+// beforePodRemoval hook has not been called for: a live read that changed
+// the batch after the hooks were called. They go in a later pass, once
+// called.
+func (r *Reconciler) withoutUnheard(rg *v1alpha1.RolloutGroup, plan rollout.Plan) rollout.Plan {
+	if rg.Spec.Hooks == nil {
+		return plan
+	}
+	reason := v1alpha1.RemovalRollout
+	if plan.Rotation {
+		reason = v1alpha1.RemovalRotation
+	}
+	if !hooks.Applies(rg.Spec.Hooks.BeforePodRemoval, reason) {
+		return plan
+	}
+	plan.HoldBack(func(pod *corev1.Pod) bool { return !r.hooksDone.Done(pod.UID) })
+	return plan
+}
+
 // applyHooks writes the pass's member hook records and the HookFailed
 // condition into st: True naming the pods and members a hook holds, False
 // when none does; absent for a group without hooks.

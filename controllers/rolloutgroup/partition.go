@@ -2,13 +2,16 @@ package rolloutgroup
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -91,19 +94,36 @@ func podRevisionLabel(pod *corev1.Pod) string {
 }
 
 // setPartition writes the StatefulSet's partition and labels it as held by
-// rg, only if the StatefulSet is still what the plan saw (optimistic lock):
-// a template changed since is planned again.
+// rg, only if its spec is still the one the plan saw: a JSON patch whose
+// first operation tests metadata.generation, which a template change moves
+// and the StatefulSet controller's status writes do not. An optimistic lock
+// on the resourceVersion would lose to every status write of a StatefulSet
+// that is rolling (issue 29: 34 of 66 partition writes answered 409). A
+// failed test is answered 422 and taken as a stale view.
 func (r *Reconciler) setPartition(ctx context.Context, rg *v1alpha1.RolloutGroup, sts *appsv1.StatefulSet, to int32) error {
-	patched := sts.DeepCopy()
-	if patched.Spec.UpdateStrategy.RollingUpdate == nil {
-		patched.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{}
+	ops := []map[string]any{{"op": "test", "path": "/metadata/generation", "value": sts.Generation}}
+	if sts.Labels == nil {
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/labels", "value": map[string]string{}})
 	}
-	patched.Spec.UpdateStrategy.RollingUpdate.Partition = &to
-	if patched.Labels == nil {
-		patched.Labels = map[string]string{}
+	ops = append(ops, map[string]any{"op": "add", "path": "/metadata/labels/" + jsonPointerEscape(partitionHolderLabel), "value": string(rg.UID)})
+	if sts.Spec.UpdateStrategy.RollingUpdate == nil {
+		ops = append(ops, map[string]any{"op": "add", "path": "/spec/updateStrategy/rollingUpdate", "value": map[string]any{}})
 	}
-	patched.Labels[partitionHolderLabel] = string(rg.UID)
-	return r.Patch(ctx, patched, client.MergeFromWithOptions(sts, client.MergeFromWithOptimisticLock{}))
+	ops = append(ops, map[string]any{"op": "add", "path": "/spec/updateStrategy/rollingUpdate/partition", "value": to})
+	body, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	err = r.Patch(ctx, sts.DeepCopy(), client.RawPatch(types.JSONPatchType, body))
+	if status, ok := err.(apierrors.APIStatus); ok && status.Status().Code == http.StatusUnprocessableEntity {
+		return fmt.Errorf("%w: its spec changed since it was read (%s)", errStaleView, kube.APIMessage(err))
+	}
+	return err
+}
+
+// jsonPointerEscape escapes a map key for a JSON pointer (RFC 6901).
+func jsonPointerEscape(key string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
 }
 
 // ensureFinalizer adds partitionFinalizer to the group, once.

@@ -88,14 +88,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				"not shrinking StatefulSet %s past a pod DelayedDownscale %s has not prepared: %s", obs.target.Name, obs.in.FloorSource, held)
 		}
 	}
-	// Only a downscale the cache allows pays the live reads, and records the
-	// group's hold before the StatefulSet is patched.
+	// The pods a downscale removes hear the hook first; then only a
+	// downscale the cache allows pays the live reads, and records its
+	// intent in the group before the StatefulSet is patched.
+	plan, hookHeld := r.beforeDownscale(ctx, sp, obs, plan)
 	if isDownscale(plan) && obs.group != nil {
+		hooked := *plan.Scale
 		if plan, err = r.confirmDownscale(ctx, sp, &obs); err != nil {
 			return ctrl.Result{}, err
 		}
+		if isDownscale(plan) && *plan.Scale < hooked {
+			// The live read asks for more than the hook was called for:
+			// those pods go in a later pass, once called. Their intent,
+			// recorded with the rest, ends when it expires.
+			plan.Scale = &hooked
+		}
 	}
-	plan, hookHeld := r.beforeDownscale(ctx, sp, obs, plan)
 	now := obs.in.Now
 	selector := obs.guardedSelector
 	if obs.target != nil && obs.target.Spec.Selector != nil {
@@ -115,7 +123,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		written = intended
 	}
-	scaled, actErr := r.scale(ctx, sp, obs, plan)
+	actCtx, cancelAct := fenced(ctx, obs.in, plan)
+	scaled, actErr := r.scale(actCtx, sp, obs, plan)
+	cancelAct()
 	scaledAt := r.now() // after the patch: the other zones' delay counts from here
 	actErr = errors.Join(actErr, r.writeBack(ctx, sp, obs, plan, scaled))
 

@@ -19,9 +19,11 @@ import (
 // eviction. It is judged twice: on the cache, for every downscale a plan
 // would make, so that a wait costs no API read; then, for a downscale the
 // cache allows, on the API server through budget.AcquireDownscale, which
-// records the group's hold before the StatefulSet is patched, so that a
-// rollout, an eviction or another zone's downscale decided at the same
-// moment sees it.
+// records the downscale's intent (the ordinals it removes) before the
+// StatefulSet is patched, so that a rollout, an eviction or another zone's
+// downscale decided at the same moment sees it. The beforePodRemoval hook
+// is called before that decision: nothing slow sits between it and the
+// patch, which runs under budget.Fence.
 
 // +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups,verbs=get
 // +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups/status,verbs=patch
@@ -86,8 +88,16 @@ func (r *Reconciler) confirmDownscale(ctx context.Context, sp *v1alpha1.ScalingP
 
 // downscaleRequest asks to shrink the target from replicas from to to.
 func downscaleRequest(sp *v1alpha1.ScalingPolicy, obs *observation, from, to int32) disruption.Request {
-	return disruption.Request{Zone: obs.target.Name, Reason: v1alpha1.DisruptionDownscale, Count: from - to,
-		Holder: "ScalingPolicy " + sp.Name}
+	return budget.DownscaleRequest(obs.target, from, to, "ScalingPolicy "+sp.Name)
+}
+
+// fenced is the context a downscale runs under: for one the group's budget
+// allowed, one that ends at its intent's act deadline (budget.Fence).
+func fenced(ctx context.Context, in scaling.Input, plan scaling.Plan) (context.Context, context.CancelFunc) {
+	if v := in.Disruption; isDownscale(plan) && v != nil && v.Allowed && !v.Intent.Decided.IsZero() {
+		return budget.Fence(ctx, *v)
+	}
+	return ctx, func() {}
 }
 
 // requeueAfter is when to plan again: when time alone may change the plan,

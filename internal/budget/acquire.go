@@ -22,11 +22,13 @@ import (
 
 // maxAttempts bounds how often a decision is made again after a Conflict:
 // each Conflict means another decision was recorded meanwhile, and the next
-// attempt sees it.
-const maxAttempts = 4
+// attempt sees it. Concurrent evictions of one zone (a drain) each win one
+// round, so the bound is well above a wave's size; the caller's context
+// deadline (the webhook's) bounds the time.
+const maxAttempts = 64
 
-// Holder is an object whose status records a group's hold: a RolloutGroup
-// or a ZoneDisruptionBudget.
+// Holder is an object whose status records a group's intents: a
+// RolloutGroup or a ZoneDisruptionBudget.
 type Holder interface {
 	client.Object
 	DisruptionHold() *v1alpha1.DisruptionHold
@@ -37,12 +39,14 @@ type Holder interface {
 type Decider[H Holder] func(ctx context.Context, holder H) (disruption.Verdict, error)
 
 // Acquire reads the holder from the API server, decides, and, when the
-// verdict allows the disruption and asks for it, records the hold in the
-// holder's status with the resourceVersion read. On a Conflict it reads and
-// decides again. With dryRun nothing is written. The verdict returned is the
-// one recorded (or not needing a record). requester (a metrics.Requester*
-// value) labels the conflicts counted; a caller may act on an allowed
-// verdict only after Acquire returns it without error.
+// verdict allows the disruption, records its intent (with the record's
+// intents not yet done) in the holder's status with the resourceVersion
+// read. On a Conflict it reads and decides again, until maxAttempts or the
+// context's deadline. A refusal writes nothing; with dryRun nothing is
+// written. The verdict returned is the one recorded. requester (a
+// metrics.Requester* value) labels the conflicts counted. A caller acts on
+// an allowed verdict only after Acquire returns it without error, and
+// under Fence.
 func Acquire[H Holder](ctx context.Context, c client.Client, live client.Reader, key types.NamespacedName, newHolder func() H, decide Decider[H], dryRun bool, requester string) (disruption.Verdict, error) {
 	for attempt := 1; ; attempt++ {
 		holder := newHolder()
@@ -50,20 +54,28 @@ func Acquire[H Holder](ctx context.Context, c client.Client, live client.Reader,
 			return disruption.Verdict{}, fmt.Errorf("live read of %s: %w", key.Name, err)
 		}
 		v, err := decide(ctx, holder)
-		if err != nil || !v.Allowed || !v.Record || dryRun {
+		if err != nil || !v.Allowed || dryRun {
 			return v, err
 		}
 		patched := holder.DeepCopyObject().(H)
-		patched.SetDisruptionHold(v.Hold.Record())
+		patched.SetDisruptionHold(disruption.RecordOf(v.Record))
 		err = c.Status().Patch(ctx, patched, client.MergeFromWithOptions(holder, client.MergeFromWithOptimisticLock{}))
 		switch {
 		case err == nil:
 			return v, nil
-		case apierrors.IsConflict(err) && attempt < maxAttempts:
+		case apierrors.IsConflict(err) && attempt < maxAttempts && ctx.Err() == nil:
 			metrics.DisruptionHoldConflicts.WithLabelValues(requester).Inc()
 			continue
 		default:
-			return disruption.Verdict{}, fmt.Errorf("record the disruption hold of zone %s in %s: %w", v.Hold.Zone, key.Name, err)
+			return disruption.Verdict{}, fmt.Errorf("record the disruption of zone %s in %s: %w", v.Intent.Zone, key.Name, err)
 		}
 	}
+}
+
+// Fence is the context an allowed verdict's act runs under: it ends at the
+// intent's act deadline, so that an act delayed past it (a slow API server,
+// a stalled process) is not made after its intent may have expired for the
+// other deciders.
+func Fence(ctx context.Context, v disruption.Verdict) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(ctx, disruption.ActDeadline(v.Intent.Decided))
 }

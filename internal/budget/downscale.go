@@ -5,23 +5,42 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/disruption"
 	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/podname"
 )
 
 // DecideDownscale decides req, a downscale of a member of a group, on view.
-// A refusal for the state of another zone also names who last held the
-// group's budget and why (a rollout, an eviction, another downscale): the
+// A refusal for the state of another zone also names who last took pods of
+// another zone and why (a rollout, an eviction, another downscale): the
 // pods alone do not say what is taking them away.
 func DecideDownscale(view disruption.View, req disruption.Request) disruption.Verdict {
 	v := disruption.Decide(view, req)
-	if h := view.Hold; !v.Allowed && v.Code != disruption.CodeHeldByOtherZone && h != nil && h.Zone != req.Zone {
-		v.Message += fmt.Sprintf("; the budget was last held by %s", h.Describe())
+	if v.Allowed || v.Code == disruption.CodeHeldByOtherZone {
+		return v
+	}
+	for i := len(view.Intents) - 1; i >= 0; i-- {
+		if in := &view.Intents[i]; in.Zone != req.Zone {
+			v.Message += fmt.Sprintf("; pods were last taken from %s", in.Describe())
+			break
+		}
 	}
 	return v
+}
+
+// DownscaleRequest asks, for holder, to shrink sts from replicas from to
+// to: the pods of the ordinals it removes.
+func DownscaleRequest(sts *appsv1.StatefulSet, from, to int32, holder string) disruption.Request {
+	req := disruption.Request{Zone: sts.Name, Reason: v1alpha1.DisruptionDownscale, Holder: holder}
+	lo, hi := podname.Removed(podname.Start(sts), from, to)
+	for ord := hi - 1; ord >= lo; ord-- {
+		req.Pods = append(req.Pods, fmt.Sprintf("%s-%d", sts.Name, ord))
+	}
+	return req
 }
 
 // AcquireDownscale judges req, a downscale of a member of the RolloutGroup

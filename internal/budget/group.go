@@ -21,7 +21,7 @@ import (
 // server, for a decision that admits a disruption) and builds the view a
 // request of reason is judged on: each member a zone, with the budget that
 // reason spends (a rollout the members' maxUnavailable; an eviction the
-// group's disruptionBudget, which defaults to it), the group's recorded hold
+// group's disruptionBudget, which defaults to it), the group's recorded intents
 // and whether a rollout of it is open. A member that does not exist is left
 // out: the group is Blocked and rolls nothing, and it has no pods to take.
 func GroupView(ctx context.Context, r client.Reader, rg *v1alpha1.RolloutGroup, reason v1alpha1.DisruptionReason, now time.Time) (disruption.View, error) {
@@ -45,7 +45,7 @@ func GroupView(ctx context.Context, r client.Reader, rg *v1alpha1.RolloutGroup, 
 // StatefulSets and pods), for a request of reason. deleting holds pod UIDs
 // this process deleted that the members' pods may not show yet.
 func ViewOf(rg *v1alpha1.RolloutGroup, members []rollout.Member, reason v1alpha1.DisruptionReason, now time.Time, deleting func(types.UID) bool) (disruption.View, error) {
-	v := disruption.View{Now: now, Hold: disruption.HoldOf(rg.Status.Disruption), RolloutOpen: RolloutOpen(rg)}
+	v := disruption.View{Now: now, Intents: disruption.IntentsOf(rg.Status.Disruption), RolloutOpen: RolloutOpen(rg)}
 	budget := rg.Spec.DisruptionBudget
 	var partition func(string) string
 	if reason == v1alpha1.DisruptionEviction && budget != nil {

@@ -120,10 +120,10 @@ func ZDBView(ctx context.Context, r client.Reader, zdb *v1alpha1.ZoneDisruptionB
 // already: each StatefulSet a zone whose budget is spec.maxUnavailable (1 by
 // default, a percentage of the StatefulSet's replicas) and whose pods are
 // available once Ready for the StatefulSet's own minReadySeconds; the
-// budget's hold and crossZoneDelay. No rollout is ever open: a
+// budget's recorded intents and crossZoneDelay. No rollout is ever open: a
 // ZoneDisruptionBudget judges only evictions.
 func ViewOfZDB(zdb *v1alpha1.ZoneDisruptionBudget, zones []ZDBZone, now time.Time) (disruption.View, error) {
-	v := disruption.View{Now: now, Hold: disruption.HoldOf(zdb.Status.Disruption)}
+	v := disruption.View{Now: now, Intents: disruption.IntentsOf(zdb.Status.Disruption)}
 	if d := zdb.Spec.CrossZoneDelay; d != nil {
 		v.CrossZoneDelay = d.Duration
 	}

@@ -9,10 +9,16 @@
 //
 // Two decisions made at the same moment must see each other, which no view
 // of the pods can promise on its own (a cache lags; two admissions run in
-// parallel). So a decision that allows a zone to be disrupted carries a Hold,
-// which the caller records in the API with an optimistic lock before it acts
-// (package budget does that): a second zone may be disrupted only once the
-// hold has lapsed and the first zone is whole again.
+// parallel; an admitted eviction is carried out after its answer). So a
+// decision that allows pods to go carries an Intent naming exactly those
+// pods, which the caller records in the API with an optimistic lock before
+// it acts (package budget does that), as an eviction records a pod in a
+// PodDisruptionBudget's status.disruptedPods. Every later decision counts a
+// recorded pod as unavailable while its view still shows it there,
+// untouched; once the view shows it going, gone or replaced, the pods say
+// whether the zone is whole. The next zone goes the moment they do: an
+// intent ends on evidence, and its expiry only ends one whose holder
+// crashed before acting (the act is fenced to happen before it).
 package disruption
 
 import (
@@ -26,11 +32,27 @@ import (
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 )
 
-// DefaultLease is how long a recorded hold stops other zones after the
-// decision that last renewed it: long enough for the action it admitted (a
-// pod deleted, a StatefulSet shrunk) to show in every informer cache, after
-// which the pods themselves tell that the zone is disrupted.
-const DefaultLease = 15 * time.Second
+// ActWindow is how long a holder has to act on a recorded intent: the
+// rollout's deletes and partition write, and a downscale's replicas write,
+// run under a context that ends then (ActDeadline), and the API server
+// carries out an admitted eviction within its admission's own timeout (at
+// most 30 s). An act not done by then is not done at all.
+const ActWindow = 30 * time.Second
+
+// expiryMargin is added to ActWindow for an intent's expiry: how far the
+// clocks of the processes that decide may disagree, and how long a view of
+// the pods may lag the act (an informer cache), so that no view still
+// shows a pod that was taken as untouched once its intent has expired.
+const expiryMargin = 15 * time.Second
+
+// forgetAfter is how long after its expiry an intent whose pods are still
+// not seen replaced (a pod stuck terminating, a replacement that never
+// becomes available) is dropped from the record: the pods alone count
+// them by then.
+const forgetAfter = 10 * time.Minute
+
+// MaxIntents bounds the recorded intents, as the API does.
+const MaxIntents = 256
 
 // Codes say why a request is refused.
 const (
@@ -68,6 +90,10 @@ type Pod struct {
 	Available bool
 	// AvailableSince is when the pod became available; zero when it is not.
 	AvailableSince time.Time
+	// Created is the pod's creationTimestamp: a pod created (to the
+	// second) no earlier than an intent was decided is the replacement of
+	// the pod it names, not one it replaced.
+	Created time.Time
 	// Partition is the pod's partition when the budget is partition-aware
 	// and its name matches; "" otherwise.
 	Partition string
@@ -101,19 +127,6 @@ func (z *Zone) Unavailable() int32 {
 	var n int32
 	for _, p := range z.Pods {
 		if p.unavailable() {
-			n++
-		}
-	}
-	return n
-}
-
-// unavailableCounting counts the zone's pods that use its availability,
-// those named in evicted included.
-func (z *Zone) unavailableCounting(evicted map[string]types.UID) int32 {
-	var n int32
-	for _, p := range z.Pods {
-		uid, ok := evicted[p.Name]
-		if p.unavailable() || ok && (uid == "" || uid == p.UID) {
 			n++
 		}
 	}
@@ -180,47 +193,170 @@ func (z *Zone) wholeSince(partition string) time.Time {
 	return since
 }
 
-// Hold is a recorded decision: Zone may be disrupted, and no other zone
-// until Renewed+Lease.
-type Hold struct {
+// Intent is a recorded decision: Pods of Zone were let go, by Holder for
+// Reason, at Decided; the act happens before Expires or not at all.
+type Intent struct {
 	Zone    string
 	Reason  v1alpha1.DisruptionReason
 	Holder  string
-	Since   time.Time
-	Renewed time.Time
-	Lease   time.Duration
-	// Evicted names the zone's pods whose eviction was admitted under the
-	// hold; until it lapses each counts as unavailable while the view shows
-	// it still there (the API server removes an evicted pod only after the
-	// admission that allowed it), and no more once the view shows it
-	// terminating, gone or replaced (then the view counts it, or its
-	// replacement is what the view shows).
-	Evicted []Evicted
+	Decided time.Time
+	Expires time.Time
+	Pods    []IntentPod
 }
 
-// Evicted is a pod whose eviction a hold admitted: its name and its UID then
-// ("" when the view did not show it).
-type Evicted struct {
+// IntentPod is a pod an intent let go: its name and its UID then.
+type IntentPod struct {
 	Name string
 	UID  types.UID
 }
 
-// maxEvicted bounds Hold.Evicted, as the API does: a drain that evicts more
-// pods of one zone within a lease than this is refused until it lapses.
-const maxEvicted = 256
+// Describe says in a few words whose intent it is, for messages: "zone-a
+// (Eviction, eviction of pod zone-a-3)".
+func (in *Intent) Describe() string {
+	return fmt.Sprintf("%s (%s, %s)", in.Zone, in.Reason, orSomeone(in.Holder))
+}
 
-// Until is when the hold lapses.
-func (h *Hold) Until() time.Time { return h.Renewed.Add(h.Lease) }
+// podFate is what a view shows of a pod an intent let go.
+type podFate int
 
-// Lapsed reports whether the hold no longer stops other zones at now.
-func (h *Hold) Lapsed(now time.Time) bool { return h == nil || !now.Before(h.Until()) }
+const (
+	// fatePending: the view shows the pod there, untouched (available),
+	// and the intent has not expired: the act may not show yet, so the
+	// pod counts as unavailable.
+	fatePending podFate = iota
+	// fateUnderWay: the view shows the pod going, gone or replaced by one
+	// not yet available: the view counts it itself.
+	fateUnderWay
+	// fateDone: the view shows it replaced by a pod created after the
+	// decision and available, or its ordinal removed; or the intent
+	// expired with the pod untouched.
+	fateDone
+)
+
+// fateOf is what zone (nil when the view has no such zone) shows of p, a
+// pod intent let go, at now. A pod absent from the view is done: a view
+// that allows a disruption is read after the record it is judged with
+// (budget.Acquire), so it cannot predate the pod; a view from a cache only
+// ever pre-judges a request that such a view then confirms.
+func fateOf(in *Intent, p IntentPod, zone *Zone, now time.Time) podFate {
+	expired := !now.Before(in.Expires)
+	if zone == nil {
+		if expired {
+			return fateDone
+		}
+		return fatePending
+	}
+	i := slices.IndexFunc(zone.Pods, func(vp Pod) bool { return vp.Name == p.Name })
+	if i < 0 {
+		return fateDone
+	}
+	vp := zone.Pods[i]
+	switch {
+	case vp.Missing:
+		return fateUnderWay
+	case vp.UID == p.UID && !vp.unavailable():
+		if expired {
+			return fateDone
+		}
+		return fatePending
+	case vp.UID != p.UID && !vp.unavailable() && !vp.Created.Before(in.Decided.Truncate(time.Second)):
+		return fateDone
+	}
+	return fateUnderWay
+}
+
+// intentState sums up, for one decision, what the view shows of the
+// recorded intents.
+type intentState struct {
+	v View
+	// pending counts, per zone, the distinct pods that are pending.
+	pending map[string]map[string]bool
+	// blocking is the earliest-decided intent with a pod pending, per zone.
+	blocking map[string]*Intent
+}
+
+func stateOf(v View) intentState {
+	st := intentState{v: v, pending: map[string]map[string]bool{}, blocking: map[string]*Intent{}}
+	for i := range v.Intents {
+		in := &v.Intents[i]
+		zone := zoneOrNil(v, in.Zone)
+		for _, p := range in.Pods {
+			if fateOf(in, p, zone, v.Now) != fatePending {
+				continue
+			}
+			if st.pending[in.Zone] == nil {
+				st.pending[in.Zone] = map[string]bool{}
+			}
+			st.pending[in.Zone][p.Name] = true
+			if st.blocking[in.Zone] == nil {
+				st.blocking[in.Zone] = in
+			}
+		}
+	}
+	return st
+}
+
+// done reports whether every pod of in is done.
+func (st intentState) done(in *Intent) bool {
+	if st.v.Now.After(in.Expires.Add(forgetAfter)) {
+		return true
+	}
+	zone := zoneOrNil(st.v, in.Zone)
+	for _, p := range in.Pods {
+		if fateOf(in, p, zone, st.v.Now) != fateDone {
+			return false
+		}
+	}
+	return true
+}
+
+// pendingIn counts the zone's pending pods; with partition set, those of
+// that partition (a pod the view does not show counts whatever its
+// partition).
+func (st intentState) pendingIn(zone *Zone, partition string) int {
+	n := 0
+	for name := range st.pending[zone.Name] {
+		if partition == "" {
+			n++
+			continue
+		}
+		i := slices.IndexFunc(zone.Pods, func(p Pod) bool { return p.Name == name })
+		if i < 0 || zone.Pods[i].Partition == partition {
+			n++
+		}
+	}
+	return n
+}
+
+// describePending is "3 pods that a Rollout (RolloutGroup x) was allowed
+// to take at 12:00:01Z, not seen going yet".
+func (st intentState) describePending(zone string, n int) string {
+	in := st.blocking[zone]
+	return fmt.Sprintf("%s that a %s (%s) was allowed to take at %s, not seen going yet",
+		plural(n, "pod"), strings.ToLower(string(in.Reason)), orSomeone(in.Holder), in.Decided.UTC().Format(time.RFC3339))
+}
+
+// earliestExpiry is how long until the first intent with a pod pending
+// in one of zones expires: when time alone may change the answer.
+func (st intentState) earliestExpiry(zones ...string) time.Duration {
+	var at time.Time
+	for _, z := range zones {
+		if in := st.blocking[z]; in != nil && (at.IsZero() || in.Expires.Before(at)) {
+			at = in.Expires
+		}
+	}
+	if at.IsZero() {
+		return 0
+	}
+	return at.Sub(st.v.Now)
+}
 
 // View is the group as the decision sees it.
 type View struct {
 	Now   time.Time
 	Zones []Zone
-	// Hold is the hold recorded in the API, nil when none.
-	Hold *Hold
+	// Intents are the intents recorded in the API, oldest first.
+	Intents []Intent
 	// CrossZoneDelay is how long another zone must have been whole before an
 	// eviction may disrupt a new zone.
 	CrossZoneDelay time.Duration
@@ -229,21 +365,19 @@ type View struct {
 	// half-way); "" when none. Downscales wait for it: its gates judge pods
 	// that a downscale must not take away.
 	RolloutOpen string
-	// Lease is the lease of a hold this decision records; DefaultLease when 0.
-	Lease time.Duration
 }
 
 // Request asks to take pods of one zone away.
 type Request struct {
 	Zone   string
 	Reason v1alpha1.DisruptionReason
-	// Pods names the pods to take away (a rollout's batch, an eviction).
+	// Pods names the pods to take away: a rollout's batch, the pods a
+	// partition releases, an eviction's pod, the ordinals a downscale
+	// removes.
 	Pods []string
 	// Partition is the partition of the pod to evict, when the budget is
 	// partition-aware and its name matches.
 	Partition string
-	// Count is how many pods a downscale removes; Pods is empty then.
-	Count int32
 	// Holder says who asks, for the record.
 	Holder string
 }
@@ -255,33 +389,33 @@ type Verdict struct {
 	Code    string
 	Message string
 	// RetryAfter is when asking again may change the answer through time
-	// alone (a hold lapsing, a delay running out); 0 when only a change of
-	// the pods can.
+	// alone (an intent expiring, a delay running out); 0 when only a
+	// change of the pods can.
 	RetryAfter time.Duration
-	// Hold is what to record before acting, when Allowed. An eviction in a
-	// zone whose unlapsed hold is a rollout's or a downscale's renews that
-	// hold under its reason and holder.
-	Hold Hold
-	// Record is true when the hold must be written before acting: none is
-	// recorded for this zone, the one recorded lapses within half the
-	// view's lease, or it was recorded for another reason.
-	Record bool
+	// Intent is the decision to record before acting, when Allowed.
+	Intent Intent
+	// Record is the whole record to write, when Allowed: the recorded
+	// intents not yet done, then Intent.
+	Record []Intent
 }
 
 // Decide answers req against v. It allows a request only when all hold:
 //  1. the zone is one of the group's;
 //  2. a downscale asks while no rollout of the group is open, and neither
-//     a downscale nor a rollout asks while the other holds an unlapsed hold,
-//     in any zone;
-//  3. no other zone holds an unlapsed hold;
+//     a downscale nor a rollout asks while an intent of the other is
+//     recorded and not seen done, in any zone;
+//  3. no other zone has a pod a recorded intent let go that the view shows
+//     untouched (with a partition, of that partition);
 //  4. no other zone is disrupted (pods missing, terminating, not available,
 //     leaving, or its StatefulSet status short of Ready); with a partition,
 //     only that partition's pods of other zones count;
 //  5. for an eviction, every other zone (or partition) has been whole for
 //     CrossZoneDelay;
-//  6. for a rollout or an eviction, the zone's unavailable pods plus the
-//     requested pods that are available now stay within its maxUnavailable
-//     (replacing a pod that is already unavailable costs nothing).
+//  6. for a rollout or an eviction, the zone's unavailable pods, its pods
+//     recorded intents let go, and the requested pods that are available
+//     now stay within its maxUnavailable (replacing a pod that is already
+//     unavailable costs nothing);
+//  7. the record has room for one more intent.
 func Decide(v View, req Request) Verdict {
 	zi := slices.IndexFunc(v.Zones, func(z Zone) bool { return z.Name == req.Zone })
 	if zi < 0 {
@@ -291,21 +425,41 @@ func Decide(v View, req Request) Verdict {
 	if req.Reason == v1alpha1.DisruptionDownscale && v.RolloutOpen != "" {
 		return deny(CodeRolloutInProgress, fmt.Sprintf("a rollout of the group is under way (at %s); downscales wait until it completes", v.RolloutOpen), 0)
 	}
-	// A hold speaks for an action whose effect no view may show yet: a
+	st := stateOf(v)
+	// An intent speaks for an action whose effect no view may show yet: a
 	// rollout's batch before its status says a rollout is open, a downscale
 	// before the StatefulSet's pods start leaving. Rolling and scaling never
 	// overlap, in any zone.
-	if h := v.Hold; h != nil && !h.Lapsed(v.Now) && crosses(req.Reason, h.Reason) {
-		return deny(CodeHeldByOtherZone, fmt.Sprintf("zone %s holds the disruption budget (%s, %s) until %s; a %s waits for it",
-			h.Zone, h.Reason, orSomeone(h.Holder), h.Until().UTC().Format(time.RFC3339), strings.ToLower(string(req.Reason))), h.Until().Sub(v.Now))
-	}
-	if h := v.Hold; h != nil && h.Zone != req.Zone && !h.Lapsed(v.Now) {
-		return deny(CodeHeldByOtherZone, fmt.Sprintf("zone %s holds the disruption budget (%s, %s) until %s",
-			h.Zone, h.Reason, orSomeone(h.Holder), h.Until().UTC().Format(time.RFC3339)), h.Until().Sub(v.Now))
+	for i := range v.Intents {
+		in := &v.Intents[i]
+		if crosses(req.Reason, in.Reason) && !st.done(in) {
+			return deny(CodeHeldByOtherZone, fmt.Sprintf("a %s of zone %s (%s, decided at %s) is not seen done; a %s waits for it",
+				strings.ToLower(string(in.Reason)), in.Zone, orSomeone(in.Holder), in.Decided.UTC().Format(time.RFC3339), strings.ToLower(string(req.Reason))),
+				max(in.Expires.Sub(v.Now), 0))
+		}
 	}
 	partition := ""
 	if req.Reason == v1alpha1.DisruptionEviction {
 		partition = req.Partition
+	}
+	var held, heldZones []string
+	for z := range st.pending {
+		if z == req.Zone {
+			continue
+		}
+		other := zoneOrNil(v, z)
+		n := len(st.pending[z])
+		if other != nil {
+			n = st.pendingIn(other, partition)
+		}
+		if n > 0 {
+			held = append(held, fmt.Sprintf("%s (%s)", z, st.describePending(z, n)))
+			heldZones = append(heldZones, z)
+		}
+	}
+	if len(held) > 0 {
+		slices.Sort(held)
+		return deny(CodeHeldByOtherZone, fmt.Sprintf("zone %s holds the disruption budget", strings.Join(held, ", ")), st.earliestExpiry(heldZones...))
 	}
 	var disrupted []string
 	for i := range v.Zones {
@@ -338,76 +492,63 @@ func Decide(v View, req Request) Verdict {
 		}
 	}
 	if req.Reason != v1alpha1.DisruptionDownscale {
-		// A recorded eviction of a requested pod is not counted: it is this
-		// pod (an eviction retried) or the one it replaced under its name,
-		// and the pod is costed as the view shows it.
-		evicted := evictedUnder(v.Hold, req.Zone, v.Now)
+		// A pending pod that is requested again (an eviction retried, the
+		// rollout asking again for a batch it did not finish) is costed
+		// once, as a requested pod.
 		cost := int32(0)
+		requested := map[string]bool{}
 		for _, name := range req.Pods {
-			delete(evicted, name)
+			requested[name] = true
 			i := slices.IndexFunc(zone.Pods, func(p Pod) bool { return p.Name == name })
 			if i >= 0 && !zone.Pods[i].unavailable() {
 				cost++
 			}
 		}
-		if req.Reason == v1alpha1.DisruptionEviction && len(evicted)+int(cost) > maxEvicted {
-			return deny(CodeZoneBudget, fmt.Sprintf("zone %s has had %d evictions admitted within the hold's lease, the most one hold records",
-				zone.Name, len(evicted)), v.Hold.Until().Sub(v.Now))
-		}
-		if used := zone.unavailableCounting(evicted); cost > 0 && used+cost > zone.MaxUnavailable {
-			return deny(CodeZoneBudget, fmt.Sprintf("zone %s has %d of %d pods unavailable and maxUnavailable %d",
-				zone.Name, used, len(zone.Pods), zone.MaxUnavailable), retryEvicted(evicted, v))
-		}
-	}
-	return allow(v, req)
-}
-
-func allow(v View, req Request) Verdict {
-	lease := v.Lease
-	if lease <= 0 {
-		lease = DefaultLease
-	}
-	hold := Hold{Zone: req.Zone, Reason: req.Reason, Holder: req.Holder, Since: v.Now, Renewed: v.Now, Lease: lease}
-	record := true
-	if h := v.Hold; h != nil && h.Zone == req.Zone && !h.Lapsed(v.Now) {
-		hold.Since = h.Since
-		// The reason of an unlapsed hold is what stops a crossing rollout
-		// or downscale in this zone (rule 2). An eviction renews a
-		// rollout's or a downscale's hold under that reason, or the
-		// crossing one could start within the lease of the action the hold
-		// was taken for; a rollout or a downscale taking over an
-		// eviction's hold records its own reason at once.
-		if req.Reason == v1alpha1.DisruptionEviction && h.Reason != v1alpha1.DisruptionEviction {
-			hold.Reason, hold.Holder = h.Reason, h.Holder
-		}
-		// Half of this decision's lease, not of the recorded one: an action
-		// allowed without a record is covered only by what is left of the
-		// hold, and the lease is what a view may lag. A hold written with
-		// a shorter lease (by another version, or by hand) would otherwise
-		// cover it for less than half of that.
-		record = hold.Reason != h.Reason || h.Until().Sub(v.Now) <= lease/2
-		hold.Evicted = slices.Clone(h.Evicted)
-	}
-	// An admitted eviction is always recorded, with its pod: a second
-	// eviction of the zone judged before the API server removes this pod
-	// counts it, and the optimistic lock orders the two.
-	if req.Reason == v1alpha1.DisruptionEviction {
-		zone := zoneNamed(v, req.Zone)
-		for _, name := range req.Pods {
-			e := Evicted{Name: name}
-			if i := slices.IndexFunc(zone.Pods, func(p Pod) bool { return p.Name == name }); i >= 0 {
-				e.UID = zone.Pods[i].UID
+		pending := 0
+		for name := range st.pending[zone.Name] {
+			if !requested[name] {
+				pending++
 			}
-			hold.Evicted = slices.DeleteFunc(hold.Evicted, func(old Evicted) bool { return old.Name == name })
-			hold.Evicted = append(hold.Evicted, e)
 		}
-		record = true
+		if used := zone.Unavailable() + int32(pending); cost > 0 && used+cost > zone.MaxUnavailable {
+			msg := fmt.Sprintf("zone %s has %d of %d pods unavailable and maxUnavailable %d", zone.Name, used, len(zone.Pods), zone.MaxUnavailable)
+			if pending > 0 {
+				msg += fmt.Sprintf(" (%s)", st.describePending(zone.Name, pending))
+			}
+			return deny(CodeZoneBudget, msg, st.earliestExpiry(zone.Name))
+		}
 	}
-	return Verdict{Allowed: true, Hold: hold, Record: record}
+	return allow(v, st, req)
 }
 
-// crosses reports whether a request of one reason must wait for an unlapsed
-// hold of another even in the same zone: a rollout and a downscale.
+func allow(v View, st intentState, req Request) Verdict {
+	intent := Intent{Zone: req.Zone, Reason: req.Reason, Holder: req.Holder, Decided: v.Now, Expires: v.Now.Add(ActWindow + expiryMargin)}
+	zone := zoneNamed(v, req.Zone)
+	for _, name := range req.Pods {
+		// A pod the view does not show, or shows missing, is not there to
+		// take: nothing to count until it is.
+		if i := slices.IndexFunc(zone.Pods, func(p Pod) bool { return p.Name == name }); i >= 0 && zone.Pods[i].UID != "" {
+			intent.Pods = append(intent.Pods, IntentPod{Name: name, UID: zone.Pods[i].UID})
+		}
+	}
+	var record []Intent
+	for i := range v.Intents {
+		if !st.done(&v.Intents[i]) {
+			record = append(record, v.Intents[i])
+		}
+	}
+	if len(record) >= MaxIntents {
+		return deny(CodeZoneBudget, fmt.Sprintf("the budget records %d disruptions not yet seen done, the most it holds", len(record)), st.earliestExpiry(req.Zone))
+	}
+	return Verdict{Allowed: true, Intent: intent, Record: append(record, intent)}
+}
+
+// ActDeadline is when the holder of an intent decided at decided must have
+// acted: the deadline of the context its act runs under.
+func ActDeadline(decided time.Time) time.Time { return decided.Add(ActWindow) }
+
+// crosses reports whether a request of one reason must wait for an intent
+// of another even in the same zone: a rollout and a downscale.
 func crosses(req, held v1alpha1.DisruptionReason) bool {
 	return (req == v1alpha1.DisruptionDownscale && held == v1alpha1.DisruptionRollout) ||
 		(req == v1alpha1.DisruptionRollout && held == v1alpha1.DisruptionDownscale)
@@ -417,34 +558,27 @@ func deny(code, msg string, retry time.Duration) Verdict {
 	return Verdict{Code: code, Message: msg, RetryAfter: max(retry, 0)}
 }
 
-// evictedUnder is the set of pods of zone an unlapsed hold of it records
-// as evicted.
-func evictedUnder(h *Hold, zone string, now time.Time) map[string]types.UID {
-	if h == nil || h.Zone != zone || h.Lapsed(now) || len(h.Evicted) == 0 {
-		return nil
+// zoneOrNil is the view's zone of that name; nil when none.
+func zoneOrNil(v View, name string) *Zone {
+	if i := slices.IndexFunc(v.Zones, func(z Zone) bool { return z.Name == name }); i >= 0 {
+		return &v.Zones[i]
 	}
-	evicted := make(map[string]types.UID, len(h.Evicted))
-	for _, e := range h.Evicted {
-		evicted[e.Name] = e.UID
-	}
-	return evicted
+	return nil
 }
 
 // zoneNamed is the view's zone of that name; an empty zone when none.
 func zoneNamed(v View, name string) *Zone {
-	if i := slices.IndexFunc(v.Zones, func(z Zone) bool { return z.Name == name }); i >= 0 {
-		return &v.Zones[i]
+	if z := zoneOrNil(v, name); z != nil {
+		return z
 	}
 	return &Zone{Name: name}
 }
 
-// retryEvicted is when a refusal that counted recorded evictions may change
-// through time alone: when the hold that records them lapses.
-func retryEvicted(evicted map[string]types.UID, v View) time.Duration {
-	if len(evicted) == 0 {
-		return 0
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
 	}
-	return v.Hold.Until().Sub(v.Now)
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func orSomeone(holder string) string {

@@ -2,37 +2,35 @@ package disruption
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/fuzzinput"
 )
 
-// FuzzDecide builds random groups from the fuzz input and checks every
-// verdict against the oracle in decide_oracle_test.go. It then plays a
-// random sequence of requests on the group, acting on each one allowed (its
-// pods terminate and come back later, its hold is recorded when Record says
-// so) while the decisions read pods up to 7 s stale, as a cache or a
-// parallel admission may, and the hold live, as package budget does. It
-// checks the guarantees that follow: no two zones are disrupted at once by
-// allowed decisions (per partition, for a partition-aware eviction), a zone
-// never goes past maxUnavailable through a decision made on a fresh view,
-// and a rollout and a downscale never follow each other within half a lease.
+// FuzzDecide plays a world of zones whose pods are taken only by decisions
+// of Decide, as the callers make them (package budget): several requesters
+// at once, each reading the record of intents live and the pods live or from
+// a cache up to maxLag old, deciding, then writing the record with an
+// optimistic lock (a write on an older record fails); the holder then acts
+// before ActDeadline or, crashed, never; pods terminate, go, come back as
+// new pods and become available, in any order the input picks. After every
+// step it checks, on the world itself rather than on any view, what
+// docs/safety.md promises: at most one zone has pods disrupted, and no zone
+// has more of its wanted pods unavailable than its maxUnavailable.
 func FuzzDecide(f *testing.F) {
 	f.Add([]byte{})
-	// Three whole zones of three pods, maxUnavailable 1, no hold; an
-	// eviction of zone-a-0, then 47 steps.
-	f.Add([]byte{2, 0, 0, 0, 0, 3, 1, 0, 0, 0, 0, 0, 0, 3, 1, 0, 0, 0, 0, 0, 0, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 47,
-		1, 0, 0, 0, 1, 1, 0, 2, 0, 1, 0, 1, 2, 2, 2, 1, 3, 0, 0, 0, 1, 1, 0, 1, 3, 0, 2, 0, 0, 1, 1, 0, 4, 0, 0, 0, 2, 1, 0})
-	f.Add([]byte("printable bytes make another group: a few zones, a hold, pods going and coming back"))
+	f.Add([]byte("printable bytes make another world: zones, requests, acts, crashes and pods coming back"))
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 300 {
-		seed := make([]byte, 16+rng.IntN(200))
+		seed := make([]byte, 32+rng.IntN(400))
 		for i := range seed {
 			seed[i] = byte(rng.UintN(256))
 		}
@@ -40,321 +38,316 @@ func FuzzDecide(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b := fuzzinput.New(data)
-		w, zones := generateWorld(b)
-		checkDecision(t, w, zones, generateRequest(b, w, zones))
-		if t.Failed() {
-			return
+		w := newSimWorld(b)
+		for step := 0; step < 400 && !b.Empty(); step++ {
+			w.step(b)
+			if err := w.check(); err != nil {
+				t.Fatalf("step %d: %v\n%s", step, err, strings.Join(w.log, "\n"))
+			}
 		}
-		w.rolloutOpen = "" // the sequence relies on holds alone
-		newSequence(w, zones).play(t, b)
 	})
 }
 
-var (
-	reasons = []v1alpha1.DisruptionReason{v1alpha1.DisruptionEviction, v1alpha1.DisruptionRollout, v1alpha1.DisruptionDownscale}
-	ago     = []time.Duration{0, time.Second, 5 * time.Second, 7500 * time.Millisecond, 8 * time.Second, 14 * time.Second, 15 * time.Second, time.Minute}
+// maxLag is how old a cached view of the pods may be; below expiryMargin.
+const maxLag = 5 * time.Second
+
+type simState int
+
+const (
+	simAvailable simState = iota
+	simTerminating
+	simMissing
+	simStarting
 )
 
-func generateWorld(b *fuzzinput.Bytes) (*fuzzWorld, []fuzzZone) {
-	w := &fuzzWorld{now: testNow}
-	n := 1 + b.Intn(4)
-	w.partitions = b.Rare(3)
-	unmatched := w.partitions && b.Rare(4) // some pod names give no partition
-	w.crossZoneDelay = []time.Duration{0, 0, 10 * time.Second, 30 * time.Second}[b.Intn(4)]
-	w.lease = []time.Duration{0, 0, 0, 30 * time.Second}[b.Intn(4)]
-	if b.Rare(8) {
-		w.rolloutOpen = "zone-a"
-	}
-	zones := make([]fuzzZone, n)
-	for i := range zones {
-		z := fuzzZone{name: fmt.Sprintf("zone-%c", 'a'+i), replicas: int32(b.Intn(6)), maxUnavailable: int32(b.Intn(3))}
-		leaving := 0
-		if b.Rare(4) {
-			leaving = 1 + b.Intn(2)
-		}
-		for ord := range int(z.replicas) + leaving {
-			p := fuzzPod{ord: ord}
-			if w.partitions && !(unmatched && ord%3 == 2) {
-				p.partition = fmt.Sprint(ord)
-			}
-			switch k := b.Intn(8); k {
-			case 4:
-				p.state = stNotAvailable
-			case 5:
-				p.state = stTerminating
-			case 6:
-				p.state = stMissing
-			default:
-				p.since = []time.Time{{}, {}, testNow.Add(-5 * time.Second), testNow.Add(-time.Minute)}[k%4]
-			}
-			if ord >= int(z.replicas) {
-				p.state = []podState{stLeaving, stLeavingTerminating}[b.Intn(2)]
-			}
-			z.pods = append(z.pods, p)
-		}
-		z.statusAhead, z.statusUnready = b.Rare(8), b.Rare(8)
-		zones[i] = z
-	}
-	if b.Intn(4) > 0 {
-		zone := "zone-x" // a zone that left the group
-		if i := b.Intn(n + 1); i < n {
-			zone = zones[i].name
-		}
-		w.hold = &Hold{Zone: zone, Reason: reasons[b.Intn(3)], Holder: "holder of " + zone, Since: testNow.Add(-time.Hour),
-			Renewed: testNow.Add(-ago[b.Intn(len(ago))]), Lease: []time.Duration{DefaultLease, DefaultLease, 10 * time.Second, time.Second}[b.Intn(4)]}
-	}
-	return w, zones
+type simPod struct {
+	gen     int
+	state   simState
+	created time.Time
+	since   time.Time
+	// leaving: above the zone's replicas after a downscale.
+	leaving bool
 }
 
-// generateRequest asks for pods of a zone of the group, now and then of one
-// that is not.
-func generateRequest(b *fuzzinput.Bytes, w *fuzzWorld, zones []fuzzZone) Request {
-	if b.Rare(32) {
-		return Request{Zone: "zone-x", Reason: reasons[b.Intn(3)], Pods: []string{"zone-x-0"}, Holder: "fuzz"}
-	}
-	z := zones[b.Intn(len(zones))]
-	req := Request{Zone: z.name, Reason: reasons[b.Intn(3)], Holder: "fuzz " + z.name}
-	switch req.Reason {
-	case v1alpha1.DisruptionDownscale:
-		req.Count = int32(1 + b.Intn(2))
-	case v1alpha1.DisruptionEviction:
-		if len(z.pods) == 0 || b.Rare(32) {
-			req.Pods = []string{z.name + "-99"} // a pod the view does not show
-			break
-		}
-		p := z.pods[b.Intn(len(z.pods))]
-		req.Pods = []string{z.podName(p)}
-		if w.partitions {
-			req.Partition = p.partition
-		}
-	case v1alpha1.DisruptionRollout:
-		for _, i := range rand.New(rand.NewPCG(uint64(b.Next()), 0)).Perm(len(z.pods))[:min(len(z.pods), 1+b.Intn(3))] {
-			if !z.pods[i].leaving() {
-				req.Pods = append(req.Pods, z.podName(z.pods[i]))
-			}
-		}
-	}
-	return req
+type simZone struct {
+	name     string
+	replicas int
+	max      int32
+	pods     map[int]*simPod
 }
 
-// checkDecision decides req on the view of zones and compares the verdict
-// with the oracle's, and with the verdicts on reordered views.
-func checkDecision(t *testing.T, w *fuzzWorld, zones []fuzzZone, req Request) Verdict {
-	t.Helper()
-	view := w.toView(zones)
-	got := Decide(view, req)
-	if !reflect.DeepEqual(view, w.toView(zones)) {
-		t.Fatalf("Decide changed its view\n%s", describe(w, zones, req))
-	}
-	if err := w.expect(zones, req).check(got); err != nil {
-		t.Fatalf("%v\n%s", err, describe(w, zones, req))
-	}
-	// A list of pods comes in any order; so do the zones, which may change
-	// only which zone a refusal names first.
-	for i := range view.Zones {
-		slices.Reverse(view.Zones[i].Pods)
-	}
-	if again := Decide(view, req); !reflect.DeepEqual(again, got) {
-		t.Fatalf("verdict depends on the order of pods: %+v vs %+v\n%s", again, got, describe(w, zones, req))
-	}
-	slices.Reverse(view.Zones)
-	if again := Decide(view, req); again.Allowed != got.Allowed || again.Code != got.Code || !reflect.DeepEqual(again.Hold, got.Hold) || again.Record != got.Record {
-		t.Fatalf("verdict depends on the order of zones: %+v vs %+v\n%s", again, got, describe(w, zones, req))
-	}
-	return got
+func (z *simZone) podName(ord int) string { return fmt.Sprintf("%s-%d", z.name, ord) }
+
+func (z *simZone) uid(ord int) types.UID {
+	return types.UID(fmt.Sprintf("%s/%d", z.podName(ord), z.pods[ord].gen))
 }
 
-func describe(w *fuzzWorld, zones []fuzzZone, req Request) string {
-	var s strings.Builder
-	fmt.Fprintf(&s, "now=%s delay=%v lease=%v rolloutOpen=%q partitions=%v\n", w.now.Format("15:04:05.000"), w.crossZoneDelay, w.lease, w.rolloutOpen, w.partitions)
-	if h := w.hold; h != nil {
-		fmt.Fprintf(&s, "hold: %s %s %q renewed %v ago, lease %v\n", h.Zone, h.Reason, h.Holder, w.now.Sub(h.Renewed), h.Lease)
-	}
-	for _, z := range zones {
-		fmt.Fprintf(&s, "%s replicas=%d maxUnavailable=%d statusAhead=%v statusUnready=%v:", z.name, z.replicas, z.maxUnavailable, z.statusAhead, z.statusUnready)
-		for _, p := range z.pods {
-			fmt.Fprintf(&s, " %d:%s", p.ord, p.state)
-			if !p.since.IsZero() {
-				fmt.Fprintf(&s, "(since -%v)", w.now.Sub(p.since))
-			}
-			if p.partition != "" {
-				fmt.Fprintf(&s, "[p%s]", p.partition)
-			}
-			if p.taken {
-				fmt.Fprintf(&s, "{taken, back in %v}", p.backAt.Sub(w.now))
-			}
-		}
-		s.WriteString("\n")
-	}
-	fmt.Fprintf(&s, "request: %+v", req)
-	return s.String()
+// simDecision is a request decided and not yet written, or written and not
+// yet acted on.
+type simDecision struct {
+	req     Request
+	read    int // the record's version it was decided on
+	verdict Verdict
+	written bool
+	crashed bool
 }
 
-// sequence is the group's history as decisions act on it.
-type sequence struct {
-	w     *fuzzWorld
-	zones []fuzzZone // as they are now
-	// past are the zones as they were after each change, for stale views.
-	past []snapshot
-	// lastRollout and lastDownscale are when each was last allowed.
-	lastRollout, lastDownscale time.Time
-	log                        []string
+type simWorld struct {
+	now       time.Time
+	zones     []*simZone
+	record    []Intent
+	version   int
+	snapshots []simSnapshot
+	inFlight  []*simDecision
+	log       []string
 }
 
-type snapshot struct {
+type simSnapshot struct {
 	at    time.Time
-	zones []fuzzZone
+	zones []Zone
 }
 
-func newSequence(w *fuzzWorld, zones []fuzzZone) *sequence {
-	s := &sequence{w: w, zones: zones}
-	s.remember()
-	return s
-}
-
-func (s *sequence) remember() {
-	zones := make([]fuzzZone, len(s.zones))
-	for i, z := range s.zones {
-		zones[i] = z.clone()
+func newSimWorld(b *fuzzinput.Bytes) *simWorld {
+	w := &simWorld{now: testNow}
+	for i := range 2 + b.Intn(3) {
+		z := &simZone{name: fmt.Sprintf("zone-%c", 'a'+i), replicas: 1 + b.Intn(5), max: int32(b.Intn(3)), pods: map[int]*simPod{}}
+		for ord := range z.replicas {
+			z.pods[ord] = &simPod{created: testNow.Add(-time.Hour), since: testNow.Add(-time.Hour)}
+		}
+		w.zones = append(w.zones, z)
 	}
-	s.past = append(s.past, snapshot{at: s.w.now, zones: zones})
+	w.snapshot()
+	return w
 }
 
-// at is the zones as a view at time t shows them: after every change made
-// at or before t.
-func (s *sequence) at(t time.Time) []fuzzZone {
-	i := len(s.past) - 1
-	for i > 0 && s.past[i].at.After(t) {
-		i--
+// view is the world's pods as ZoneOf would show them now.
+func (w *simWorld) view() []Zone {
+	var out []Zone
+	for _, z := range w.zones {
+		vz := Zone{Name: z.name, Replicas: int32(z.replicas), MaxUnavailable: z.max}
+		for _, ord := range slices.Sorted(maps.Keys(z.pods)) {
+			p := z.pods[ord]
+			vp := Pod{Name: z.podName(ord), Wanted: !p.leaving, Created: p.created}
+			switch p.state {
+			case simMissing:
+				vp.Missing = true
+			case simTerminating:
+				vp.UID, vp.Terminating = z.uid(ord), true
+			case simStarting:
+				vp.UID = z.uid(ord)
+			case simAvailable:
+				vp.UID, vp.Available, vp.AvailableSince = z.uid(ord), true, p.since
+			}
+			if p.state != simMissing {
+				vz.StatusReplicas++
+				if p.state == simAvailable {
+					vz.StatusReady++
+				}
+			}
+			vz.Pods = append(vz.Pods, vp)
+		}
+		out = append(out, vz)
 	}
-	return s.past[i].zones
+	return out
 }
 
-func (s *sequence) play(t *testing.T, b *fuzzinput.Bytes) {
-	steps := b.Intn(48)
-	lease := s.w.lease
-	if lease == 0 {
-		lease = DefaultLease
+func (w *simWorld) snapshot() {
+	w.snapshots = append(w.snapshots, simSnapshot{at: w.now, zones: w.view()})
+}
+
+// viewAged is the latest snapshot at least lag old (the oldest when none
+// is), never older than maxLag.
+func (w *simWorld) viewAged(lag time.Duration) []Zone {
+	for i := len(w.snapshots) - 1; i >= 0; i-- {
+		s := w.snapshots[i]
+		if !s.at.After(w.now.Add(-lag)) || i == 0 || w.snapshots[i-1].at.Before(w.now.Add(-maxLag)) {
+			return s.zones
+		}
 	}
-	for range steps {
-		s.w.now = s.w.now.Add([]time.Duration{0, time.Second, 2500 * time.Millisecond, 7 * time.Second, 20 * time.Second}[b.Intn(5)])
-		s.comeBack(b)
-		s.remember()
-		lag := []time.Duration{0, 0, 3 * time.Second, 7 * time.Second}[b.Intn(4)]
-		seen := s.at(s.w.now.Add(-lag))
-		req := generateRequest(b, s.w, s.zones)
-		got := checkDecision(t, s.w, seen, req)
-		s.log = append(s.log, fmt.Sprintf("%s lag %v: %s %s %v/%d: allowed=%v record=%v %s", s.w.now.Format("15:04:05.0"), lag,
-			req.Reason, req.Zone, req.Pods, req.Count, got.Allowed, got.Record, got.Message))
-		if t.Failed() || !got.Allowed {
+	return w.view()
+}
+
+func (w *simWorld) logf(format string, args ...any) {
+	w.log = append(w.log, fmt.Sprintf("%s ", w.now.Sub(testNow))+fmt.Sprintf(format, args...))
+}
+
+func (w *simWorld) step(b *fuzzinput.Bytes) {
+	switch b.Intn(7) {
+	case 0:
+		w.now = w.now.Add(time.Duration(b.Intn(16)) * 500 * time.Millisecond)
+	case 1:
+		w.request(b)
+	case 2:
+		if d := w.pick(b, false); d != nil {
+			w.write(d)
+		}
+	case 3:
+		if d := w.pick(b, true); d != nil {
+			w.act(d)
+		}
+	case 4:
+		if d := w.pick(b, true); d != nil && b.Rare(3) {
+			d.crashed = true
+			w.logf("holder of %s crashed", d.req.Holder)
+		}
+	default:
+		w.progress(b)
+	}
+	w.snapshot()
+}
+
+// request decides a new request on the record as read now and the pods
+// now or from a cache.
+func (w *simWorld) request(b *fuzzinput.Bytes) {
+	z := w.zones[b.Intn(len(w.zones))]
+	reason := []v1alpha1.DisruptionReason{v1alpha1.DisruptionEviction, v1alpha1.DisruptionRollout, v1alpha1.DisruptionDownscale}[b.Intn(3)]
+	req := Request{Zone: z.name, Reason: reason}
+	switch reason {
+	case v1alpha1.DisruptionDownscale:
+		if z.replicas <= 1 {
+			return
+		}
+		req.Pods = []string{z.podName(z.replicas - 1)}
+	default:
+		for range 1 + b.Intn(2) {
+			if name := z.podName(b.Intn(z.replicas)); !slices.Contains(req.Pods, name) {
+				req.Pods = append(req.Pods, name)
+			}
+		}
+	}
+	req.Holder = fmt.Sprintf("%s of %s #%d", reason, strings.Join(req.Pods, ","), len(w.log))
+	zones := w.view()
+	if b.Rare(2) {
+		zones = w.viewAged(time.Duration(b.Intn(11)) * 500 * time.Millisecond)
+	}
+	v := View{Now: w.now, Zones: zones, Intents: slices.Clone(w.record)}
+	d := &simDecision{req: req, read: w.version, verdict: Decide(v, req)}
+	w.logf("%s decided on record v%d: allowed=%v %s", req.Holder, w.version, d.verdict.Allowed, d.verdict.Message)
+	if d.verdict.Allowed {
+		w.inFlight = append(w.inFlight, d)
+	}
+}
+
+func (w *simWorld) pick(b *fuzzinput.Bytes, written bool) *simDecision {
+	var candidates []*simDecision
+	for _, d := range w.inFlight {
+		if d.written == written && !d.crashed {
+			candidates = append(candidates, d)
+		}
+	}
+	if len(candidates) == 0 {
+		return nil
+	}
+	return candidates[b.Intn(len(candidates))]
+}
+
+// write records an allowed decision with an optimistic lock.
+func (w *simWorld) write(d *simDecision) {
+	if d.read != w.version {
+		w.logf("%s: conflict (read v%d, now v%d), dropped", d.req.Holder, d.read, w.version)
+		w.drop(d)
+		return
+	}
+	// The API keeps whole seconds.
+	w.record = IntentsOf(RecordOf(d.verdict.Record))
+	w.version++
+	d.written = true
+	w.logf("%s recorded as v%d", d.req.Holder, w.version)
+}
+
+func (w *simWorld) drop(d *simDecision) {
+	w.inFlight = slices.DeleteFunc(w.inFlight, func(o *simDecision) bool { return o == d })
+}
+
+// act carries out a recorded decision, before its deadline or not at all.
+func (w *simWorld) act(d *simDecision) {
+	w.drop(d)
+	if !w.now.Before(ActDeadline(d.verdict.Intent.Decided)) {
+		w.logf("%s: past its deadline, not acted on", d.req.Holder)
+		return
+	}
+	z := w.zone(d.req.Zone)
+	for _, name := range d.req.Pods {
+		ord := ordinalOf(name)
+		p := z.pods[ord]
+		if p == nil || p.state == simMissing || p.state == simTerminating {
 			continue
 		}
-		if got.Record {
-			s.w.hold = HoldOf(got.Hold.Record()) // as package budget writes it and reads it back
+		if i := slices.IndexFunc(d.verdict.Intent.Pods, func(ip IntentPod) bool { return ip.Name == name }); i < 0 || d.verdict.Intent.Pods[i].UID != z.uid(ord) {
+			continue // the UID precondition: another pod by now
 		}
-		if err := s.act(b, req, lag == 0, lease); err != nil {
-			t.Fatalf("%v\n%s\nsteps:\n%s", err, describe(s.w, s.zones, req), strings.Join(s.log, "\n"))
-		}
-		s.remember()
-	}
-}
-
-// comeBack brings back the pods decisions took whose time has come, and
-// now and then heals a zone of what it suffered on its own.
-func (s *sequence) comeBack(b *fuzzinput.Bytes) {
-	heal := -1
-	if b.Rare(4) {
-		heal = b.Intn(len(s.zones))
-	}
-	for i := range s.zones {
-		z := &s.zones[i]
-		z.pods = slices.DeleteFunc(z.pods, func(p fuzzPod) bool {
-			return p.leaving() && (p.taken && !s.w.now.Before(p.backAt) || !p.taken && i == heal)
-		})
-		for j := range z.pods {
-			if p := &z.pods[j]; p.state != stAvailable && (p.taken && !s.w.now.Before(p.backAt) || !p.taken && i == heal) {
-				*p = fuzzPod{ord: p.ord, partition: p.partition, state: stAvailable, since: s.w.now, gen: p.gen + 1}
+		if d.req.Reason == v1alpha1.DisruptionDownscale {
+			if ord != z.replicas-1 {
+				continue
 			}
+			z.replicas--
+			p.leaving = true
 		}
-		if i == heal {
-			z.statusAhead, z.statusUnready = false, false
+		p.state = simTerminating
+	}
+	w.logf("%s acted", d.req.Holder)
+}
+
+func ordinalOf(name string) int {
+	var ord int
+	fmt.Sscanf(name[strings.LastIndex(name, "-")+1:], "%d", &ord)
+	return ord
+}
+
+func (w *simWorld) zone(name string) *simZone {
+	for _, z := range w.zones {
+		if z.name == name {
+			return z
 		}
+	}
+	return nil
+}
+
+// progress moves one pod on: terminating to gone, gone to a new pod
+// starting, starting to available.
+func (w *simWorld) progress(b *fuzzinput.Bytes) {
+	z := w.zones[b.Intn(len(w.zones))]
+	ords := slices.Sorted(maps.Keys(z.pods))
+	ord := ords[b.Intn(len(ords))]
+	p := z.pods[ord]
+	switch p.state {
+	case simTerminating:
+		if p.leaving {
+			delete(z.pods, ord)
+			return
+		}
+		p.state = simMissing
+	case simMissing:
+		p.state, p.gen, p.created = simStarting, p.gen+1, w.now
+	case simStarting:
+		p.state, p.since = simAvailable, w.now
 	}
 }
 
-// act applies an allowed request to the zones and checks the guarantees.
-func (s *sequence) act(b *fuzzinput.Bytes, req Request, fresh bool, lease time.Duration) error {
-	zi := slices.IndexFunc(s.zones, func(z fuzzZone) bool { return z.name == req.Zone })
-	z := &s.zones[zi]
-	if h := s.w.hold; h == nil || h.Zone != req.Zone || !s.w.now.Before(h.Renewed.Add(h.Lease)) ||
-		req.Reason != v1alpha1.DisruptionEviction && h.Reason != req.Reason {
-		return fmt.Errorf("allowed %s of %s, but the recorded hold is %+v", req.Reason, req.Zone, h)
-	}
-	switch req.Reason {
-	case v1alpha1.DisruptionRollout:
-		if !s.lastDownscale.IsZero() && s.w.now.Sub(s.lastDownscale) < lease/2 {
-			return fmt.Errorf("rollout allowed %v after a downscale", s.w.now.Sub(s.lastDownscale))
-		}
-		s.lastRollout = s.w.now
-	case v1alpha1.DisruptionDownscale:
-		if !s.lastRollout.IsZero() && s.w.now.Sub(s.lastRollout) < lease/2 {
-			return fmt.Errorf("downscale allowed %v after a rollout", s.w.now.Sub(s.lastRollout))
-		}
-		s.lastDownscale = s.w.now
-	}
-	down := func() int {
-		n := 0
+// check is the guarantees, on the world.
+func (w *simWorld) check() error {
+	var disrupted []string
+	for _, z := range w.zones {
+		var unavailable int32
+		down := false
 		for _, p := range z.pods {
-			if p.state != stAvailable {
-				n++
+			if p.state != simAvailable || p.leaving {
+				down = true
+			}
+			if p.state != simAvailable && !p.leaving {
+				unavailable++
 			}
 		}
-		return n
-	}
-	before := down()
-	backAt := s.w.now.Add([]time.Duration{2 * time.Second, 10 * time.Second, 40 * time.Second}[b.Intn(3)])
-	take := func(p *fuzzPod) error {
-		// Another zone's pod taken and not back, of this partition for a
-		// partition-aware eviction, is two zones disrupted at once.
-		partition := ""
-		if req.Reason == v1alpha1.DisruptionEviction {
-			partition = req.Partition
+		if down {
+			disrupted = append(disrupted, z.name)
 		}
-		for _, other := range s.zones {
-			for _, op := range other.pods {
-				if other.name != z.name && op.taken && (partition == "" || op.partition == partition) {
-					return fmt.Errorf("takes %s while %s, taken by an earlier decision, is not back", z.podName(*p), other.podName(op))
-				}
-			}
-		}
-		p.taken, p.backAt = true, backAt
-		return nil
-	}
-	if req.Reason == v1alpha1.DisruptionDownscale {
-		keep := max(0, z.replicas-req.Count)
-		for j := range z.pods {
-			if p := &z.pods[j]; p.ord >= int(keep) && !p.leaving() {
-				if err := take(p); err != nil {
-					return err
-				}
-				p.state = stLeavingTerminating
-			}
-		}
-		z.pods = slices.DeleteFunc(z.pods, func(p fuzzPod) bool { return p.state == stMissing && p.ord >= int(keep) })
-		z.replicas = keep
-		return nil
-	}
-	for j := range z.pods {
-		if p := &z.pods[j]; slices.Contains(req.Pods, z.podName(*p)) && p.state != stMissing && p.state != stTerminating && p.state != stLeavingTerminating {
-			if err := take(p); err != nil {
-				return err
-			}
-			p.state = map[bool]podState{false: stTerminating, true: stLeavingTerminating}[p.leaving()]
-			p.since = time.Time{}
+		if unavailable > z.max {
+			return fmt.Errorf("zone %s has %d wanted pods unavailable, maxUnavailable %d", z.name, unavailable, z.max)
 		}
 	}
-	if after := down(); fresh && after > max(before, int(z.maxUnavailable)) {
-		return fmt.Errorf("%s: %d pods unavailable after a decision on a fresh view (%d before), maxUnavailable %d", z.name, after, before, z.maxUnavailable)
+	if len(disrupted) > 1 {
+		slices.Sort(disrupted)
+		return fmt.Errorf("zones %s are disrupted at once", strings.Join(disrupted, ", "))
 	}
 	return nil
 }

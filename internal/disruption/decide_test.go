@@ -39,6 +39,12 @@ func makeZone(name string, n int) *zoneWrapper {
 // uidOf is the UID makeZone gives a pod.
 func uidOf(pod string) types.UID { return types.UID("uid-" + pod) }
 
+// CreatedAt: pod i was created at t.
+func (w *zoneWrapper) CreatedAt(i int, t time.Time) *zoneWrapper {
+	w.z.Pods[i].Created = t
+	return w
+}
+
 // Replaced: pod i is another pod under the same name, available.
 func (w *zoneWrapper) Replaced(i int) *zoneWrapper {
 	w.z.Pods[i].UID += "-again"
@@ -97,9 +103,18 @@ func group(change ...func(a, b, c *zoneWrapper)) View {
 	return View{Now: testNow, Zones: []Zone{a.Obj(), b.Obj(), c.Obj()}}
 }
 
-func withHold(v View, zone string, reason v1alpha1.DisruptionReason, renewedAgo time.Duration) View {
-	v.Hold = &Hold{Zone: zone, Reason: reason, Holder: "holder-" + zone, Since: testNow.Add(-time.Hour),
-		Renewed: testNow.Add(-renewedAgo), Lease: DefaultLease}
+// intentOf is an intent of reason by holder-<zone> decided ago before
+// testNow, letting pods (as makeZone made them) go.
+func intentOf(zone string, reason v1alpha1.DisruptionReason, ago time.Duration, pods ...string) Intent {
+	in := Intent{Zone: zone, Reason: reason, Holder: "holder-" + zone, Decided: testNow.Add(-ago), Expires: testNow.Add(-ago).Add(ActWindow + expiryMargin)}
+	for _, p := range pods {
+		in.Pods = append(in.Pods, IntentPod{Name: p, UID: uidOf(p)})
+	}
+	return in
+}
+
+func withIntents(v View, intents ...Intent) View {
+	v.Intents = append(v.Intents, intents...)
 	return v
 }
 
@@ -118,28 +133,18 @@ func roll(zone string, pods ...string) Request {
 	return Request{Zone: zone, Reason: rollout, Pods: pods, Holder: "RolloutGroup ingester"}
 }
 
-func shrink(zone string, count int32) Request {
-	return Request{Zone: zone, Reason: downscale, Count: count, Holder: "ScalingPolicy ingester"}
+func shrink(zone string, pods ...string) Request {
+	return Request{Zone: zone, Reason: downscale, Pods: pods, Holder: "ScalingPolicy ingester"}
 }
 
-// granted is the verdict allowing req with a hold taken now and recorded;
-// an eviction's hold names its pods.
-func granted(req Request) Verdict {
-	v := Verdict{Allowed: true, Record: true, Hold: Hold{Zone: req.Zone, Reason: req.Reason, Holder: req.Holder,
-		Since: testNow, Renewed: testNow, Lease: DefaultLease}}
-	if req.Reason == eviction {
-		v.Hold.Evicted = evictedPods(req.Pods...)
+// granted is the verdict allowing req, recorded after kept: an intent
+// decided now naming its pods as makeZone made them.
+func granted(req Request, kept ...Intent) Verdict {
+	in := Intent{Zone: req.Zone, Reason: req.Reason, Holder: req.Holder, Decided: testNow, Expires: testNow.Add(ActWindow + expiryMargin)}
+	for _, p := range req.Pods {
+		in.Pods = append(in.Pods, IntentPod{Name: p, UID: uidOf(p)})
 	}
-	return v
-}
-
-// evictedPods records the evictions of pods as makeZone made them.
-func evictedPods(pods ...string) []Evicted {
-	var out []Evicted
-	for _, p := range pods {
-		out = append(out, Evicted{Name: p, UID: uidOf(p)})
-	}
-	return out
+	return Verdict{Allowed: true, Intent: in, Record: append(kept, in)}
 }
 
 func denied(code string, retry time.Duration) Verdict {
@@ -178,10 +183,6 @@ func runDecideCases(t *testing.T, cases []decideCase) {
 }
 
 func TestDecideZoneAndRollout(t *testing.T) {
-	leased := group()
-	leased.Lease = time.Minute
-	wantLeased := granted(evict("zone-a-0"))
-	wantLeased.Hold.Lease = time.Minute
 	rolloutOpen := group()
 	rolloutOpen.RolloutOpen = "zone-b"
 
@@ -189,72 +190,91 @@ func TestDecideZoneAndRollout(t *testing.T) {
 		{name: "eviction of a whole group", view: group(), req: evict("zone-a-0"), want: granted(evict("zone-a-0"))},
 		{name: "a rollout batch over the budget", view: group(), req: roll("zone-b", "zone-b-2", "zone-b-1"), want: denied(CodeZoneBudget, 0)},
 		{name: "rollout within the budget", view: group(), req: roll("zone-b", "zone-b-2"), want: granted(roll("zone-b", "zone-b-2"))},
-		{name: "downscale of a whole group", view: group(), req: shrink("zone-c", 2), want: granted(shrink("zone-c", 2))},
-		{name: "the view's lease goes into the hold", view: leased, req: evict("zone-a-0"), want: wantLeased},
+		{name: "downscale of a whole group", view: group(), req: shrink("zone-c", "zone-c-2", "zone-c-1"), want: granted(shrink("zone-c", "zone-c-2", "zone-c-1"))},
 		{name: "unknown zone", view: group(), req: evict("zone-d-0"), want: denied(CodeUnknownZone, 0), message: []string{"zone-d"}},
-		{name: "downscale waits for an open rollout", view: rolloutOpen, req: shrink("zone-a", 1),
+		{name: "downscale waits for an open rollout", view: rolloutOpen, req: shrink("zone-a", "zone-a-2"),
 			want: denied(CodeRolloutInProgress, 0), message: []string{"zone-b"}},
 		{name: "an open rollout lets an eviction through", view: rolloutOpen, req: evict("zone-a-0"), want: granted(evict("zone-a-0"))},
 		{name: "an open rollout lets its own batch through", view: rolloutOpen, req: roll("zone-b", "zone-b-0"), want: granted(roll("zone-b", "zone-b-0"))},
 	})
 }
 
-func TestDecideHolds(t *testing.T) {
+// TestDecideIntents: a recorded intent stops other zones while a pod it let
+// go is still shown untouched, and no longer than that: once the view shows
+// it going the pods speak, and once they are replaced and available the
+// next zone goes at once. Its expiry only ends the intent of a holder that
+// never acted.
+func TestDecideIntents(t *testing.T) {
+	replacedNow := func(a, _, _ *zoneWrapper) { a.Replaced(0).CreatedAt(0, testNow) }
 	runDecideCases(t, []decideCase{
-		{name: "another zone's unlapsed hold", view: withHold(group(), "zone-b", eviction, 5*time.Second), req: evict("zone-a-0"),
-			want: denied(CodeHeldByOtherZone, 10*time.Second), message: []string{"zone-b", "holder-zone-b", "2026-03-01T12:00:10Z"}},
-		{name: "another zone's hold stops a downscale", view: withHold(group(), "zone-b", eviction, 0), req: shrink("zone-a", 1),
-			want: denied(CodeHeldByOtherZone, DefaultLease), message: []string{"zone-b"}},
-		{name: "another zone's hold stops a rollout", view: withHold(group(), "zone-c", rollout, 14*time.Second), req: roll("zone-a", "zone-a-0"),
-			want: denied(CodeHeldByOtherZone, time.Second), message: []string{"zone-c"}},
-		{name: "another zone's hold lapsed", view: withHold(group(), "zone-b", eviction, DefaultLease), req: evict("zone-a-0"),
-			want: granted(evict("zone-a-0"))},
-		// A rollout and a downscale never overlap, even in one zone.
-		{name: "a rollout's hold stops a downscale of its zone", view: withHold(group(), "zone-a", rollout, 3*time.Second), req: shrink("zone-a", 1),
-			want: denied(CodeHeldByOtherZone, 12*time.Second), message: []string{"zone-a", "Rollout", "downscale waits"}},
-		{name: "a downscale's hold stops a rollout of its zone", view: withHold(group(), "zone-a", downscale, 3*time.Second), req: roll("zone-a", "zone-a-0"),
-			want: denied(CodeHeldByOtherZone, 12*time.Second), message: []string{"zone-a", "Downscale", "rollout waits"}},
-		{name: "a rollout's hold stops a downscale of another zone", view: withHold(group(), "zone-b", rollout, 3*time.Second), req: shrink("zone-a", 1),
-			want: denied(CodeHeldByOtherZone, 12*time.Second), message: []string{"zone-b"}},
-		{name: "a lapsed rollout hold lets a downscale of its zone", view: withHold(group(), "zone-a", rollout, 20*time.Second), req: shrink("zone-a", 1),
-			want: granted(shrink("zone-a", 1))},
+		{name: "another zone's pod not seen going", view: withIntents(group(), intentOf("zone-b", eviction, 5*time.Second, "zone-b-0")), req: evict("zone-a-0"),
+			want: denied(CodeHeldByOtherZone, 40*time.Second), message: []string{"zone-b", "1 pod", "holder-zone-b", "2026-03-01T11:59:55Z"}},
+		{name: "a rollout batch not seen going stops a downscale of another zone", view: withIntents(group(), intentOf("zone-c", rollout, time.Second, "zone-c-1", "zone-c-2")),
+			req: shrink("zone-a", "zone-a-2"), want: denied(CodeHeldByOtherZone, 44*time.Second), message: []string{"zone-c", "downscale waits"}},
+		{name: "another zone's pod terminating: the view says it", view: withIntents(group(func(_, b, _ *zoneWrapper) { b.Terminating(0) }), intentOf("zone-b", eviction, time.Second, "zone-b-0")),
+			req: evict("zone-a-0"), want: denied(CodeOtherZoneDisrupted, 0), message: []string{"zone-b", "1 terminating"}},
+		{name: "another zone's pod replaced, not yet available", view: withIntents(group(func(_, b, _ *zoneWrapper) { b.Replaced(0).CreatedAt(0, testNow).NotAvailable(0) }), intentOf("zone-b", eviction, time.Second, "zone-b-0")),
+			req: evict("zone-a-0"), want: denied(CodeOtherZoneDisrupted, 0), message: []string{"zone-b", "1 not available"}},
+		{name: "another zone's pod replaced and available: the next zone goes at once", view: withIntents(group(func(_, b, _ *zoneWrapper) { b.Replaced(0).CreatedAt(0, testNow) }), intentOf("zone-b", eviction, time.Second, "zone-b-0")),
+			req: evict("zone-a-0"), want: granted(evict("zone-a-0"))},
+		{name: "a pod created before the decision is not its replacement", view: withIntents(group(func(_, b, _ *zoneWrapper) { b.Replaced(0).CreatedAt(0, testNow.Add(-time.Minute)) }), intentOf("zone-b", eviction, time.Second, "zone-b-0")),
+			req: evict("zone-a-0"), want: granted(evict("zone-a-0"), intentOf("zone-b", eviction, time.Second, "zone-b-0"))},
+		{name: "an intent whose holder never acted ends at its expiry", view: withIntents(group(), intentOf("zone-b", rollout, ActWindow+expiryMargin, "zone-b-0")),
+			req: evict("zone-a-0"), want: granted(evict("zone-a-0"))},
+		{name: "a downscale's ordinals gone", view: withIntents(group(), intentOf("zone-b", downscale, time.Second, "zone-b-3")),
+			req: roll("zone-a", "zone-a-0"), want: granted(roll("zone-a", "zone-a-0"))},
+		{name: "a downscale's ordinal still leaving stops a rollout of its zone", view: withIntents(group(func(a, _, _ *zoneWrapper) { a.Leaving(3) }), intentOf("zone-a", downscale, time.Second, "zone-a-3")),
+			req: roll("zone-a", "zone-a-0"), want: denied(CodeHeldByOtherZone, 44*time.Second), message: []string{"downscale of zone zone-a", "rollout waits"}},
+		{name: "the rollout's own zone done: the next zone at once", view: withIntents(group(replacedNow), intentOf("zone-a", rollout, 3*time.Second, "zone-a-0")),
+			req: roll("zone-b", "zone-b-0"), want: granted(roll("zone-b", "zone-b-0"))},
+		{name: "the rollout's own pending batch does not stop its next batch of the zone", view: withIntents(group(func(a, _, _ *zoneWrapper) { a.Max(2) }), intentOf("zone-a", rollout, time.Second, "zone-a-0")),
+			req: roll("zone-a", "zone-a-1"), want: granted(roll("zone-a", "zone-a-1"), intentOf("zone-a", rollout, time.Second, "zone-a-0"))},
 	})
 }
 
-// TestDecideRenewal: a zone that holds the budget renews its hold only when
-// less than half of the lease is left, and keeps the time it took it.
-func TestDecideRenewal(t *testing.T) {
-	renewed := func(req Request, record bool) Verdict {
-		v := granted(req)
-		v.Hold.Since, v.Record = testNow.Add(-time.Hour), record
-		return v
-	}
+// TestDecideIntentsInZone: the zone's own recorded pods count against its
+// budget while shown untouched (finding 2 of issue 29: an eviction judged
+// between a rollout's record and its deletes must see the batch).
+func TestDecideIntentsInZone(t *testing.T) {
+	batch := intentOf("zone-a", rollout, time.Second, "zone-a-0")
 	runDecideCases(t, []decideCase{
-		{name: "more than half the lease left", view: withHold(group(), "zone-a", rollout, 5*time.Second), req: roll("zone-a", "zone-a-1"),
-			want: renewed(roll("zone-a", "zone-a-1"), false)},
-		{name: "less than half the lease left", view: withHold(group(), "zone-a", rollout, 8*time.Second), req: roll("zone-a", "zone-a-1"),
-			want: renewed(roll("zone-a", "zone-a-1"), true)},
-		{name: "exactly half the lease left", view: withHold(group(), "zone-a", rollout, DefaultLease/2), req: roll("zone-a", "zone-a-1"),
-			want: renewed(roll("zone-a", "zone-a-1"), true)},
-		{name: "a recorded lease shorter than the view's", view: func() View {
-			v := withHold(group(), "zone-a", rollout, 0)
-			v.Hold.Lease = 2 * time.Second // written with another lease, or edited
-			return v
-		}(), req: roll("zone-a", "zone-a-1"), want: renewed(roll("zone-a", "zone-a-1"), true)},
-		{name: "a recorded lease longer than the view's", view: func() View {
-			v := withHold(group(), "zone-a", rollout, 50*time.Second)
-			v.Hold.Lease = time.Minute
-			return v
-		}(), req: roll("zone-a", "zone-a-1"), want: renewed(roll("zone-a", "zone-a-1"), false)},
-		{name: "an eviction is recorded with its pod even with the lease left", view: withHold(group(), "zone-a", eviction, time.Second),
-			req: evict("zone-a-1"), want: renewed(evict("zone-a-1"), true)},
-		{name: "a rollout renewing its hold", view: withHold(group(), "zone-a", rollout, time.Second), req: roll("zone-a", "zone-a-1"),
-			want: renewed(roll("zone-a", "zone-a-1"), false)},
-		{name: "lapsed hold of the zone", view: withHold(group(), "zone-a", eviction, DefaultLease), req: evict("zone-a-1"),
-			want: granted(evict("zone-a-1"))},
-		{name: "long-lapsed hold of the zone", view: withHold(group(), "zone-a", downscale, time.Hour), req: roll("zone-a", "zone-a-1"),
-			want: granted(roll("zone-a", "zone-a-1"))},
+		{name: "an eviction of the zone being rolled sees the batch about to go", view: withIntents(group(), batch),
+			req: evict("zone-a-1"), want: denied(CodeZoneBudget, 44*time.Second), message: []string{"1 of 3 pods unavailable", "rollout"}},
+		{name: "a rollout counts a recorded eviction", view: withIntents(group(), intentOf("zone-a", eviction, time.Second, "zone-a-0")),
+			req: roll("zone-a", "zone-a-1"), want: denied(CodeZoneBudget, 44*time.Second)},
+		{name: "the same pod again costs once", view: withIntents(group(), intentOf("zone-a", eviction, time.Second, "zone-a-0")),
+			req: evict("zone-a-0"), want: granted(evict("zone-a-0"), intentOf("zone-a", eviction, time.Second, "zone-a-0"))},
+		{name: "with room for two the second is recorded after the first", view: withIntents(group(func(a, _, _ *zoneWrapper) { a.Max(2) }), batch),
+			req: evict("zone-a-1"), want: granted(evict("zone-a-1"), batch)},
+		{name: "a pod the view shows going costs through the view alone", view: withIntents(group(func(a, _, _ *zoneWrapper) { a.Max(2).Terminating(0) }), batch),
+			req: evict("zone-a-1"), want: granted(evict("zone-a-1"), batch)},
 	})
+}
+
+// TestDecideRecord: the record written with an allowed decision keeps what
+// is not seen done, oldest first, and drops what is.
+func TestDecideRecord(t *testing.T) {
+	done := intentOf("zone-b", eviction, time.Minute, "zone-b-0")
+	expired := intentOf("zone-c", rollout, time.Hour, "zone-c-1")
+	stuck := intentOf("zone-a", eviction, 2*time.Second, "zone-a-2")
+	v := withIntents(group(func(a, b, _ *zoneWrapper) {
+		b.Replaced(0).CreatedAt(0, testNow.Add(-30*time.Second))
+		a.Max(2).Terminating(2)
+	}), done, expired, stuck)
+	got := Decide(v, evict("zone-a-0"))
+	want := granted(evict("zone-a-0"), stuck)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Decide = %+v\nwant     %+v", got, want)
+	}
+
+	full := group()
+	for range MaxIntents {
+		full.Intents = append(full.Intents, intentOf("zone-a", eviction, time.Second, "zone-a-2"))
+	}
+	full.Zones[0].MaxUnavailable = 3
+	if got := Decide(full, evict("zone-a-1")); got.Allowed || got.Code != CodeZoneBudget {
+		t.Errorf("with %d intents recorded: Decide = %+v, want %s", MaxIntents, got, CodeZoneBudget)
+	}
 }
 
 func TestDecideOtherZoneDisrupted(t *testing.T) {
@@ -263,7 +283,7 @@ func TestDecideOtherZoneDisrupted(t *testing.T) {
 			want: denied(CodeOtherZoneDisrupted, 0), message: []string{"zone-b", "1 not available"}},
 		{name: "terminating", view: group(func(_, _, c *zoneWrapper) { c.Terminating(0).Terminating(2) }), req: roll("zone-a", "zone-a-0"),
 			want: denied(CodeOtherZoneDisrupted, 0), message: []string{"zone-c", "2 terminating"}},
-		{name: "missing", view: group(func(_, b, _ *zoneWrapper) { b.Missing(2) }), req: shrink("zone-a", 1),
+		{name: "missing", view: group(func(_, b, _ *zoneWrapper) { b.Missing(2) }), req: shrink("zone-a", "zone-a-2"),
 			want: denied(CodeOtherZoneDisrupted, 0), message: []string{"zone-b", "1 missing"}},
 		{name: "leaving after a scale-down", view: group(func(_, b, _ *zoneWrapper) { b.Leaving(3).Status(4, 4) }), req: evict("zone-a-0"),
 			want: denied(CodeOtherZoneDisrupted, 0), message: []string{"zone-b", "1 leaving"}},
@@ -304,8 +324,10 @@ func TestDecidePartitions(t *testing.T) {
 			want: denied(CodeOtherZoneDisrupted, 0)},
 		{name: "the zone's maxUnavailable still holds", view: group(b1Down, func(a, _, _ *zoneWrapper) { a.NotAvailable(0) }), req: evictPartition("zone-a-2"),
 			want: denied(CodeZoneBudget, 0)},
-		{name: "another zone's hold still stops it", view: withHold(group(b1Down), "zone-b", eviction, time.Second), req: evictPartition("zone-a-2"),
-			want: denied(CodeHeldByOtherZone, 14*time.Second)},
+		{name: "another zone's pod of the partition not seen going stops it", view: withIntents(group(), intentOf("zone-b", eviction, time.Second, "zone-b-2")),
+			req: evictPartition("zone-a-2"), want: denied(CodeHeldByOtherZone, 44*time.Second)},
+		{name: "another zone's pod of another partition not seen going does not", view: withIntents(group(), intentOf("zone-b", eviction, time.Second, "zone-b-1")),
+			req: evictPartition("zone-a-2"), want: granted(evictPartition("zone-a-2"), intentOf("zone-b", eviction, time.Second, "zone-b-1"))},
 	})
 }
 
@@ -324,7 +346,7 @@ func TestDecideCrossZoneDelay(t *testing.T) {
 		{name: "the zone's own pods do not count", view: delayed(group(func(a, _, _ *zoneWrapper) { a.AvailableSince(1, testNow) })),
 			req: evict("zone-a-0"), want: granted(evict("zone-a-0"))},
 		{name: "rollouts do not wait for it", view: delayed(group(bBack)), req: roll("zone-a", "zone-a-0"), want: granted(roll("zone-a", "zone-a-0"))},
-		{name: "downscales do not wait for it", view: delayed(group(bBack)), req: shrink("zone-a", 1), want: granted(shrink("zone-a", 1))},
+		{name: "downscales do not wait for it", view: delayed(group(bBack)), req: shrink("zone-a", "zone-a-2"), want: granted(shrink("zone-a", "zone-a-2"))},
 		{name: "another partition came back", view: delayed(group(bBack)), req: evictPartition("zone-a-1"), want: granted(evictPartition("zone-a-1"))},
 		{name: "the same partition came back", view: delayed(group(bBack, cBack)), req: evictPartition("zone-a-1"),
 			want: denied(CodeCrossZoneDelay, 5*time.Second), message: []string{"zone-c"}},
@@ -351,113 +373,8 @@ func TestDecideZoneBudget(t *testing.T) {
 			req: roll("zone-a", "zone-a-2", "zone-a-1"), want: granted(roll("zone-a", "zone-a-2", "zone-a-1"))},
 		{name: "a pod leaving uses the budget", view: group(func(a, _, _ *zoneWrapper) { a.Leaving(3) }), req: evict("zone-a-0"),
 			want: denied(CodeZoneBudget, 0), message: []string{"1 of 4 pods unavailable"}},
-		{name: "a downscale is not judged by the budget", view: group(func(a, _, _ *zoneWrapper) { a.Max(0).NotAvailable(0) }), req: shrink("zone-a", 2),
-			want: granted(shrink("zone-a", 2))},
+		{name: "a downscale is not judged by the budget", view: group(func(a, _, _ *zoneWrapper) { a.Max(0).NotAvailable(0) }), req: shrink("zone-a", "zone-a-2", "zone-a-1"),
+			want: granted(shrink("zone-a", "zone-a-2", "zone-a-1"))},
 	})
 }
 
-// TestDecideHoldReason: a hold a rollout or a downscale waits for keeps its
-// reason until it lapses, whoever renews it in its zone.
-func TestDecideHoldReason(t *testing.T) {
-	renewed := func(req Request, reason v1alpha1.DisruptionReason, holder string, record bool) Verdict {
-		v := granted(req)
-		v.Hold.Since, v.Hold.Reason, v.Hold.Holder, v.Record = testNow.Add(-time.Hour), reason, holder, record
-		return v
-	}
-	runDecideCases(t, []decideCase{
-		{name: "a rollout under an eviction's hold records its own", view: withHold(group(), "zone-a", eviction, time.Second),
-			req: roll("zone-a", "zone-a-0"), want: renewed(roll("zone-a", "zone-a-0"), rollout, "RolloutGroup ingester", true)},
-		{name: "a downscale under an eviction's hold records its own", view: withHold(group(), "zone-a", eviction, time.Second),
-			req: shrink("zone-a", 1), want: renewed(shrink("zone-a", 1), downscale, "ScalingPolicy ingester", true)},
-		{name: "an eviction under a rollout's hold keeps it", view: withHold(group(), "zone-a", rollout, time.Second),
-			req: evict("zone-a-0"), want: renewed(evict("zone-a-0"), rollout, "holder-zone-a", true)},
-		{name: "an eviction renewing a rollout's hold keeps its reason", view: withHold(group(), "zone-a", rollout, 10*time.Second),
-			req: evict("zone-a-0"), want: renewed(evict("zone-a-0"), rollout, "holder-zone-a", true)},
-		{name: "an eviction renewing a downscale's hold keeps its reason", view: withHold(group(), "zone-a", downscale, 10*time.Second),
-			req: evict("zone-a-0"), want: renewed(evict("zone-a-0"), downscale, "holder-zone-a", true)},
-	})
-
-	// The consequence: a rollout and a downscale of one zone never both go
-	// within a lease, whatever evictions do between them.
-	for _, tc := range []struct {
-		name  string
-		held  v1alpha1.DisruptionReason
-		ago   time.Duration
-		first Request
-	}{
-		{name: "rollout after an eviction", held: eviction, ago: time.Second, first: roll("zone-a", "zone-a-0")},
-		{name: "eviction renewing a rollout's hold", held: rollout, ago: 10 * time.Second, first: evict("zone-a-0")},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			v := withHold(group(), "zone-a", tc.held, tc.ago)
-			first := Decide(v, tc.first)
-			if !first.Allowed {
-				t.Fatalf("first request refused: %s", first.Message)
-			}
-			if first.Record {
-				v.Hold = &first.Hold
-			}
-			v.Now = v.Now.Add(time.Second)
-			if second := Decide(v, shrink("zone-a", 1)); second.Allowed {
-				t.Errorf("a downscale of zone-a is allowed within the lease of a rollout (hold %+v)", *v.Hold)
-			}
-		})
-	}
-}
-
-// TestDecideEvictedPods: an eviction admitted under an unlapsed hold counts
-// against its zone's budget until the hold lapses, even while the view still
-// shows the pod available (the API server removes it after admission): two
-// evictions judged a moment apart cannot both take the last slot.
-func TestDecideEvictedPods(t *testing.T) {
-	evicted := func(renewedAgo time.Duration, pods ...string) View {
-		v := withHold(group(), "zone-a", eviction, renewedAgo)
-		v.Hold.Evicted = evictedPods(pods...)
-		return v
-	}
-	again := granted(evict("zone-a-0"))
-	again.Hold.Since = testNow.Add(-time.Hour)
-	withOther := granted(evict("zone-a-1"))
-	withOther.Hold.Since, withOther.Hold.Evicted = testNow.Add(-time.Hour), evictedPods("zone-a-0", "zone-a-1")
-	runDecideCases(t, []decideCase{
-		{name: "a second pod while the first one's eviction is recorded", view: evicted(time.Second, "zone-a-0"),
-			req: evict("zone-a-1"), want: denied(CodeZoneBudget, DefaultLease-time.Second), message: []string{"zone-a", "maxUnavailable 1"}},
-		{name: "the same pod again costs nothing", view: evicted(time.Second, "zone-a-0"), req: evict("zone-a-0"), want: again},
-		{name: "a rollout counts the recorded eviction too", view: evicted(time.Second, "zone-a-0"),
-			req: roll("zone-a", "zone-a-1"), want: denied(CodeZoneBudget, DefaultLease-time.Second)},
-		{name: "a lapsed hold's evictions are the view's to show", view: evicted(DefaultLease, "zone-a-0"),
-			req: evict("zone-a-1"), want: granted(evict("zone-a-1"))},
-		{name: "with room for two, the second is added to the record", view: func() View {
-			v := evicted(time.Second, "zone-a-0")
-			v.Zones[0].MaxUnavailable = 2
-			return v
-		}(), req: evict("zone-a-1"), want: withOther},
-	})
-}
-
-// TestDecideEvictionsShown: a recorded eviction counts against its zone
-// only while the view shows its pod still there; a hold stops other zones
-// for its whole lease, whatever the pods show.
-func TestDecideEvictionsShown(t *testing.T) {
-	evictedIn := func(v View, pods ...string) View {
-		v = withHold(v, "zone-a", eviction, time.Second)
-		v.Hold.Evicted = evictedPods(pods...)
-		return v
-	}
-	replaced := func(i int) func(a, _, _ *zoneWrapper) { return func(a, _, _ *zoneWrapper) { a.Replaced(i) } }
-	runDecideCases(t, []decideCase{
-		{name: "a replaced pod's record costs nothing in its zone", view: evictedIn(group(replaced(0)), "zone-a-0"),
-			req: evict("zone-a-1"), want: func() Verdict {
-				v := granted(evict("zone-a-1"))
-				v.Hold.Since, v.Hold.Evicted = testNow.Add(-time.Hour), evictedPods("zone-a-0", "zone-a-1")
-				return v
-			}()},
-		{name: "a record without a UID counts until the hold lapses", view: func() View {
-			v := evictedIn(group(replaced(0)), "zone-a-0")
-			v.Hold.Evicted[0].UID = ""
-			return v
-		}(), req: evict("zone-a-1"), want: denied(CodeZoneBudget, DefaultLease-time.Second)},
-		{name: "another zone waits out the lease though the evicted pod is back", view: evictedIn(group(replaced(0)), "zone-a-0"),
-			req: evict("zone-b-0"), want: denied(CodeHeldByOtherZone, DefaultLease-time.Second), message: []string{"zone-a"}},
-	})
-}

@@ -43,7 +43,7 @@ func ZoneOf(sts *appsv1.StatefulSet, pods []*corev1.Pod, o ZoneOptions) Zone {
 		if !ok {
 			continue
 		}
-		p := Pod{Name: pod.Name, UID: pod.UID, Wanted: ord >= lo && ord < hi,
+		p := Pod{Name: pod.Name, UID: pod.UID, Wanted: ord >= lo && ord < hi, Created: pod.CreationTimestamp.Time,
 			Terminating: pod.DeletionTimestamp != nil || o.Deleting.Has(pod.UID)}
 		if p.Wanted {
 			seen[ord] = true
@@ -96,42 +96,48 @@ func PartitionFunc(regex string, group int32) (func(string) string, error) {
 	}, nil
 }
 
-// HoldOf is the hold recorded in an object's status, nil when none.
-func HoldOf(h *v1alpha1.DisruptionHold) *Hold {
+// IntentsOf is the intents recorded in an object's status.disruption.
+func IntentsOf(h *v1alpha1.DisruptionHold) []Intent {
 	if h == nil {
 		return nil
 	}
-	return &Hold{Zone: h.Zone, Reason: h.Reason, Holder: h.Holder, Since: h.Since.Time,
-		Renewed: h.RenewTime.Time, Lease: time.Duration(h.LeaseSeconds) * time.Second, Evicted: evictedOf(h.EvictedPods)}
-}
-
-// Record is the hold as written into an object's status.
-func (h Hold) Record() *v1alpha1.DisruptionHold {
-	return &v1alpha1.DisruptionHold{Zone: h.Zone, Reason: h.Reason, Holder: h.Holder,
-		Since: metav1.NewTime(h.Since.Truncate(time.Second)), RenewTime: metav1.NewTime(h.Renewed.Truncate(time.Second)),
-		LeaseSeconds: int32(max(1, (h.Lease+time.Second-1)/time.Second)), EvictedPods: evictedRecord(h.Evicted)}
-}
-
-func evictedOf(pods []v1alpha1.EvictedPod) []Evicted {
-	var out []Evicted
-	for _, p := range pods {
-		out = append(out, Evicted{Name: p.Name, UID: types.UID(p.UID)})
+	out := make([]Intent, 0, len(h.Intents))
+	for _, r := range h.Intents {
+		in := Intent{Zone: r.Zone, Reason: r.Reason, Holder: r.Holder, Decided: r.DecidedAt.Time, Expires: r.ExpiresAt.Time}
+		for _, p := range r.Pods {
+			in.Pods = append(in.Pods, IntentPod{Name: p.Name, UID: types.UID(p.UID)})
+		}
+		out = append(out, in)
 	}
 	return out
 }
 
-func evictedRecord(pods []Evicted) []v1alpha1.EvictedPod {
-	var out []v1alpha1.EvictedPod
-	for _, p := range pods {
-		out = append(out, v1alpha1.EvictedPod{Name: p.Name, UID: string(p.UID)})
+// RecordOf is intents as written into an object's status.disruption; nil
+// when there are none. Times are stored to the second: a decision is
+// recorded as made at the start of its second (so that a replacement
+// created within it is not taken for one created after it), and its
+// expiry rounded up.
+func RecordOf(intents []Intent) *v1alpha1.DisruptionHold {
+	if len(intents) == 0 {
+		return nil
 	}
-	return out
+	h := &v1alpha1.DisruptionHold{}
+	for _, in := range intents {
+		r := v1alpha1.DisruptionIntent{Zone: in.Zone, Reason: in.Reason, Holder: in.Holder,
+			DecidedAt: metav1.NewTime(in.Decided.Truncate(time.Second)), ExpiresAt: metav1.NewTime(ceilSecond(in.Expires))}
+		for _, p := range in.Pods {
+			r.Pods = append(r.Pods, v1alpha1.IntentPod{Name: p.Name, UID: string(p.UID)})
+		}
+		h.Intents = append(h.Intents, r)
+	}
+	return h
 }
 
-// Describe says in a few words who holds what, for messages: "zone-a
-// (Eviction, eviction of pod zone-a-3)".
-func (h *Hold) Describe() string {
-	return fmt.Sprintf("%s (%s, %s)", h.Zone, h.Reason, orSomeone(h.Holder))
+func ceilSecond(t time.Time) time.Time {
+	if c := t.Truncate(time.Second); !c.Equal(t) {
+		return c.Add(time.Second)
+	}
+	return t
 }
 
 // ResolveBudget turns a zone budget value into a pod count for a zone of

@@ -180,56 +180,32 @@ func TestPartitionFunc(t *testing.T) {
 	}
 }
 
-func TestHoldRecordRoundTrip(t *testing.T) {
-	if HoldOf(nil) != nil {
-		t.Errorf("HoldOf(nil) != nil")
+func TestIntentRecordRoundTrip(t *testing.T) {
+	if IntentsOf(nil) != nil || RecordOf(nil) != nil {
+		t.Errorf("IntentsOf(nil), RecordOf(nil) not nil")
 	}
-	since := time.Date(2026, time.March, 1, 11, 0, 0, 0, time.UTC)
-	h := Hold{Zone: "zone-a", Reason: v1alpha1.DisruptionEviction, Holder: "eviction of pod zone-a-0", Since: since,
-		Renewed: testNow, Lease: DefaultLease}
-	rec := h.Record()
-	want := &v1alpha1.DisruptionHold{Zone: "zone-a", Reason: v1alpha1.DisruptionEviction, Holder: "eviction of pod zone-a-0",
-		Since: metav1.NewTime(since), RenewTime: metav1.NewTime(testNow), LeaseSeconds: 15}
+	in := Intent{Zone: "zone-a", Reason: v1alpha1.DisruptionEviction, Holder: "eviction of pod zone-a-0", Decided: testNow,
+		Expires: testNow.Add(ActWindow + expiryMargin), Pods: []IntentPod{{Name: "zone-a-0", UID: "u0"}}}
+	rec := RecordOf([]Intent{in})
+	want := &v1alpha1.DisruptionHold{Intents: []v1alpha1.DisruptionIntent{{Zone: "zone-a", Reason: v1alpha1.DisruptionEviction,
+		Holder: "eviction of pod zone-a-0", DecidedAt: metav1.NewTime(testNow), ExpiresAt: metav1.NewTime(testNow.Add(45 * time.Second)),
+		Pods: []v1alpha1.IntentPod{{Name: "zone-a-0", UID: "u0"}}}}}
 	if !reflect.DeepEqual(rec, want) {
-		t.Errorf("Record() = %+v, want %+v", rec, want)
+		t.Errorf("RecordOf() = %+v, want %+v", rec, want)
 	}
-	if back := HoldOf(rec); !reflect.DeepEqual(*back, h) {
-		t.Errorf("HoldOf(Record()) = %+v, want %+v", *back, h)
+	if back := IntentsOf(rec); !reflect.DeepEqual(back, []Intent{in}) {
+		t.Errorf("IntentsOf(RecordOf()) = %+v, want %+v", back, in)
 	}
-	if back := HoldOf(rec); back.Until() != testNow.Add(DefaultLease) || back.Lapsed(testNow.Add(DefaultLease-time.Nanosecond)) || !back.Lapsed(testNow.Add(DefaultLease)) {
-		t.Errorf("HoldOf(Record()) lapses at %v, want %v", back.Until(), testNow.Add(DefaultLease))
+	// The API keeps whole seconds: a decision is read back made at the
+	// start of its second, its expiry rounded up, never earlier than
+	// decided: the act's fence (ActDeadline) stays inside it.
+	in.Decided, in.Expires = testNow.Add(900*time.Millisecond), testNow.Add(900*time.Millisecond+ActWindow+expiryMargin)
+	back := IntentsOf(RecordOf([]Intent{in}))[0]
+	if !back.Decided.Equal(testNow) || !back.Expires.Equal(testNow.Add(46*time.Second)) {
+		t.Errorf("read back decided %v, expiring %v; want %v, %v", back.Decided, back.Expires, testNow, testNow.Add(46*time.Second))
 	}
-	// The API keeps whole seconds: a hold renewed within a second is read
-	// back renewed at its start, lapsing up to a second early. Decide judges
-	// renewal on the hold as read back, so an action it allows unrecorded
-	// still has more than half a lease of cover.
-	h.Renewed = testNow.Add(900 * time.Millisecond)
-	if back := HoldOf(h.Record()); back.Renewed != testNow || back.Until() != h.Until().Add(-900*time.Millisecond) {
-		t.Errorf("HoldOf(Record()) renewed %v, lapsing %v; want %v, %v", back.Renewed, back.Until(), testNow, h.Until().Add(-900*time.Millisecond))
-	}
-	var none *Hold
-	if !none.Lapsed(testNow) {
-		t.Errorf("a nil hold does not lapse")
-	}
-}
-
-// TestHoldRecordLease: a lease is written in whole seconds, at least one,
-// never shorter than decided.
-func TestHoldRecordLease(t *testing.T) {
-	for _, tc := range []struct {
-		lease time.Duration
-		want  int32
-	}{
-		{lease: 0, want: 1},
-		{lease: 300 * time.Millisecond, want: 1},
-		{lease: time.Second, want: 1},
-		{lease: 1500 * time.Millisecond, want: 2},
-		{lease: time.Minute, want: 60},
-	} {
-		h := Hold{Zone: "zone-a", Reason: v1alpha1.DisruptionRollout, Since: testNow, Renewed: testNow, Lease: tc.lease}
-		if got := h.Record().LeaseSeconds; got != tc.want {
-			t.Errorf("lease %v recorded as %d s, want %d", tc.lease, got, tc.want)
-		}
+	if !ActDeadline(in.Decided).Before(back.Expires) {
+		t.Errorf("the act's deadline %v is not before the recorded expiry %v", ActDeadline(in.Decided), back.Expires)
 	}
 }
 

@@ -27,3 +27,6 @@ func (b *Bytes) Intn(n int) int { return int(b.Next()) % n }
 
 // Rare is true for one byte value in n, never for the exhausted input.
 func (b *Bytes) Rare(n int) bool { return b.Intn(n) == n-1 }
+
+// Empty reports whether the input is used up.
+func (b *Bytes) Empty() bool { return b.pos >= len(b.data) }

@@ -89,7 +89,7 @@ func ObserveRolloutGroup(ctx context.Context, c client.Reader, reads GroupReads,
 		Paused:          rg.Spec.Paused,
 		MinReadySeconds: rg.Spec.MinReadySeconds,
 		Now:             now,
-		DisruptionHold:  disruption.HoldOf(rg.Status.Disruption),
+		Intents:         disruption.IntentsOf(rg.Status.Disruption),
 		Holder:          "RolloutGroup " + rg.Name,
 	}
 	if rg.Spec.BatchInterval != nil {

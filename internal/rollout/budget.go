@@ -17,19 +17,19 @@ type BudgetDecision struct {
 	Verdict disruption.Verdict
 }
 
-// Record reports whether the batch may go only once Verdict.Hold is recorded
-// in the group's status.disruption (budget.Acquire).
+// Record reports whether the batch may go once Verdict.Intent is recorded
+// in the group's status.disruption (budget.Acquire): every batch allowed.
 func (b *BudgetDecision) Record() bool {
-	return b != nil && b.Verdict.Allowed && b.Verdict.Record
+	return b != nil && b.Verdict.Allowed
 }
 
 // BudgetView is the view of the group the budget judges a batch on, built
 // from the planner's own input: each member with a StatefulSet a zone, with
-// its rollout maxUnavailable, and the hold recorded in the group's status.
+// its rollout maxUnavailable, and the intents recorded in the group's status.
 // budget.ViewOf builds the same view from the same members, for the decision
 // made again on the hold read live.
 func BudgetView(in Input) disruption.View {
-	v := disruption.View{Now: in.Now, Hold: in.DisruptionHold}
+	v := disruption.View{Now: in.Now, Intents: in.Intents}
 	for _, m := range in.Members {
 		if m.StatefulSet == nil {
 			continue

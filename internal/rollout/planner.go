@@ -98,12 +98,13 @@ type Input struct {
 	// again (their template restored), so that nothing rolls forward.
 	RollingBack bool
 
-	// DisruptionHold is the hold recorded in the group's status.disruption,
-	// nil when none: the group's one disruption budget judges every batch
-	// against it (disruption.Decide), so that a zone another decision holds
-	// (a downscale, an eviction) stops the rollout of any other zone.
-	DisruptionHold *disruption.Hold
-	// Holder names the group in the hold a batch records.
+	// Intents are the intents recorded in the group's status.disruption:
+	// the group's one disruption budget judges every batch against them
+	// (disruption.Decide), so that pods another decision let go (a
+	// downscale, an eviction) stop the rollout of any other zone until they
+	// are seen replaced.
+	Intents []disruption.Intent
+	// Holder names the group in the intent a batch records.
 	Holder string
 	// Steps is spec.steps and where the rollout stands in them; nil without
 	// steps and while rolling back.
@@ -320,7 +321,7 @@ func ResolveMaxUnavailable(v *intstr.IntOrString, replicas int32) int32 {
 //  6. while rolling back, pods are deleted only from members whose update
 //     revision is their stable revision, most recently rolled member first;
 //  7. a batch is deleted only when the group's one disruption budget allows
-//     it (disruption.Decide on DisruptionHold): no other zone holds an
+//     it (disruption.Decide on Intents): no other zone holds an
 //     unlapsed hold, no downscale holds one in any zone.
 func Decide(in Input) Plan {
 	var p Plan

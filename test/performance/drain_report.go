@@ -14,7 +14,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/echelon-operator/echelon/internal/disruption"
 )
 
 // printDrain prints the drain scenario's figures.
@@ -35,7 +34,7 @@ func printDrain(out io.Writer, results []*drainResult) {
 		row(fmt.Sprintf("floor: %d batches x median", r.Batches), fmt.Sprintf("%.2fs", r.FloorSeconds))
 		row("wall: drains started -> every pod Ready again", fmt.Sprintf("%.2fs", r.WallSeconds))
 		row("wall / floor", fmt.Sprintf("%.2f", r.Ratio))
-		row(fmt.Sprintf("wall per batch (the eviction hold's lease is %s)", disruption.DefaultLease), fmt.Sprintf("%.2fs", r.WallSeconds/float64(max(r.Batches, 1))))
+		row("wall per batch", fmt.Sprintf("%.2fs", r.WallSeconds/float64(max(r.Batches, 1))))
 		row("kubectl drains exited after", rangeCell(r.DrainsSeconds))
 		row("evictions admitted / refused (429) / errors", fmt.Sprintf("%d / %d / %d", r.Admitted, r.Refused, r.Errors))
 		row("  by reason ("+evictionsMetric+")", decisionsCell(r.Decisions))

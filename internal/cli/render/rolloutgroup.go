@@ -159,29 +159,34 @@ func waitingLine(rg *v1alpha1.RolloutGroup, now time.Time) string {
 	return fmt.Sprintf("%s (since %s)", msg, ago(now, since))
 }
 
-// holdLine describes the group's disruption hold: which zone may lose pods,
-// for what, who asked, and when it lapses.
+// holdLine describes the group's recorded disruptions: for each, which
+// zone's pods were let go, for what, who asked, when, and when it expires
+// if its holder never acts; each ends once its pods are seen replaced.
 func holdLine(h *v1alpha1.DisruptionHold, now time.Time) string {
-	if h == nil {
-		return "none held"
+	if h == nil || len(h.Intents) == 0 {
+		return "none recorded"
 	}
-	lapse := h.RenewTime.Add(time.Duration(h.LeaseSeconds) * time.Second)
-	state := "lapses " + ago(now, lapse)
-	if !now.Before(lapse) {
-		state = "lapsed " + ago(now, lapse)
-	}
-	line := fmt.Sprintf("zone %s held for %s since %s, %s", h.Zone, h.Reason, ago(now, h.Since.Time), state)
-	if h.Holder != "" {
-		line += ", by " + h.Holder
-	}
-	if len(h.EvictedPods) > 0 {
-		names := make([]string, 0, len(h.EvictedPods))
-		for _, p := range h.EvictedPods {
+	lines := make([]string, 0, len(h.Intents))
+	for _, in := range h.Intents {
+		names := make([]string, 0, len(in.Pods))
+		for _, p := range in.Pods {
 			names = append(names, p.Name)
 		}
-		line += ", evicted " + strings.Join(names, ", ")
+		line := fmt.Sprintf("zone %s: %s decided %s", in.Zone, in.Reason, ago(now, in.DecidedAt.Time))
+		if in.Holder != "" {
+			line += " by " + in.Holder
+		}
+		if len(names) > 0 {
+			line += ", pods " + strings.Join(names, ", ")
+		}
+		if now.Before(in.ExpiresAt.Time) {
+			line += ", until seen replaced (expires " + ago(now, in.ExpiresAt.Time) + " if not acted on)"
+		} else {
+			line += ", until seen replaced"
+		}
+		lines = append(lines, line)
 	}
-	return line
+	return strings.Join(lines, "; ")
 }
 
 // memberNames is the members in rollout order: as status lists them, else
