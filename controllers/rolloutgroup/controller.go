@@ -155,7 +155,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	cancelAct()
 	acted.deleted += released
 	actErr = errors.Join(actErr, partitionErr)
-	if controllerutil.ContainsFinalizer(rg, partitionFinalizer) {
+	if controllerutil.ContainsFinalizer(rg, partitionFinalizer) && len(rg.Spec.StatefulSets) > 0 {
+		// Only a StatefulSet removed from an explicit list leaves the
+		// group. A selector that matches a StatefulSet no more (a label
+		// renamed in the upgrade that changes the templates) says nothing
+		// of intent: handing its partition back would let the StatefulSet
+		// controller roll every such zone at once.
 		actErr = errors.Join(actErr, r.handBackPartitions(ctx, rg, in.Members))
 	}
 	countBudgetDecision(plan, acted)

@@ -142,7 +142,10 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, rg *v1alpha1.RolloutGr
 
 // handBackPartitions hands the partition back (sets it to 0 and removes the
 // label) on every StatefulSet the group holds that is not in keep: all of
-// them when the group is being deleted, after which the finalizer goes.
+// them when the group is being deleted, after which the finalizer goes. A
+// group's pass calls it only for a group with an explicit member list,
+// whose members are keep: a selector group hands back nothing until it is
+// deleted.
 func (r *Reconciler) handBackPartitions(ctx context.Context, rg *v1alpha1.RolloutGroup, keep []rollout.Member) error {
 	var held appsv1.StatefulSetList
 	if err := r.List(ctx, &held, client.InNamespace(rg.Namespace), client.MatchingLabels{partitionHolderLabel: string(rg.UID)}); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
+	"github.com/echelon-operator/echelon/test/builders"
 )
 
 // A complete RollingUpdate member's partition is held at its replicas, with
@@ -86,4 +87,57 @@ func (e *env) partitionOf(name string) int32 {
 		return *ru.Partition
 	}
 	return 0
+}
+
+// A selector group that matches nothing (a label renamed in the same
+// upgrade that changes the templates) is Blocked and touches nothing: it
+// hands back no partition, so the StatefulSet controller does not roll
+// every zone at once (issue 29, finding 3). Partitions go back only when
+// the group is deleted or a StatefulSet leaves an explicit list.
+func TestControllerKeepsPartitionsOfAnEmptySelector(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	for _, name := range []string{"zone-a", "zone-b"} {
+		sts := e.StatefulSet(name, 3, "r1")
+		e.Pods(sts, 3, "r1", controllertest.PodSpec{Bound: true})
+		e.setStrategy(name, appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType})
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got := e.GetSTS(name)
+			if got.Labels == nil {
+				got.Labels = map[string]string{}
+			}
+			got.Labels["group"] = "ingester"
+			return e.Admin.Update(e.Ctx, got)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rg := builders.MakeRolloutGroup(e.NS, "ingester").MaxUnavailable(1).Selector("group", "ingester").Obj()
+	if err := e.Admin.Create(e.Ctx, rg); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcileUntil(e.r, "ingester", 10*time.Second, "both partitions held", func(*v1alpha1.RolloutGroup) (bool, error) {
+		return e.partitionOf("zone-a") == 3 && e.partitionOf("zone-b") == 3, nil
+	})
+
+	// The selector is renamed: it matches nothing, and the group is Blocked.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got := e.GetGroup("ingester")
+		got.Spec.Selector.MatchLabels = map[string]string{"group": "renamed"}
+		return e.Admin.Update(e.Ctx, got)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcileUntil(e.r, "ingester", 10*time.Second, "the group Blocked", func(rg *v1alpha1.RolloutGroup) (bool, error) {
+		return rg.Status.Phase == v1alpha1.PhaseBlocked, nil
+	})
+	for range 3 {
+		if _, err := e.r.Reconcile(e.Ctx, reconcileRequest(e, "ingester")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"zone-a", "zone-b"} {
+		if p, label := e.partitionOf(name), e.GetSTS(name).Labels[partitionHolderLabel]; p != 3 || label != string(rg.UID) {
+			t.Errorf("%s while its selector group is Blocked: partition %d, holder label %q; want 3 and %s", name, p, label, rg.UID)
+		}
+	}
 }
