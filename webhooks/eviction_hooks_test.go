@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,6 +104,12 @@ func TestEvictionCallsRemovalHook(t *testing.T) {
 			}
 			if tc.warns != "" && !strings.Contains(strings.Join(r.Warnings, "\n"), tc.warns) {
 				t.Errorf("warnings %q, want one saying %q", r.Warnings, tc.warns)
+			}
+			// A refusal, by the budget or by the hook, records nothing:
+			// the budget is asked to record only after the hook answered
+			// (issue 29, finding 4: a failing hook left the zone held).
+			if recorded := slices.ContainsFunc(budgets.acquired, func(a string) bool { return strings.HasSuffix(a, "dryRun false") }); recorded != (tc.wantCode == 0) {
+				t.Errorf("the budget asked to record: %t (%q), want %t", recorded, budgets.acquired, tc.wantCode == 0)
 			}
 			mu.Lock()
 			defer mu.Unlock()

@@ -38,6 +38,7 @@ type fakeBudgets struct {
 	errs      map[string]error
 	lookupErr error
 	acquired  []string
+	judged    []string
 }
 
 func (f *fakeBudgets) Pod(_ context.Context, ns, name string) (*corev1.Pod, error) {
@@ -54,6 +55,20 @@ func (f *fakeBudgets) Pod(_ context.Context, ns, name string) (*corev1.Pod, erro
 
 func (f *fakeBudgets) Judging(context.Context, *corev1.Pod) ([]Budget, []string, error) {
 	return f.budgets, f.unusable, f.lookupErr
+}
+
+// Judge answers as Acquire does, writing nothing; judged lists the calls.
+func (f *fakeBudgets) Judge(_ context.Context, b Budget, pod *corev1.Pod) (disruption.Verdict, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.judged = append(f.judged, fmt.Sprintf("%s zone %s pod %s", b, b.Zone, pod.Name))
+	if err := f.errs[b.Name]; err != nil {
+		return disruption.Verdict{}, err
+	}
+	if v, ok := f.verdicts[b.Name]; ok {
+		return v, nil
+	}
+	return disruption.Verdict{Allowed: true}, nil
 }
 
 func (f *fakeBudgets) Acquire(_ context.Context, b Budget, pod *corev1.Pod, dryRun bool) (disruption.Verdict, error) {
