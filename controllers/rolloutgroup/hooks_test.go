@@ -52,6 +52,8 @@ type hookServer struct {
 	mu    sync.Mutex
 	calls []hookCall
 	fail  map[string]bool
+	// during, when set, runs in each call before it is answered.
+	during func(hookCall)
 }
 
 func (e *env) startHookServer() *hookServer {
@@ -81,8 +83,11 @@ func (e *env) startHookServer() *hookServer {
 		}
 		h.mu.Lock()
 		h.calls = append(h.calls, c)
-		failing := h.fail[key]
+		failing, during := h.fail[key], h.during
 		h.mu.Unlock()
+		if during != nil {
+			during(c)
+		}
 		if failing {
 			http.Error(w, "not now: the ring is busy", http.StatusInternalServerError)
 			return
