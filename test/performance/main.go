@@ -256,6 +256,10 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats 
 				continue
 			}
 			drains = append(drains, dr)
+			if len(dr.Breaches) > 0 {
+				// The figures are printed, and the bench fails.
+				failed = append(failed, fmt.Errorf("%s: %d breaches of the guarantees: %v", c.slug(), len(dr.Breaches), dr.Breaches))
+			}
 			continue
 		}
 		if c.kind == kindAnalysis {
