@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,23 @@ func zdbZone(name string, replicas int32, notReady ...int) ZDBZone {
 	return ZDBZone{StatefulSet: sts, Pods: pods}
 }
 
+// recorded is a ZoneDisruptionBudget's record of one eviction of zone's
+// pods at ordinals, decided at decided, as the zones show them (their UIDs).
+func recorded(zone, holder string, decided time.Time, ordinals ...int) func([]ZDBZone) *v1alpha1.DisruptionHold {
+	return func(zones []ZDBZone) *v1alpha1.DisruptionHold {
+		in := disruption.Intent{Zone: zone, Reason: v1alpha1.DisruptionEviction, Holder: holder, Decided: decided, Expires: decided.Add(disruption.ActWindow + 15*time.Second)}
+		for _, z := range zones {
+			if z.StatefulSet.Name != zone {
+				continue
+			}
+			for _, o := range ordinals {
+				in.Pods = append(in.Pods, disruption.IntentPod{Name: z.Pods[o].Name, UID: z.Pods[o].UID})
+			}
+		}
+		return disruption.RecordOf([]disruption.Intent{in})
+	}
+}
+
 func zdb(b v1alpha1.ZoneBudget) *v1alpha1.ZoneDisruptionBudget {
 	return &v1alpha1.ZoneDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "store"},
@@ -51,7 +69,7 @@ func evict(zone, pod, partition string) disruption.Request {
 
 // TestViewOfZDB: each StatefulSet is a zone, by name, with the budget's
 // maxUnavailable (1 by default, percentages of the zone's replicas), the
-// StatefulSet's own minReadySeconds and the budget's hold, delay and
+// StatefulSet's own minReadySeconds and the budget's recorded intents, delay and
 // partitions; the evictions Decide then admits are those a
 // ZoneAwarePodDisruptionBudget would.
 func TestViewOfZDB(t *testing.T) {
@@ -63,7 +81,7 @@ func TestViewOfZDB(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		budget  v1alpha1.ZoneBudget
-		hold    *v1alpha1.DisruptionHold
+		hold    func([]ZDBZone) *v1alpha1.DisruptionHold
 		zones   []ZDBZone
 		minRdy  int32
 		req     disruption.Request
@@ -121,24 +139,35 @@ func TestViewOfZDB(t *testing.T) {
 		code:   disruption.CodeOtherZoneDisrupted,
 		msg:    "zone store-b (1 not available) is disrupted",
 	}, {
-		name: "the recorded hold of another zone",
-		hold: &v1alpha1.DisruptionHold{Zone: "store-b", Reason: v1alpha1.DisruptionEviction, Holder: "eviction of pod store-b-1",
-			Since: metav1.NewTime(now.Add(-2 * time.Second)), RenewTime: metav1.NewTime(now.Add(-2 * time.Second)), LeaseSeconds: 15},
+		name:  "another zone's recorded eviction, its pod shown untouched",
+		hold:  recorded("store-b", "eviction of pod store-b-1", now.Add(-2*time.Second), 1),
 		zones: []ZDBZone{zdbZone("store-a", 3), zdbZone("store-b", 3)},
 		req:   evict("store-a", "store-a-0", ""),
 		code:  disruption.CodeHeldByOtherZone,
-		msg:   "zone store-b holds the disruption budget (Eviction, eviction of pod store-b-1)",
+		msg:   "(eviction of pod store-b-1) was allowed to take at 2026-03-01T11:59:58Z, not seen going yet) holds the disruption budget",
 	}, {
-		name: "a lapsed hold of another zone stops nothing",
-		hold: &v1alpha1.DisruptionHold{Zone: "store-b", Reason: v1alpha1.DisruptionEviction,
-			Since: metav1.NewTime(longAgo), RenewTime: metav1.NewTime(longAgo), LeaseSeconds: 15},
+		name: "another zone's recorded eviction, its pod seen replaced and available: the next zone goes at once",
+		hold: func(zones []ZDBZone) *v1alpha1.DisruptionHold {
+			h := recorded("store-b", "eviction of pod store-b-1", now.Add(-2*time.Second), 1)(zones)
+			h.Intents[0].Pods[0].UID += "-before"
+			zones[1].Pods[1].CreationTimestamp = metav1.NewTime(now.Add(-time.Second))
+			return h
+		},
+		zones:   []ZDBZone{zdbZone("store-a", 3), zdbZone("store-b", 3)},
+		req:     evict("store-a", "store-a-0", ""),
+		allowed: true,
+	}, {
+		name:    "an expired intent of another zone, its pod untouched (never acted on), stops nothing",
+		hold:    recorded("store-b", "eviction of pod store-b-1", longAgo, 1),
 		zones:   []ZDBZone{zdbZone("store-a", 3), zdbZone("store-b", 3)},
 		req:     evict("store-a", "store-a-0", ""),
 		allowed: true,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			z := zdb(tc.budget)
-			z.Status.Disruption = tc.hold
+			if tc.hold != nil {
+				z.Status.Disruption = tc.hold(tc.zones)
+			}
 			for _, zone := range tc.zones {
 				zone.StatefulSet.Spec.MinReadySeconds = tc.minRdy
 			}
@@ -153,8 +182,22 @@ func TestViewOfZDB(t *testing.T) {
 			if got.Allowed != tc.allowed || got.Code != tc.code || !strings.Contains(got.Message, tc.msg) {
 				t.Errorf("Decide = allowed %t code %q %q, want allowed %t code %q containing %q", got.Allowed, got.Code, got.Message, tc.allowed, tc.code, tc.msg)
 			}
-			if got.Allowed && (!got.Record || got.Hold.Zone != tc.req.Zone || got.Hold.Holder != tc.req.Holder) {
-				t.Errorf("allowed with hold %+v record %t: want the zone's hold recorded, naming the eviction", got.Hold, got.Record)
+			if !got.Allowed {
+				if len(got.Record) != 0 {
+					t.Errorf("refused with record %+v: want nothing recorded", got.Record)
+				}
+				return
+			}
+			in := got.Intent
+			if in.Zone != tc.req.Zone || in.Reason != v1alpha1.DisruptionEviction || in.Holder != tc.req.Holder || !in.Decided.Equal(now) ||
+				len(in.Pods) != 1 || in.Pods[0].Name != tc.req.Pods[0] || in.Pods[0].UID == "" {
+				t.Errorf("allowed with intent %+v: want the zone's eviction of %s, decided now, naming the pod and its UID", in, tc.req.Pods[0])
+			}
+			if len(got.Record) == 0 || !reflect.DeepEqual(got.Record[len(got.Record)-1], in) {
+				t.Errorf("record %+v: want it to end with the intent", got.Record)
+			}
+			if len(got.Record) != 1 {
+				t.Errorf("record %+v: want only the new intent, the other zone's being done", got.Record)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -32,6 +33,14 @@ func FuzzDecide(f *testing.F) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 400 {
 		seed := make([]byte, 16+rng.IntN(150))
+		for i := range seed {
+			seed[i] = byte(rng.UintN(256))
+		}
+		f.Add(seed)
+	}
+	// Longer inputs, that reach the recorded intents, generated last.
+	for range 300 {
+		seed := make([]byte, 200+rng.IntN(600))
 		for i := range seed {
 			seed[i] = byte(rng.UintN(256))
 		}
@@ -263,18 +272,37 @@ func generateGroup(b *fuzzinput.Bytes) fuzzGroup {
 		g.in.Members[i].StableRevision = []string{"", "r1", "r2", "r0"}[b.Intn(4)]
 		g.in.Members[i].GatePassedRevision = []string{"", "r2", "r1"}[b.Intn(3)]
 	}
-	// The hold recorded in status.disruption, decided last for the same
-	// reason: of a member or of a zone that is none, for any reason, fresh,
-	// past half its lease, or lapsed.
-	if b.Rare(2) {
+	// The intents recorded in status.disruption, decided last for the same
+	// reason: none, one or two, each of a member or of a zone that is none,
+	// for any reason, decided from now to past its expiry and past being
+	// forgotten, letting go pods of the zone that it shows untouched,
+	// replaced (by a pod created since the decision, or one older than it),
+	// or not at all (an ordinal missing or gone).
+	for k := 0; k < 2 && b.Rare(2); k++ {
 		zone := "zone-x"
+		var pods []*corev1.Pod
 		if k := b.Intn(n + 1); k < n {
-			zone = g.in.Members[k].Name
+			zone, pods = g.in.Members[k].Name, g.in.Members[k].Pods
 		}
 		reasons := []v1alpha1.DisruptionReason{v1alpha1.DisruptionRollout, v1alpha1.DisruptionDownscale, v1alpha1.DisruptionEviction}
-		ago := []time.Duration{0, 5 * time.Second, 8 * time.Second, 14 * time.Second, 15 * time.Second, time.Minute}[b.Intn(6)]
-		g.in.DisruptionHold = &disruption.Hold{Zone: zone, Reason: reasons[b.Intn(3)], Holder: "someone",
-			Since: testNow.Add(-time.Hour), Renewed: testNow.Add(-ago), Lease: 15 * time.Second}
+		ago := []time.Duration{0, 5 * time.Second, 30 * time.Second, 44 * time.Second, 45 * time.Second, time.Minute, 11 * time.Minute}[b.Intn(7)]
+		in := disruption.Intent{Zone: zone, Reason: reasons[b.Intn(3)], Holder: "someone", Decided: testNow.Add(-ago), Expires: testNow.Add(-ago).Add(intentLife)}
+		for range 1 + b.Intn(2) {
+			name, uid := fmt.Sprintf("%s-%d", zone, b.Intn(20)), types.UID("uid-gone")
+			if len(pods) > 0 && !b.Rare(4) {
+				p := pods[b.Intn(len(pods))]
+				name, uid = p.Name, p.UID
+				switch b.Intn(4) {
+				case 1:
+					uid += "-before"
+					p.CreationTimestamp = metav1.NewTime(in.Decided)
+				case 2:
+					uid += "-before"
+				}
+			}
+			in.Pods = append(in.Pods, disruption.IntentPod{Name: name, UID: uid})
+		}
+		g.in.Intents = append(g.in.Intents, in)
 	}
 	// Partitions of RollingUpdate members and a stopping hold, last too: none
 	// set, held at the replicas, or anywhere from 0 to past the replicas.
@@ -317,24 +345,144 @@ func generateGroup(b *fuzzinput.Bytes) fuzzGroup {
 	return g
 }
 
-// holdUntil is when the recorded hold stops holding; zero without one.
-func (g fuzzGroup) holdUntil() time.Time {
-	if h := g.in.DisruptionHold; h != nil {
-		return h.Renewed.Add(h.Lease)
+// fate is what the pods of the group show of a pod an intent let go.
+type fate int
+
+const (
+	// fatePending: shown untouched (wanted, not terminating, available), the
+	// intent not expired.
+	fatePending fate = iota
+	// fateUnderWay: shown going, missing, not available, or replaced by a pod
+	// that is not available or older than the decision.
+	fateUnderWay
+	// fateDone: replaced by an available pod created no earlier than the
+	// decision's second, its ordinal not shown at all, or shown untouched
+	// past the intent's expiry.
+	fateDone
+)
+
+// memberIndex is the index of the member zone with a StatefulSet; -1 when none.
+func (g fuzzGroup) memberIndex(zone string) int {
+	return slices.IndexFunc(g.in.Members, func(m Member) bool { return m.Name == zone && m.StatefulSet != nil })
+}
+
+// shownAvailable reports whether pod p of member i counts as available to
+// the budget: at a wanted ordinal, not terminating, available, and not
+// released to its StatefulSet controller by a partition.
+func (g fuzzGroup) shownAvailable(i int, p *corev1.Pod) bool {
+	v := g.view(i)
+	ord := slices.IndexFunc(v.wanted, func(o int) bool { return p.Name == fmt.Sprintf("%s-%d", v.name, o) })
+	if ord < 0 || g.terminating(p) || !g.available(p) {
+		return false
 	}
-	return time.Time{}
+	return !(v.partitioned && v.updateRev != "" && v.wanted[ord] >= v.start+v.partition && podRevision(p) != v.updateRev)
 }
 
-// holdStops reports whether the recorded hold stops a rollout's batch in
-// zone: it has not lapsed, and it is another zone's, or a downscale's.
-func (g fuzzGroup) holdStops(zone string) bool {
-	h := g.in.DisruptionHold
-	return h != nil && testNow.Before(g.holdUntil()) && (h.Zone != zone || h.Reason == v1alpha1.DisruptionDownscale)
+func (g fuzzGroup) fateOf(in disruption.Intent, ip disruption.IntentPod) fate {
+	expired := !testNow.Before(in.Expires)
+	i := g.memberIndex(in.Zone)
+	if i < 0 {
+		if expired {
+			return fateDone
+		}
+		return fatePending
+	}
+	k := slices.IndexFunc(g.in.Members[i].Pods, func(p *corev1.Pod) bool { return p.Name == ip.Name })
+	if k < 0 {
+		if slices.ContainsFunc(g.members[i].wanted, func(o int) bool { return ip.Name == fmt.Sprintf("%s-%d", in.Zone, o) }) {
+			return fateUnderWay // missing
+		}
+		return fateDone
+	}
+	p := g.in.Members[i].Pods[k]
+	switch {
+	case p.UID == ip.UID && g.shownAvailable(i, p) && expired:
+		return fateDone
+	case p.UID == ip.UID && g.shownAvailable(i, p):
+		return fatePending
+	case p.UID != ip.UID && g.shownAvailable(i, p) && !p.CreationTimestamp.Time.Before(in.Decided.Truncate(time.Second)):
+		return fateDone
+	}
+	return fateUnderWay
 }
 
-// checkBudget: a batch is one the budget allowed, for its pods and zone, and
-// it asks for its hold to be recorded unless the rollout's own hold of that
-// zone has more than half its lease left.
+// intentDone reports whether every pod of in is done, or in has been
+// expired for more than ten minutes and is forgotten.
+func (g fuzzGroup) intentDone(in disruption.Intent) bool {
+	if testNow.After(in.Expires.Add(10 * time.Minute)) {
+		return true
+	}
+	for _, ip := range in.Pods {
+		if g.fateOf(in, ip) != fateDone {
+			return false
+		}
+	}
+	return true
+}
+
+// pendingPods names the pods of zone that recorded intents let go and
+// that are pending.
+func (g fuzzGroup) pendingPods(zone string) sets.Set[string] {
+	out := sets.New[string]()
+	for _, in := range g.in.Intents {
+		for _, ip := range in.Pods {
+			if in.Zone == zone && g.fateOf(in, ip) == fatePending {
+				out.Insert(ip.Name)
+			}
+		}
+	}
+	return out
+}
+
+// intentsStop reports whether the recorded intents stop a rollout's batch
+// in zone, whatever the batch: a downscale's intent not done, in any zone,
+// or another zone's intent with a pod pending. until is the latest of the
+// stopping intents' expiries from now, 0 when one of them has expired
+// (only the pods can end it then).
+func (g fuzzGroup) intentsStop(zone string) (stop bool, until time.Duration) {
+	expired := false
+	for _, in := range g.in.Intents {
+		crossing := in.Reason == v1alpha1.DisruptionDownscale && !g.intentDone(in)
+		if !crossing && (in.Zone == zone || !slices.ContainsFunc(in.Pods, func(ip disruption.IntentPod) bool { return g.fateOf(in, ip) == fatePending })) {
+			continue
+		}
+		stop = true
+		d := in.Expires.Sub(testNow)
+		expired = expired || d <= 0
+		until = max(until, d)
+	}
+	if expired {
+		until = 0
+	}
+	return stop, until
+}
+
+// overBudget reports whether a batch of zone's pods named batch, that costs
+// (some of them shown available), takes the zone past its maxUnavailable:
+// its wanted pods not shown available, its pods leaving, its pending pods
+// not in the batch and the batch's pods shown available.
+func (g fuzzGroup) overBudget(zone string, batch []string) bool {
+	i := g.memberIndex(zone)
+	v := g.view(i)
+	used := g.unavailable(v, nil) + v.leaving
+	if v.updateRev != "" {
+		used += g.released(v, v.partition)
+	}
+	cost := 0
+	for _, p := range g.in.Members[i].Pods {
+		if slices.Contains(batch, p.Name) && g.shownAvailable(i, p) {
+			cost++
+		}
+	}
+	notInBatch := g.pendingPods(zone).Delete(batch...).Len()
+	return cost > 0 && used+notInBatch+cost > v.maxUnav
+}
+
+// checkBudget: a batch is one the budget allowed, for its pods and zone:
+// no recorded intent stops it and, with the zone's pending pods counted, it
+// keeps the zone within its maxUnavailable. It asks for its intent to be
+// recorded, naming the batch's pods as shown, after the recorded intents
+// not done.
 func (g fuzzGroup) checkBudget(plan Plan) error {
 	if len(plan.Delete) == 0 {
 		if plan.Budget != nil && plan.Budget.Verdict.Allowed {
@@ -342,8 +490,11 @@ func (g fuzzGroup) checkBudget(plan Plan) error {
 		}
 		return nil
 	}
-	if g.holdStops(plan.Current) {
-		return fmt.Errorf("deletes %v of %s while %+v holds the budget", podNames(plan.Delete), plan.Current, *g.in.DisruptionHold)
+	if stop, _ := g.intentsStop(plan.Current); stop {
+		return fmt.Errorf("deletes %v of %s while intents %+v stop it", podNames(plan.Delete), plan.Current, g.in.Intents)
+	}
+	if g.overBudget(plan.Current, podNames(plan.Delete)) {
+		return fmt.Errorf("deletes %v of %s past its maxUnavailable, with pods %v pending", podNames(plan.Delete), plan.Current, sets.List(g.pendingPods(plan.Current)))
 	}
 	bd := plan.Budget
 	if bd == nil || !bd.Verdict.Allowed {
@@ -352,22 +503,52 @@ func (g fuzzGroup) checkBudget(plan Plan) error {
 	if bd.Request.Zone != plan.Current || bd.Request.Reason != v1alpha1.DisruptionRollout || !slices.Equal(bd.Request.Pods, podNames(plan.Delete)) {
 		return fmt.Errorf("budget asked for %+v, batch %v of %s", bd.Request, podNames(plan.Delete), plan.Current)
 	}
-	if hold := bd.Verdict.Hold; hold.Zone != plan.Current || hold.Reason != v1alpha1.DisruptionRollout || hold.Holder != g.in.Holder || !hold.Renewed.Equal(testNow) {
-		return fmt.Errorf("hold to record %+v, want %s's rollout renewed now", hold, plan.Current)
+	want := disruption.Intent{Zone: plan.Current, Reason: v1alpha1.DisruptionRollout, Holder: g.in.Holder, Decided: testNow, Expires: testNow.Add(intentLife)}
+	for _, p := range plan.Delete {
+		want.Pods = append(want.Pods, disruption.IntentPod{Name: p.Name, UID: p.UID})
 	}
-	h := g.in.DisruptionHold
-	ownFresh := h != nil && h.Zone == plan.Current && h.Reason == v1alpha1.DisruptionRollout && g.holdUntil().Sub(testNow) >= h.Lease/2
-	if bd.Record() == ownFresh {
-		return fmt.Errorf("Record = %v with hold %+v", bd.Record(), h)
+	if !reflect.DeepEqual(bd.Verdict.Intent, want) {
+		return fmt.Errorf("intent to record %+v, want %+v", bd.Verdict.Intent, want)
+	}
+	var record []disruption.Intent
+	for _, in := range g.in.Intents {
+		if !g.intentDone(in) {
+			record = append(record, in)
+		}
+	}
+	if record = append(record, want); !reflect.DeepEqual(bd.Verdict.Record, record) {
+		return fmt.Errorf("record to write %+v, want %+v", bd.Verdict.Record, record)
+	}
+	if !bd.Record() {
+		return fmt.Errorf("Record() = false for an allowed batch")
 	}
 	return nil
 }
 
+// checkBudgetWait: a batch of want pods of zone that no intent stops is
+// refused only for the zone's own pending pods, which take it past its
+// maxUnavailable; it reports whether it was.
+func (g fuzzGroup) checkBudgetWait(plan Plan, zone string, want int) (bool, error) {
+	bd := plan.Budget
+	if bd == nil || bd.Verdict.Allowed {
+		return false, nil
+	}
+	switch {
+	case bd.Verdict.Code != disruption.CodeZoneBudget || plan.Reason != v1alpha1.ReasonWaitingForDisruption:
+		return true, fmt.Errorf("%s: budget refused %+v (%s, reason %s), want a refusal for the zone's own pending pods only", zone, bd.Request, bd.Verdict.Code, plan.Reason)
+	case bd.Request.Zone != zone || len(bd.Request.Pods) != want:
+		return true, fmt.Errorf("budget asked for %+v, want %d pods of %s", bd.Request, want, zone)
+	case !g.overBudget(zone, bd.Request.Pods):
+		return true, fmt.Errorf("budget refused %v of %s, within its maxUnavailable with pods %v pending: %s", bd.Request.Pods, zone, sets.List(g.pendingPods(zone)), bd.Verdict.Message)
+	}
+	return true, nil
+}
+
 func (g fuzzGroup) describe() string {
 	var s strings.Builder
-	fmt.Fprintf(&s, "group: deleting=%v invalidSpec=%q paused=%v minReadySeconds=%d batchInterval=%v lastBatch=%v deleting=%v memberGates=%v rollingBack=%v hold=%v disruptionHold=%+v\n",
+	fmt.Fprintf(&s, "group: deleting=%v invalidSpec=%q paused=%v minReadySeconds=%d batchInterval=%v lastBatch=%v deleting=%v memberGates=%v rollingBack=%v hold=%v intents=%+v\n",
 		g.in.GroupDeleting, g.in.InvalidSpec, g.in.Paused, g.in.MinReadySeconds, g.in.BatchInterval, g.in.LastBatchTime, sets.List(g.in.Deleting),
-		g.in.MemberGates, g.in.RollingBack, g.in.Hold != nil, g.in.DisruptionHold)
+		g.in.MemberGates, g.in.RollingBack, g.in.Hold != nil, g.in.Intents)
 	for i, m := range g.in.Members {
 		fmt.Fprintf(&s, "member %s maxUnavailable=%v claimedBy=%v stable=%q gatePassed=%q", m.Name, g.members[i].maxUnavailable, m.ClaimedBy,
 			m.StableRevision, m.GatePassedRevision)
@@ -823,14 +1004,22 @@ func (g fuzzGroup) check(plan Plan) error {
 	if held {
 		want = 0
 	}
-	if want > 0 && g.holdStops(v.name) {
+	if stop, until := g.intentsStop(v.name); want > 0 && stop {
 		if plan.Reason != v1alpha1.ReasonWaitingForDisruption {
-			return fmt.Errorf("%s held by %+v: reason %s, want %s", v.name, *g.in.DisruptionHold, plan.Reason, v1alpha1.ReasonWaitingForDisruption)
+			return fmt.Errorf("%s stopped by intents %+v: reason %s, want %s", v.name, g.in.Intents, plan.Reason, v1alpha1.ReasonWaitingForDisruption)
 		}
-		if until := g.holdUntil().Sub(testNow); plan.RequeueAfter <= 0 || plan.RequeueAfter > until {
-			return fmt.Errorf("%s held for %v more: RequeueAfter = %v", v.name, until, plan.RequeueAfter)
+		if until > 0 && (plan.RequeueAfter <= 0 || plan.RequeueAfter > until) {
+			return fmt.Errorf("%s stopped by intents expiring within %v: RequeueAfter = %v", v.name, until, plan.RequeueAfter)
 		}
 		want = 0
+	} else if want > 0 {
+		refused, err := g.checkBudgetWait(plan, v.name, want)
+		if err != nil {
+			return err
+		}
+		if refused {
+			want = 0
+		}
 	}
 	if len(plan.Delete) != want {
 		return fmt.Errorf("%s: deletes %d pods %v, want %d (maxUnavailable %d)", v.name, len(plan.Delete), podNames(plan.Delete), want, v.maxUnav)

@@ -161,8 +161,16 @@ func (g fuzzGroup) checkRotation(r fuzzRotation, plan Plan) error {
 		}
 		sts := g.in.Members[i].StatefulSet
 		want := min(len(pods), v.maxUnav)
-		if (IsPartitioned(sts) && sts.Status.CurrentRevision != sts.Status.UpdateRevision) || g.holdStops(v.name) {
+		if stop, _ := g.intentsStop(v.name); (IsPartitioned(sts) && sts.Status.CurrentRevision != sts.Status.UpdateRevision) || stop {
 			want = 0
+		} else if want > 0 {
+			refused, err := g.checkBudgetWait(plan, v.name, want)
+			if err != nil {
+				return err
+			}
+			if refused {
+				want = 0
+			}
 		}
 		if len(plan.Delete) != want {
 			return fmt.Errorf("%s: restarts %v, want %d pods (maxUnavailable %d)", v.name, podNames(plan.Delete), want, v.maxUnav)
@@ -181,8 +189,6 @@ func (g fuzzGroup) checkRotationBatch(r fuzzRotation, plan Plan, views []memberV
 		return fmt.Errorf("held or gated group restarts %v", podNames(plan.Delete))
 	case g.batchWait() > 0:
 		return fmt.Errorf("restarts %v %v before batchInterval ends", podNames(plan.Delete), g.batchWait())
-	case g.holdStops(plan.Current):
-		return fmt.Errorf("restarts %v of %s while %+v holds the budget", podNames(plan.Delete), plan.Current, *g.in.DisruptionHold)
 	case plan.CurrentPartitioned():
 		return fmt.Errorf("a rotation's batch is released by a partition")
 	}

@@ -137,12 +137,11 @@ func TestDecideRotation(t *testing.T) {
 		want:     wantPlan{current: "zone-a", requeueAfter: 40 * time.Second},
 		rotation: true, reason: v1alpha1.ReasonWaitingForBatchInterval,
 	}, {
-		name: "another zone holds the disruption budget: wait for it",
+		name: "another zone's recorded eviction, its pod shown untouched: wait for it",
 		in: with(rotate(updated("zone-a", 3), updated("zone-b", 3)), func(in *Input) {
-			in.DisruptionHold = &disruption.Hold{Zone: "zone-b", Reason: v1alpha1.DisruptionEviction, Holder: "drain",
-				Since: testNow.Add(-time.Minute), Renewed: testNow.Add(-5 * time.Second), Lease: 15 * time.Second}
+			in.Intents = []disruption.Intent{intentOn(*in, "zone-b", v1alpha1.DisruptionEviction, "drain", 5*time.Second, "zone-b-1")}
 		}),
-		want:     wantPlan{current: "zone-a", requeueAfter: 10 * time.Second},
+		want:     wantPlan{current: "zone-a", requeueAfter: 40 * time.Second, message: []string{"zone zone-b (1 pod", "drain"}},
 		rotation: true, reason: v1alpha1.ReasonWaitingForDisruption,
 	}, {
 		name: "a pod annotated echelon.dev/rotate is replaced, with no restartAt",
