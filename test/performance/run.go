@@ -14,8 +14,12 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/echelon-operator/echelon/e2e/framework"
 	"github.com/echelon-operator/echelon/internal/operator"
 	"github.com/echelon-operator/echelon/test/controlplane"
 )
@@ -56,11 +60,14 @@ func (cfg runConfig) say(format string, args ...any) {
 
 // result is what one run measured. Durations are in seconds.
 type result struct {
-	Scenario        string  `json:"scenario"`
-	Title           string  `json:"title"`
-	PodStartSeconds float64 `json:"podStartSeconds"`
-	Operators       int     `json:"operators"`
-	Groups          int     `json:"groups"`
+	// Breaches are the pod monitor's findings while the group rolled
+	// (must be none: the bench fails on one).
+	Breaches        []string `json:"breaches,omitempty"`
+	Scenario        string   `json:"scenario"`
+	Title           string   `json:"title"`
+	PodStartSeconds float64  `json:"podStartSeconds"`
+	Operators       int      `json:"operators"`
+	Groups          int      `json:"groups"`
 	// PodsInNamespace are the pods of every group and of the floor.
 	PodsInNamespace int `json:"podsInNamespace"`
 	// Pods and Batches are those of the rolling group.
@@ -189,7 +196,11 @@ func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
 	}
 	say("floor: batches of %d pods took %v, median %s; %d batches: %s", cfg.maxUnavailable, secondsList(res.BatchSeconds), batch.Round(time.Millisecond), cfg.batches(), seconds(res.FloorSeconds))
 
-	if err := roll(ctx, cfg, c, w, ns, groups[0], ops, leader, res); err != nil {
+	cs, err := kubernetes.NewForConfig(cp.Config())
+	if err != nil {
+		return nil, err
+	}
+	if err := roll(ctx, cfg, c, cs, w, ns, groups[0], ops, leader, res); err != nil {
 		return nil, err
 	}
 	say("rollout: template change to Complete in %s", seconds(res.WallSeconds))
@@ -317,7 +328,24 @@ func measureBatches(ctx context.Context, cfg runConfig, c client.Client, w *watc
 // roll changes the template of every member of g, fails the leader
 // mid-rollout if the case says so, waits for Complete, and records the
 // rollout's wall time and what the operators did and used.
-func roll(ctx context.Context, cfg runConfig, c client.Client, w *watcher, ns string, g group, ops operators, leader *instance, res *result) error {
+func roll(ctx context.Context, cfg runConfig, c client.Client, cs kubernetes.Interface, w *watcher, ns string, g group, ops operators, leader *instance, res *result) error {
+	// The pod monitor of the e2e tests watches every pod of the group while
+	// it rolls: a breach fails the bench, whatever the figures.
+	var members []framework.WatchedMember
+	for _, m := range g.members {
+		members = append(members, framework.WatchedMember{Name: m, Replicas: int(cfg.replicas), MaxUnavailable: intstr.FromInt32(cfg.maxUnavailable)})
+	}
+	mon, err := framework.StartMonitor(ctx, cs, ns, members)
+	if err != nil {
+		return err
+	}
+	defer mon.Stop()
+	mon.JudgeEveryMoment()
+	if err := withTimeout(ctx, cfg.timeout, func(ctx context.Context) error {
+		return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) { return mon.Armed(), nil })
+	}); err != nil {
+		return fmt.Errorf("wait for the pod monitor to see every zone whole: %w", err)
+	}
 	countsBefore := ops.counts()
 	usageBefore, err := ops.usage()
 	if err != nil {
@@ -371,6 +399,12 @@ func roll(ctx context.Context, cfg runConfig, c client.Client, w *watcher, ns st
 	res.CPUSecondsTotal = usageAfter.cpuSeconds
 	res.PeakRSSBytes = usageAfter.peakRSSBytes
 
+	for _, b := range mon.Breaches() {
+		res.Breaches = append(res.Breaches, b.At.Format(time.StampMilli)+" "+b.Detail)
+	}
+	if len(res.Breaches) > 0 {
+		return fmt.Errorf("%d breaches of the guarantees while the group rolled: %v", len(res.Breaches), res.Breaches)
+	}
 	if res.Handover != nil {
 		takeover, gap, err := handoverTimes(ops.other(leader).counter.requests(), signalled)
 		if err != nil {
