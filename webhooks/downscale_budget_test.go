@@ -12,10 +12,12 @@ import (
 )
 
 // fakeBudget answers the prepare-downscale webhook's questions to a
-// RolloutGroup's disruption budget with a fixed answer, and records them.
+// RolloutGroup's disruption budget with a fixed answer (then, when set,
+// from the second question on), and records them.
 type fakeBudget struct {
 	mu     sync.Mutex
 	answer disruption.Verdict
+	then   *disruption.Verdict
 	err    error
 	asked  []string
 }
@@ -25,11 +27,15 @@ func allowingBudget() *fakeBudget { return &fakeBudget{answer: disruption.Verdic
 func (b *fakeBudget) AcquireDownscale(_ context.Context, group client.ObjectKey, req disruption.Request, dryRun bool) (disruption.Verdict, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ask := fmt.Sprintf("%s %s %s -%d by %q", group.Name, req.Reason, req.Zone, req.Count, req.Holder)
+	// -n: the downscale removes n ordinals, named in req.Pods.
+	ask := fmt.Sprintf("%s %s %s -%d by %q", group.Name, req.Reason, req.Zone, len(req.Pods), req.Holder)
 	if dryRun {
 		ask += " dry-run"
 	}
 	b.asked = append(b.asked, ask)
+	if b.then != nil && len(b.asked) > 1 {
+		return *b.then, b.err
+	}
 	return b.answer, b.err
 }
 
