@@ -21,7 +21,7 @@ import (
 // The scenarios of issue 21: a downscale of one zone of a RolloutGroup must
 // wait for the group's one disruption budget, whatever else takes pods away.
 // The RolloutGroup controller does not run here: the tests write its status
-// (a rollout's phase, the hold it records) as it would.
+// (a rollout's phase, the intents recorded) as it would.
 
 var zones = []string{"zone-a", "zone-b", "zone-c"}
 
@@ -83,6 +83,22 @@ func wantMessage(t *testing.T, msg string, parts ...string) {
 	}
 }
 
+// recordedIntent is an intent of zone for reason by holder, decided at
+// decided (expiring 45 s later, as the budget records them), letting go
+// zone's pods at ordinals as the API server holds them now (their UIDs).
+func recordedIntent(e *controllertest.Env, zone string, reason v1alpha1.DisruptionReason, holder string, decided metav1.Time, ordinals ...int) v1alpha1.DisruptionIntent {
+	e.T.Helper()
+	in := v1alpha1.DisruptionIntent{Zone: zone, Reason: reason, Holder: holder, DecidedAt: decided, ExpiresAt: metav1.NewTime(decided.Add(45 * time.Second))}
+	for _, o := range ordinals {
+		pod := &corev1.Pod{}
+		if err := e.Admin.Get(e.Ctx, client.ObjectKey{Namespace: e.NS, Name: fmt.Sprintf("%s-%d", zone, o)}, pod); err != nil {
+			e.T.Fatal(err)
+		}
+		in.Pods = append(in.Pods, v1alpha1.IntentPod{Name: pod.Name, UID: string(pod.UID)})
+	}
+	return in
+}
+
 // setGroupStatus writes the RolloutGroup's status as its controller would.
 func setGroupStatus(e *controllertest.Env, mutate func(*v1alpha1.RolloutGroupStatus)) {
 	e.T.Helper()
@@ -127,26 +143,29 @@ func TestScalingPolicyWaitsForATerminatingPodOfAnotherZone(t *testing.T) {
 	}
 	e.WaitReplicas("zone-a", 2, 20*time.Second)
 	rg := e.GetGroup("ingester")
-	if h := rg.Status.Disruption; h == nil || h.Zone != "zone-a" || h.Reason != v1alpha1.DisruptionDownscale || h.Holder != "ScalingPolicy zone-a" {
-		t.Errorf("status.disruption of the group %+v; want the downscale of zone-a recorded, by ScalingPolicy zone-a", h)
+	if h := rg.Status.Disruption; h == nil || len(h.Intents) == 0 {
+		t.Errorf("status.disruption of the group %+v; want the downscale of zone-a recorded", h)
+	} else if in := h.Intents[len(h.Intents)-1]; in.Zone != "zone-a" || in.Reason != v1alpha1.DisruptionDownscale || in.Holder != "ScalingPolicy zone-a" ||
+		len(in.Pods) != 1 || in.Pods[0].Name != "zone-a-2" || in.Pods[0].UID == "" || !in.ExpiresAt.After(in.DecidedAt.Time) {
+		t.Errorf("last intent recorded %+v; want the downscale of zone-a, by ScalingPolicy zone-a, naming zone-a-2 and its UID", in)
 	}
 }
 
 // Scenario 2: a downscale held back while zone-a rolled must not be released
-// into zone-b's rollout: neither while the group's hold says zone-b is being
-// rolled (recorded before its pods are deleted, before its status shows it),
-// nor while its status shows a rollout open at zone-b.
+// into zone-b's rollout: neither while the group records the intent of a
+// batch of zone-b not seen done (recorded before its pods are deleted,
+// before its status shows a rollout), nor while its status shows a rollout
+// open at zone-b.
 func TestScalingPolicyWaitsForTheRolloutOfAnotherZone(t *testing.T) {
-	t.Run("hold of zone-b for its rollout", func(t *testing.T) {
+	t.Run("intent of a batch of zone-b recorded", func(t *testing.T) {
 		e := newZones(t)
-		now := metav1.Now()
+		batch := recordedIntent(e, "zone-b", v1alpha1.DisruptionRollout, "RolloutGroup ingester", metav1.Now(), 2)
 		setGroupStatus(e, func(st *v1alpha1.RolloutGroupStatus) {
-			st.Disruption = &v1alpha1.DisruptionHold{Zone: "zone-b", Reason: v1alpha1.DisruptionRollout,
-				Holder: "RolloutGroup ingester", Since: now, RenewTime: now, LeaseSeconds: 60}
+			st.Disruption = &v1alpha1.DisruptionHold{Intents: []v1alpha1.DisruptionIntent{batch}}
 		})
 		shrink(e, "zone-a")
-		msg := expectWaiting(e, "zone-a", "zone-b holds the disruption budget for its rollout", v1alpha1.ScalingReasonDisruption)
-		wantMessage(t, msg, "zone-b", "Rollout", "RolloutGroup ingester")
+		msg := expectWaiting(e, "zone-a", "a batch of zone-b's rollout is recorded and not seen done", v1alpha1.ScalingReasonDisruption)
+		wantMessage(t, msg, "rollout of zone zone-b", "RolloutGroup ingester", "a downscale waits for it")
 	})
 	t.Run("rollout open at zone-b", func(t *testing.T) {
 		e := newZones(t)
@@ -181,7 +200,9 @@ func TestScalingPolicyWaitsForARolloutInAnyPhase(t *testing.T) {
 
 // A DelayedDownscale's release (the policy shrinking its target as far as
 // the pods prepared allow) obeys the group's budget too: it waits while
-// another zone holds it for an eviction, and goes once the hold lapsed.
+// another zone's recorded eviction names a pod shown untouched, and goes
+// once that pod is seen replaced and available, long before the intent
+// would expire.
 func TestScalingPolicyReleasesADelayedDownscaleWithinTheBudget(t *testing.T) {
 	// No DelayedDownscale controller: its status is written by hand.
 	e := controllertest.New(t, controllertest.Options{})
@@ -211,12 +232,11 @@ func TestScalingPolicyReleasesADelayedDownscaleWithinTheBudget(t *testing.T) {
 		return sp.Status.DesiredReplicas != nil && *sp.Status.DesiredReplicas == 2 && sp.Status.Phase == v1alpha1.ScalingPhaseWaiting, nil
 	})
 
-	// A drain holds zone-b; then zone-a-2 has been prepared for the delay.
-	lease := int32(8)
-	now := metav1.Now()
+	// A drain's eviction of zone-b-0 is recorded; then zone-a-2 has been
+	// prepared for the delay.
+	eviction := recordedIntent(e, "zone-b", v1alpha1.DisruptionEviction, "eviction of pod zone-b-0", metav1.Now(), 0)
 	setGroupStatus(e, func(st *v1alpha1.RolloutGroupStatus) {
-		st.Disruption = &v1alpha1.DisruptionHold{Zone: "zone-b", Reason: v1alpha1.DisruptionEviction,
-			Holder: "eviction of pod zone-b-0", Since: now, RenewTime: now, LeaseSeconds: lease}
+		st.Disruption = &v1alpha1.DisruptionHold{Intents: []v1alpha1.DisruptionIntent{eviction}}
 	})
 	pod := &corev1.Pod{}
 	if err := e.Admin.Get(e.Ctx, client.ObjectKey{Namespace: e.NS, Name: "zone-a-2"}, pod); err != nil {
@@ -237,17 +257,43 @@ func TestScalingPolicyReleasesADelayedDownscaleWithinTheBudget(t *testing.T) {
 	var msg string
 	e.Eventually(5*time.Second, "the release waiting for the disruption budget", func() (bool, error) {
 		if n := *e.GetSTS("zone-a").Spec.Replicas; n != 3 {
-			t.Fatalf("zone-a shrunk to %d while zone-b is held for an eviction", n)
+			t.Fatalf("zone-a shrunk to %d while zone-b-0's eviction is recorded and the pod shown untouched", n)
 		}
 		sp := e.GetPolicy("zone-a")
 		c := meta.FindStatusCondition(sp.Status.Conditions, v1alpha1.ScalingConditionReady)
 		msg = sp.Status.Message
 		return c != nil && c.Reason == v1alpha1.ScalingReasonDisruption, nil
 	})
-	wantMessage(t, msg, "zone-b", "Eviction", "eviction of pod zone-b-0")
+	wantMessage(t, msg, "zone-b", "eviction of pod zone-b-0", "not seen going yet")
+	for range 10 {
+		if n := *e.GetSTS("zone-a").Spec.Replicas; n != 3 {
+			t.Fatalf("zone-a shrunk to %d while zone-b-0's eviction is recorded and the pod shown untouched", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 
-	e.WaitReplicas("zone-a", 2, time.Duration(lease)*time.Second+10*time.Second)
-	if since := time.Since(now.Time); since < time.Duration(lease-1)*time.Second {
-		t.Errorf("zone-a shrunk %s after zone-b's hold of %ds was recorded", since, lease)
+	// The eviction happens: zone-b-0 goes and is replaced by a pod Ready at
+	// once, zone-b's StatefulSet status following as its controller's would.
+	gone := &corev1.Pod{}
+	if err := e.Admin.Get(e.Ctx, client.ObjectKey{Namespace: e.NS, Name: "zone-b-0"}, gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Admin.Delete(e.Ctx, gone, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually(10*time.Second, "zone-b-0 gone", func() (bool, error) {
+		err := e.Admin.Get(e.Ctx, client.ObjectKeyFromObject(gone), &corev1.Pod{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if err := e.CountPods("zone-b"); err != nil {
+		t.Fatal(err)
+	}
+	e.Pod(e.GetSTS("zone-b"), 0, "r1", controllertest.PodSpec{})
+	if err := e.CountPods("zone-b"); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitReplicas("zone-a", 2, 20*time.Second)
+	if !time.Now().Before(eviction.ExpiresAt.Time) {
+		t.Errorf("zone-a shrunk at %s, not before the eviction's intent expired at %s: it went on the clock, not on the replacement", time.Now().Format(time.RFC3339), eviction.ExpiresAt.Format(time.RFC3339))
 	}
 }
