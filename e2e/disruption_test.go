@@ -135,7 +135,7 @@ var _ = Describe("One disruption budget", func() {
 			g := newZoneGroup(ctx, 3, func(s *v1alpha1.RolloutGroupSpec) {
 				// Two per zone, so that once partition 0 is whole again zone-b
 				// has room for pod 0 beside pod 1, whose eviction counts
-				// against the zone until its hold lapses.
+				// against the zone until it is seen replaced.
 				s.DisruptionBudget = &v1alpha1.ZoneBudget{PodNamePartitionRegex: mimirPartitionRegex, MaxUnavailable: ptrIntOrString(intstr.FromInt32(2))}
 			})
 			startWebhookOperator(ctx, "echelon", g.ns, fastLeaderElection...)
@@ -153,7 +153,7 @@ var _ = Describe("One disruption budget", func() {
 			Expect(evict(ctx, g.ns, zoneB+"-1", true)).To(Succeed())
 			Consistently(func(gm Gomega) {
 				gm.Expect(mon.Deletions()).To(BeEmpty())
-				gm.Expect(g.get(ctx).Status.Disruption).To(BeNil(), "a dry run records no hold")
+				gm.Expect(g.get(ctx).Status.Disruption).To(BeNil(), "a dry run records no intent")
 			}).WithTimeout(2 * time.Second).Should(Succeed())
 
 			By("evicting pod 1 of zone-b, partition 1, is admitted")
@@ -161,9 +161,11 @@ var _ = Describe("One disruption budget", func() {
 			Eventually(func(gm Gomega) {
 				hold := g.get(ctx).Status.Disruption
 				gm.Expect(hold).NotTo(BeNil())
-				gm.Expect(hold.Zone).To(Equal(zoneB))
-				gm.Expect(hold.Reason).To(Equal(v1alpha1.DisruptionEviction))
-			}).WithTimeout(10*time.Second).Should(Succeed(), "the admitted eviction holds zone-b")
+				gm.Expect(hold.Intents).To(ContainElement(And(
+					HaveField("Zone", Equal(zoneB)),
+					HaveField("Reason", Equal(v1alpha1.DisruptionEviction)),
+					HaveField("Pods", ContainElement(HaveField("Name", Equal(zoneB+"-1")))))))
+			}).WithTimeout(10*time.Second).Should(Succeed(), "the admitted eviction of pod 1 of zone-b is recorded")
 			Eventually(func() bool { return mon.Available(zoneB) }).Should(BeTrue(), "pod 1 of zone-b is back")
 
 			By("evicting pod 0 of zone-b, partition 0, is refused with 429")

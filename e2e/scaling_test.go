@@ -307,11 +307,11 @@ var _ = Describe("ScalingPolicy", func() {
 		})
 
 		// A downscale waits while a rollout of the group is open, and a
-		// rollout waits while a downscale holds the group's budget (docs/
-		// safety.md, guarantee 5): the downscale goes first here, and the
-		// rollout started behind it waits until its pods are gone and its
-		// hold has lapsed.
-		It("holds the group's rollout while a policy scales a member down, until the removed pods are gone and the downscale's hold lapsed, with no breach", func(ctx SpecContext) {
+		// rollout waits while a downscale's recorded intent is not seen done
+		// (docs/safety.md, guarantee 5): the downscale goes first here, and
+		// the rollout started behind it waits until the pods it removes are
+		// gone.
+		It("holds the group's rollout while a policy scales a member down, until the removed pods are gone, with no breach", func(ctx SpecContext) {
 			g := newZoneGroup(ctx, 10, betweenBatches)
 			createPolicy(ctx, g.ns, zoneC, selfScaled(10))
 			startOperator(ctx, "echelon", g.ns, fastLeaderElection...)
@@ -336,9 +336,16 @@ var _ = Describe("ScalingPolicy", func() {
 			patchPolicy(ctx, g.ns, zoneC, `{"spec":{"replicas":7}}`)
 			waitReplicas(ctx, g.ns, zoneC, 7, 30*time.Second)
 			hold := g.get(ctx).Status.Disruption
-			Expect(hold).NotTo(BeNil(), "the downscale records its hold on the group's budget before it scales")
-			Expect([]string{hold.Zone, string(hold.Reason), hold.Holder}).To(Equal(
-				[]string{zoneC, string(v1alpha1.DisruptionDownscale), "ScalingPolicy " + zoneC}))
+			Expect(hold).NotTo(BeNil(), "the downscale records its intent on the group's budget before it scales")
+			Expect(hold.Intents).NotTo(BeEmpty(), "the downscale records its intent on the group's budget before it scales")
+			last := hold.Intents[len(hold.Intents)-1]
+			var removed []string
+			for _, p := range last.Pods {
+				removed = append(removed, p.Name)
+			}
+			Expect([]string{last.Zone, string(last.Reason), last.Holder, strings.Join(removed, ",")}).To(Equal(
+				[]string{zoneC, string(v1alpha1.DisruptionDownscale), "ScalingPolicy " + zoneC, zoneC + "-9," + zoneC + "-8," + zoneC + "-7"}),
+				"the intent names the ordinals the downscale removes")
 			Eventually(func(gm Gomega) {
 				for _, pod := range leaving {
 					gm.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
@@ -360,6 +367,9 @@ var _ = Describe("ScalingPolicy", func() {
 			sp := waitPolicy(ctx, g.ns, zoneC, v1alpha1.ScalingPhaseScalingDown, v1alpha1.ScalingReasonAtDesiredReplicas, 30*time.Second)
 			Expect(sp.Status.Message).To(ContainSubstring("still leaving"))
 
+			// The downscale's intent ends once its ordinals are seen gone,
+			// and not before: none is gone until released here.
+			released := time.Now()
 			for _, pod := range leaving {
 				setFinalizer(ctx, pod, false)
 			}
@@ -370,9 +380,9 @@ var _ = Describe("ScalingPolicy", func() {
 			expectNoBreaches(mon)
 			rolls := mon.Rolls()
 			Expect(rolls).To(HaveLen(27), "each outdated pod is replaced once: 10 + 10 + the 7 zone-c keeps")
-			lapsed := hold.RenewTime.Add(time.Duration(hold.LeaseSeconds) * time.Second)
-			Expect(rolls[0].At).To(BeTemporally(">=", lapsed),
-				"the first pod (%s) is rolled once zone-c's downscale hold has lapsed, at %s", rolls[0].Pod, lapsed.Format(time.StampMilli))
+			Expect(rolls[0].At).To(BeTemporally(">=", released),
+				"the first pod (%s) is rolled only once zone-c's removed pods, released at %s, are gone: its downscale's intent seen done",
+				rolls[0].Pod, released.Format(time.StampMilli))
 			Expect(*getStatefulSet(ctx, g.ns, zoneC).Spec.Replicas).To(Equal(int32(7)))
 			Expect(strings.Join(policyEvents(ctx, g.ns, zoneC), "\n")).To(ContainSubstring(v1alpha1.ScalingReasonScaledDown))
 		})

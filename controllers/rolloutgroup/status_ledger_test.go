@@ -1,6 +1,7 @@
 package rolloutgroup
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -44,33 +45,49 @@ func TestStatusLedgerServesItsOwnRecordOverTheCache(t *testing.T) {
 }
 
 // status.disruption is written by other decisions too: the ledger serves
-// the hold renewed last, of the cache's and its own, as current and as
-// written, so that the status written next neither sends nor loses it.
+// the record whose last intent was decided last, of the cache's and its
+// own, as current and as written, so that the status written next neither
+// sends nor loses it.
 func TestStatusLedgerServesTheFresherHold(t *testing.T) {
 	l := newStatusLedger()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	hold := func(zone string, renewed time.Time) *v1alpha1.DisruptionHold {
-		return &v1alpha1.DisruptionHold{Zone: zone, Reason: v1alpha1.DisruptionRollout, Since: metav1.NewTime(now),
-			RenewTime: metav1.NewTime(renewed), LeaseSeconds: 15}
+	intent := func(zone string, decided time.Time) v1alpha1.DisruptionIntent {
+		return v1alpha1.DisruptionIntent{Zone: zone, Reason: v1alpha1.DisruptionRollout, DecidedAt: metav1.NewTime(decided),
+			ExpiresAt: metav1.NewTime(decided.Add(45 * time.Second)), Pods: []v1alpha1.IntentPod{{Name: zone + "-0", UID: "uid-" + zone + "-0"}}}
+	}
+	record := func(intents ...v1alpha1.DisruptionIntent) *v1alpha1.DisruptionHold {
+		return &v1alpha1.DisruptionHold{Intents: intents}
+	}
+	zones := func(h *v1alpha1.DisruptionHold) string {
+		if h == nil {
+			return "none"
+		}
+		var out []string
+		for _, in := range h.Intents {
+			out = append(out, in.Zone)
+		}
+		return strings.Join(out, ",")
 	}
 	cached := &v1alpha1.RolloutGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g", UID: "u1"}}
-	l.Wrote(cached, v1alpha1.RolloutGroupStatus{PodsRolled: 3, Disruption: hold("zone-a", now.Add(5*time.Second))}, now)
+	l.Wrote(cached, v1alpha1.RolloutGroupStatus{PodsRolled: 3, Disruption: record(intent("zone-a", now.Add(5*time.Second)))}, now)
 	for _, tt := range []struct {
 		name   string
 		cached *v1alpha1.DisruptionHold
-		want   string
+		want   string // the zones of the record's intents
 	}{
-		{"the cache has not seen this process's hold", nil, "zone-a"},
-		{"the cache shows an older hold", hold("zone-b", now), "zone-a"},
-		{"the cache shows a hold another decision renewed since", hold("zone-b", now.Add(6*time.Second)), "zone-b"},
-		{"a tie goes to the cache", hold("zone-b", now.Add(5*time.Second)), "zone-b"},
+		{"the cache has not seen this process's record", nil, "zone-a"},
+		{"the cache shows an older record", record(intent("zone-b", now)), "zone-a"},
+		{"the cache shows an intent another decision recorded since", record(intent("zone-b", now.Add(6*time.Second))), "zone-b"},
+		{"the cache shows this process's intent and another decided since", record(intent("zone-a", now.Add(5*time.Second)), intent("zone-b", now.Add(6*time.Second))), "zone-a,zone-b"},
+		{"its latest intent, not its first, dates a record", record(intent("zone-b", now), intent("zone-c", now.Add(7*time.Second))), "zone-b,zone-c"},
+		{"a tie goes to the cache", record(intent("zone-b", now.Add(5*time.Second))), "zone-b"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := cached.DeepCopy()
 			c.Status.Disruption = tt.cached
 			rg, written := l.Base(c)
-			if rg.Status.Disruption == nil || rg.Status.Disruption.Zone != tt.want || written.Disruption == nil || written.Disruption.Zone != tt.want {
-				t.Errorf("current hold %+v, written hold %+v; want both of %s", rg.Status.Disruption, written.Disruption, tt.want)
+			if zones(rg.Status.Disruption) != tt.want || zones(written.Disruption) != tt.want {
+				t.Errorf("current record %+v, written record %+v; want both of intents of %s", rg.Status.Disruption, written.Disruption, tt.want)
 			}
 			if rg.Status.PodsRolled != 3 || written.PodsRolled != 3 {
 				t.Errorf("the rest of the status comes from the ledger: podsRolled %d/%d, want 3", rg.Status.PodsRolled, written.PodsRolled)
@@ -79,14 +96,15 @@ func TestStatusLedgerServesTheFresherHold(t *testing.T) {
 	}
 }
 
-// The controller's status writes carry written's hold whatever they computed.
+// The controller's status writes carry written's record whatever they computed.
 func TestKeepHold(t *testing.T) {
-	held := v1alpha1.RolloutGroupStatus{Disruption: &v1alpha1.DisruptionHold{Zone: "zone-b", Reason: v1alpha1.DisruptionEviction}}
-	if got := keepHold(held, v1alpha1.RolloutGroupStatus{Phase: v1alpha1.PhaseComplete}); got.Disruption == nil || got.Disruption.Zone != "zone-b" || got.Phase != v1alpha1.PhaseComplete {
-		t.Errorf("keepHold = %+v, want the phase computed and zone-b's hold", got)
+	held := v1alpha1.RolloutGroupStatus{Disruption: &v1alpha1.DisruptionHold{Intents: []v1alpha1.DisruptionIntent{{Zone: "zone-b", Reason: v1alpha1.DisruptionEviction}}}}
+	if got := keepHold(held, v1alpha1.RolloutGroupStatus{Phase: v1alpha1.PhaseComplete}); got.Disruption == nil || len(got.Disruption.Intents) != 1 ||
+		got.Disruption.Intents[0].Zone != "zone-b" || got.Phase != v1alpha1.PhaseComplete {
+		t.Errorf("keepHold = %+v, want the phase computed and zone-b's intent", got)
 	}
 	if got := keepHold(v1alpha1.RolloutGroupStatus{}, held); got.Disruption != nil {
-		t.Errorf("keepHold sends hold %+v that written does not hold", got.Disruption)
+		t.Errorf("keepHold sends record %+v that written does not hold", got.Disruption)
 	}
 }
 
