@@ -205,14 +205,10 @@ func refuseEviction(b Budget, pod *corev1.Pod, v disruption.Verdict, dryRun bool
 	out := tooManyRequests(v.Code, msg)
 	// The cause the API server gives for a PodDisruptionBudget's refusal.
 	out.status.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: msg}}
-	// Retry-After: when a crossZoneDelay runs out; otherwise a second,
-	// since what changes the answer is evidence (a pod seen going, then
-	// back and available), not the expiry of an intent, which only ends
-	// one whose holder never acted.
-	out.status.Details.RetryAfterSeconds = 1
-	if v.Code == disruption.CodeCrossZoneDelay {
-		out.status.Details.RetryAfterSeconds = int32(max(1, (v.RetryAfter+time.Second-1)/time.Second))
-	}
+	// No Retry-After, as the API server sends none for a
+	// PodDisruptionBudget: client-go retries a 429 that carries one inside
+	// the same call (up to ten times, sleeping as told), so a drain would
+	// block in one eviction instead of moving on to the next pod.
 	if !dryRun {
 		out.event = &denialEvent{regarding: budgetObject(b), related: podRef(pod), reason: EventReasonEvictionRefused,
 			action: "Evict", once: pod.Namespace + "/" + pod.Name}
