@@ -19,11 +19,12 @@ import (
 
 // TestPrepareDownscaleOneZoneAtATime: two kubectl scale of two zones of a
 // RolloutGroup sent at the same moment are not both admitted. Each
-// admission asks the group's disruption budget on the API server and
-// records its hold with an optimistic lock before any pod is prepared, so
-// the second sees the first: exactly one is admitted, the other refused
-// naming the zone that holds the budget, and none of its pods is called.
-// Several tries, each in a fresh namespace and group.
+// admission asks the group's disruption budget (writing nothing), prepares
+// its pods, then asks again on the API server and records its intent with
+// an optimistic lock, so the second sees the first: exactly one is
+// admitted, the other refused naming the zone that holds the budget, and
+// any pod of it that was prepared is told to cancel. Several tries, each in
+// a fresh namespace and group.
 func TestPrepareDownscaleOneZoneAtATime(t *testing.T) {
 	for try := range 3 {
 		t.Run(fmt.Sprintf("try %d", try), func(t *testing.T) {
@@ -73,7 +74,15 @@ func TestPrepareDownscaleOneZoneAtATime(t *testing.T) {
 				ContainSubstring(zones[won]))))
 			g.Expect(servers[won].DistinctCalls()).To(Equal([]string{
 				fmt.Sprintf("POST %s-3", zones[won]), fmt.Sprintf("POST %s-4", zones[won])}))
-			g.Expect(servers[lost].DistinctCalls()).To(BeEmpty(), "the refused zone's pods are not prepared")
+			// Both may have prepared their pods before the recorded
+			// decision (pod calls run before it, so that nothing slow
+			// follows it); the refused zone's prepared pods are told to
+			// cancel, each after its prepare.
+			if calls := servers[lost].DistinctCalls(); len(calls) > 0 {
+				g.Expect(calls).To(ConsistOf(
+					fmt.Sprintf("DELETE %s-3", zones[lost]), fmt.Sprintf("DELETE %s-4", zones[lost]),
+					fmt.Sprintf("POST %s-3", zones[lost]), fmt.Sprintf("POST %s-4", zones[lost])), "the refused zone's prepared pods are cancelled")
+			}
 			for i, want := range map[int]int32{won: 3, lost: 5} {
 				g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(sets[i]), sets[i])).To(Succeed())
 				g.Expect(*sets[i].Spec.Replicas).To(Equal(want), zones[i])

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/disruption"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/operator"
 	"github.com/echelon-operator/echelon/test/builders"
@@ -163,8 +164,13 @@ func (e *env) holdsSeen(t *testing.T, rg *v1alpha1.RolloutGroup) func() []v1alph
 	}
 }
 
+// holdOf matches a record with the intent of the eviction of pod in zone,
+// naming the pod, expiring after the act's window.
 func holdOf(zone, pod string) gomegatypes.GomegaMatcher {
-	return And(HaveField("Zone", zone), HaveField("Reason", v1alpha1.DisruptionEviction), HaveField("Holder", "eviction of pod "+pod), HaveField("LeaseSeconds", int32(15)))
+	return HaveField("Intents", ContainElement(And(HaveField("Zone", zone), HaveField("Reason", v1alpha1.DisruptionEviction),
+		HaveField("Holder", "eviction of pod "+pod), HaveField("Pods", ConsistOf(HaveField("Name", pod))),
+		WithTransform(func(in v1alpha1.DisruptionIntent) time.Duration { return in.ExpiresAt.Sub(in.DecidedAt.Time) },
+			BeNumerically(">=", disruption.ActWindow)))))
 }
 
 // TestEvictionRolloutGroup: `kubectl drain` of a pod of a three-zone group
