@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/controllers/rolloutgroup"
 	"github.com/echelon-operator/echelon/internal/cli/render"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/rollout"
 	"github.com/echelon-operator/echelon/test/builders"
 )
@@ -143,7 +143,7 @@ func groupView(rg *v1alpha1.RolloutGroup, zones []zone) render.RolloutGroupView 
 }
 
 // inputOf is the planner's input for the fixture group, read through the
-// controller's own observation (rolloutgroup.PlannerInput) from a fake API
+// controller's own observation (lookup.ObserveRolloutGroup) from a fake API
 // holding the fixture's objects.
 func inputOf(t *testing.T, rg *v1alpha1.RolloutGroup, zones []zone) rollout.Input {
 	t.Helper()
@@ -161,7 +161,7 @@ func inputOf(t *testing.T, rg *v1alpha1.RolloutGroup, zones []zone) rollout.Inpu
 		}
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(objs...).Build()
-	in, err := rolloutgroup.PlannerInput(context.Background(), c, rg, now)
+	in, _, err := lookup.ObserveRolloutGroup(context.Background(), c, lookup.ListedReads{}, rg, now)
 	if err != nil {
 		t.Fatal(err)
 	}

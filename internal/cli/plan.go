@@ -10,9 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/controllers/rolloutgroup"
-	"github.com/echelon-operator/echelon/controllers/scalingpolicy"
 	"github.com/echelon-operator/echelon/internal/cli/render"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/rollout"
 	"github.com/echelon-operator/echelon/internal/rollout/gate"
 	"github.com/echelon-operator/echelon/internal/scaling"
@@ -46,7 +45,10 @@ once resumed.`,
 				return err
 			}
 			now := o.now()
-			in, err := rolloutgroup.PlannerInput(cmd.Context(), s.client, rg, now)
+			// The controller's observation, read with plain lists (no cache
+			// index) and without what only a running controller knows (its
+			// deletion expectations).
+			in, _, err := lookup.ObserveRolloutGroup(cmd.Context(), s.client, lookup.ListedReads{}, rg, now)
 			if err != nil {
 				return explain(err, s.host, fmt.Sprintf("read the members of RolloutGroup %q in namespace %q", rg.Name, rg.Namespace))
 			}
@@ -97,9 +99,11 @@ func (o *options) planScaling(ctx context.Context, s *session, key types.Namespa
 		return err
 	}
 	now := o.now()
-	in, err := scalingpolicy.PlannerInput(ctx, s.client, sp, now)
+	// The controller's observation, without its cache (Unindexed serves the
+	// cache's index fields) and without watching the source kinds.
+	obs, err := lookup.ObserveScalingPolicy(ctx, lookup.Unindexed{Client: s.client}, s.client, nil, sp, now)
 	if err != nil {
 		return explain(err, s.host, fmt.Sprintf("read the target and source of ScalingPolicy %q in namespace %q", sp.Name, sp.Namespace))
 	}
-	return render.ScalingPlan(o.streams.Out, render.ScalingPlanView{Policy: sp, Plan: scaling.Decide(in), Now: now}, o.style())
+	return render.ScalingPlan(o.streams.Out, render.ScalingPlanView{Policy: sp, Plan: scaling.Decide(obs.In), Now: now}, o.style())
 }
