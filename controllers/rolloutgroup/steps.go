@@ -15,9 +15,11 @@ import (
 //
 // A plan that did not look at the steps (a blocked group, a StatefulSet its
 // controller has not observed yet) keeps the recorded step: it must not
-// start the steps over.
+// start the steps over. A group that has never started a rollout has no
+// step: the planner's "past the last step" would read as a rollout that
+// went through its steps.
 func stepStatus(rg *v1alpha1.RolloutGroup, step *rollout.StepState, rolloutStarted bool) *v1alpha1.StepStatus {
-	if len(rg.Spec.Steps) == 0 {
+	if len(rg.Spec.Steps) == 0 || (rg.Status.RolloutStartTime == nil && !rolloutStarted) {
 		return nil
 	}
 	if step == nil {
