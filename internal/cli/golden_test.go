@@ -366,3 +366,25 @@ func TestGoldenStepsWaitingForPromote(t *testing.T) {
 		return render.Plan(b, dryRun(rg, inputOf(t, rg, zones), now), render.Style{})
 	}))
 }
+
+// TestWaitingLineAgeIsTheStepWait: a group waiting for a promote since
+// 05:41:59Z, 20 s ago, whose conditions a restarted operator wrote again 15 s
+// ago, waits "since 20s ago", the age of the time its message names, not of
+// the last condition write.
+func TestWaitingLineAgeIsTheStepWait(t *testing.T) {
+	rg, zones := stepsGroup()
+	waiting := metav1.NewTime(now.Add(-20 * time.Second))
+	restarted := metav1.NewTime(now.Add(-15 * time.Second))
+	rg.Status.Step.Since = &waiting
+	rg.Status.Message = "ingester-zone-b: 0/4 updated, step 1 of 2 (25%, 3 of 12 pods) done, waiting for a promote since " + waiting.UTC().Format(time.RFC3339)
+	for i := range rg.Status.Conditions {
+		rg.Status.Conditions[i].LastTransitionTime = restarted
+	}
+	rg.Status.LastProgressTime = &restarted
+	out := draw(t, func(b *bytes.Buffer) error {
+		return render.RolloutGroup(b, groupView(rg, zones), render.Style{Width: 400})
+	})
+	if !strings.Contains(out, "(since 20s ago)") || strings.Contains(out, "15s ago") {
+		t.Errorf("waiting line does not give the step's wait its age, 20s:\n%s", out)
+	}
+}
