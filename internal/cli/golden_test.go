@@ -388,3 +388,22 @@ func TestWaitingLineAgeIsTheStepWait(t *testing.T) {
 		t.Errorf("waiting line does not give the step's wait its age, 20s:\n%s", out)
 	}
 }
+
+// TestPlanWaitingForPromoteSaysWhatThePromoteStarts: as a paused group's plan
+// says what resuming starts, a group waiting for a promote says what the
+// promote starts, and how to give it.
+func TestPlanWaitingForPromoteSaysWhatThePromoteStarts(t *testing.T) {
+	rg, zones := stepsGroup()
+	out := draw(t, func(b *bytes.Buffer) error {
+		return render.Plan(b, dryRun(rg, inputOf(t, rg, zones), now), render.Style{})
+	})
+	for _, want := range []string{
+		"Next: no pod would be deleted",
+		"Once promoted (kubectl echelon promote ingester), step 2 of 2, 100% (12 pods): delete 2 pods of ingester-zone-b, to revision new",
+		"  ingester-zone-b-3  revision old  outdated and available: takes 1 of maxUnavailable 2",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+}

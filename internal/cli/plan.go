@@ -25,7 +25,8 @@ func newPlanCommand(o *options) *cobra.Command {
 the operator observes them (the controller's own observation, read without its
 cache), and runs the operator's own planner on them. It
 changes nothing. A paused group is planned twice: as it is, and as it would be
-once resumed.`,
+once resumed; so is a group waiting for a promote: as it is, and as it would
+be once promoted.`,
 		Example:           "  kubectl echelon plan rg ingester\n  kubectl echelon plan sp ingester-zone-b",
 		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: o.completeTarget,
@@ -75,6 +76,13 @@ func dryRun(rg *v1alpha1.RolloutGroup, in rollout.Input, now time.Time) render.P
 		resumed.Paused = false
 		p := rollout.Decide(resumed)
 		v.IfResumed = &p
+	}
+	if st := v.Plan.Step; st != nil && st.WaitingFor == v1alpha1.StepWaitPromote && in.Steps != nil {
+		promoted, steps := in, *in.Steps
+		steps.Promoted = true
+		promoted.Steps = &steps
+		p := rollout.Decide(promoted)
+		v.IfPromoted = &p
 	}
 	if len(due) > 0 && pre.Blocked == nil {
 		names := make([]string, 0, len(due))
