@@ -2,7 +2,6 @@ package install
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/echelon-operator/echelon/test/controlplane"
 	"github.com/echelon-operator/echelon/test/installed"
 )
 
@@ -27,17 +25,9 @@ func TestGuardWaitsForThePodsItNames(t *testing.T) {
 	if testing.Short() {
 		t.Skip("applies install.yaml to a real control plane; skipped with -short")
 	}
-	cp := controlplane.StartForTest(t, controlplane.Options{Scheme: installed.Scheme()})
+	cp, _, _ := applyInstallYAML(t)
 	ctx := context.Background()
 	c := cp.Client()
-	root, err := controlplane.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dist := t.TempDir()
-	run(t, root, nil, filepath.Join(root, "hack", "release.sh"), "--helm", cp.Assets().Helm, "--dist", dist,
-		"--version", appVersion(t, root), "--manifests-only")
-	run(t, root, nil, cp.Assets().Kubectl, "--kubeconfig", cp.Kubeconfig(), "apply", "-f", filepath.Join(dist, "install.yaml"))
 	op := installed.Run(t, cp, operatorNamespace, operatorName)
 	defer op.Stop()
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lag"}}); err != nil {
