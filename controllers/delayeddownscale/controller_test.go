@@ -246,16 +246,7 @@ func TestDelayedDownscaleCancelledByAnUpscale(t *testing.T) {
 	e := newScalingEnv(t)
 	pods := startPreparePods(t)
 	servedStatefulSet(e, 4)
-	dd := &v1alpha1.DelayedDownscale{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: "ing"},
-		Spec: v1alpha1.DelayedDownscaleSpec{
-			TargetRef: v1alpha1.ScalingTargetReference{Name: "ing"}, Delay: "1h",
-			PrepareEndpoint: v1alpha1.PrepareEndpoint{Port: int32(pods.port), Path: "/prepare"},
-		},
-	}
-	if err := e.Admin.Create(e.Ctx, dd); err != nil {
-		t.Fatal(err)
-	}
+	dd := createDelayed(e, pods, "1h")
 	e.Policy("ing", "ing", func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = ptr.To[int32](2) })
 	e.Eventually(10*time.Second, "pods 3 and 2 prepared", func() (bool, error) {
 		got := &v1alpha1.DelayedDownscale{}
@@ -286,16 +277,7 @@ func TestDelayedDownscaleRetriesAFailedCancel(t *testing.T) {
 	e := newScalingEnv(t)
 	pods := startPreparePods(t)
 	servedStatefulSet(e, 4)
-	dd := &v1alpha1.DelayedDownscale{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: "ing"},
-		Spec: v1alpha1.DelayedDownscaleSpec{
-			TargetRef: v1alpha1.ScalingTargetReference{Name: "ing"}, Delay: "1h",
-			PrepareEndpoint: v1alpha1.PrepareEndpoint{Port: int32(pods.port), Path: "/prepare"},
-		},
-	}
-	if err := e.Admin.Create(e.Ctx, dd); err != nil {
-		t.Fatal(err)
-	}
+	dd := createDelayed(e, pods, "1h")
 	e.Policy("ing", "ing", func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = ptr.To[int32](3) })
 	e.Eventually(10*time.Second, "pod 3 prepared", func() (bool, error) { return pods.isPrepared(podIP(3)), nil })
 	pods.mu.Lock()
