@@ -572,8 +572,8 @@ func TestWebhooksValues(t *testing.T) {
 		"--set", "webhooks.namespaceSelector.matchLabels.team=a",
 		"--set", "webhooks.certificates.selfSigned.secretName=custom-tls", "--set", "fullnameOverride=edge")
 	opts := operatorOptions(t, m)
-	if opts.Webhook.Port != 9443 || opts.Webhook.CertSecret != "custom-tls" || opts.Webhook.Service != "edge-webhook" {
-		t.Errorf("webhook options %+v, want port 9443, Secret custom-tls, Service edge-webhook", opts.Webhook)
+	if opts.Webhook.Port != 9443 || opts.Webhook.CertSecret != "custom-tls" || opts.Webhook.Service != "edge-webhook" || opts.Webhook.ValidateFailurePolicy != "Fail" {
+		t.Errorf("webhook options %+v, want port 9443, Secret custom-tls, Service edge-webhook, validation failure policy Fail", opts.Webhook)
 	}
 	assertWebhookWiring(t, m, opts)
 	assertWebhookCertRBAC(t, m, "custom-tls")

@@ -40,9 +40,11 @@
 //   - a failed lookup, or a panic (a bug, recovered): refused with code 500
 //     by the downscale and eviction webhooks (failurePolicy Fail), but for
 //     an eviction whose budget's hold other decisions kept taking meanwhile,
-//     refused with 429 to be asked again; allowed with a warning
-//     naming the problem by the validation webhook (failurePolicy Ignore),
-//     since a code 500 in an answer is a refusal whatever the policy;
+//     refused with 429 to be asked again; by the validation webhook as its
+//     configured failurePolicy says (--validate-webhook-failure-policy):
+//     under Ignore (the default) allowed with a warning naming the problem,
+//     since a code 500 in an answer is a refusal whatever the policy, under
+//     Fail refused with code 500;
 //   - a namespace the operator does not watch: allowed, with a warning.
 //
 // Every answer is counted in echelon_webhook_requests_total, and every

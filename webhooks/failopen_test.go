@@ -8,16 +8,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/test/builders"
 )
 
-// TestValidateFailsOpen: the validation webhook's failurePolicy is Ignore,
-// so what it cannot judge (a failed cache read, a panic) is allowed, with a
-// warning naming the problem, and counted as an error with its reason; an
-// explicit code 500 would be a refusal whatever the failurePolicy says. The
-// downscale webhooks (failurePolicy Fail) keep refusing.
+// TestValidateFailsOpen: the validation webhook's failurePolicy is Ignore by
+// default, so what it cannot judge (a failed cache read, a panic) is allowed,
+// with a warning naming the problem, and counted as an error with its reason;
+// an explicit code 500 would be a refusal whatever the failurePolicy says.
+// Set to Fail (the chart's webhooks.validation.failurePolicy), it refuses
+// them as the API server would. The downscale webhooks (failurePolicy Fail)
+// keep refusing.
 func TestValidateFailsOpen(t *testing.T) {
 	rg := builders.MakeRolloutGroup(testNS, "ingester").Members("zone-a").Obj()
 	create := echelonRequest(admissionv1.Create, "rolloutgroups", nil, rg).review()
@@ -25,21 +28,29 @@ func TestValidateFailsOpen(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		webhook string
+		policy  admissionregistrationv1.FailurePolicyType // empty: the webhook's default
 		decider decider
 		body    []byte
 		allowed bool
 		reason  string
 		says    string
 	}{
-		{"validate, a failed lookup", metrics.WebhookValidate, broken, create, true, reasonLookupFailed, "cache not synced"},
-		{"validate, a panic", metrics.WebhookValidate, panickingDecider{}, create, true, reasonPanic, "internal error in the Echelon validate webhook"},
-		{"no-downscale, a failed lookup", metrics.WebhookNoDownscale, &NoDownscale{Cluster: &fakeCluster{lookupErr: errors.New("cache not synced")}}, stsUpdate("a", 3, 2).review(), false, reasonLookupFailed, "cache not synced"},
-		{"no-downscale, a panic", metrics.WebhookNoDownscale, panickingDecider{}, stsUpdate("a", 3, 2).review(), false, reasonPanic, "internal error"},
-		{"prepare-downscale, a panic", metrics.WebhookPrepareDownscale, panickingDecider{}, stsUpdate("a", 3, 2).review(), false, reasonPanic, "internal error"},
+		{"validate, a failed lookup", metrics.WebhookValidate, "", broken, create, true, reasonLookupFailed, "cache not synced"},
+		{"validate, a panic", metrics.WebhookValidate, "", panickingDecider{}, create, true, reasonPanic, "internal error in the Echelon validate webhook"},
+		{"validate with Ignore, a failed lookup", metrics.WebhookValidate, admissionregistrationv1.Ignore, broken, create, true, reasonLookupFailed, "cache not synced"},
+		{"validate with Fail, a failed lookup", metrics.WebhookValidate, admissionregistrationv1.Fail, broken, create, false, reasonLookupFailed, "cache not synced"},
+		{"validate with Fail, a panic", metrics.WebhookValidate, admissionregistrationv1.Fail, panickingDecider{}, create, false, reasonPanic, "internal error in the Echelon validate webhook"},
+		{"no-downscale, a failed lookup", metrics.WebhookNoDownscale, "", &NoDownscale{Cluster: &fakeCluster{lookupErr: errors.New("cache not synced")}}, stsUpdate("a", 3, 2).review(), false, reasonLookupFailed, "cache not synced"},
+		{"no-downscale, a panic", metrics.WebhookNoDownscale, "", panickingDecider{}, stsUpdate("a", 3, 2).review(), false, reasonPanic, "internal error"},
+		{"prepare-downscale, a panic", metrics.WebhookPrepareDownscale, "", panickingDecider{}, stsUpdate("a", 3, 2).review(), false, reasonPanic, "internal error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := testutil.ToFloat64(metrics.WebhookRequests.WithLabelValues(tc.webhook, metrics.DecisionError, tc.reason))
-			a := serve(t, handler(tc.webhook, tc.decider, &eventRecorder{}), tc.body, "")
+			h := handler(tc.webhook, tc.decider, &eventRecorder{}).(*reviewHandler)
+			if tc.policy != "" {
+				h.failurePolicy = tc.policy
+			}
+			a := serve(t, h, tc.body, "")
 			if a.response == nil {
 				t.Fatalf("HTTP %d %q, want an AdmissionReview", a.httpStatus, a.body)
 			}

@@ -273,7 +273,7 @@ func serve(t testing.TB, h http.Handler, body []byte, query string) answer {
 }
 
 func handler(webhook string, d decider, events eventSink) http.Handler {
-	return &reviewHandler{webhook: webhook, decider: d, events: events, log: logr.Discard()}
+	return &reviewHandler{webhook: webhook, failurePolicy: DefaultFailurePolicy(webhook), decider: d, events: events, log: logr.Discard()}
 }
 
 // newPodServer serves the pods of StatefulSet set with the given ordinals.

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -21,8 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/delayed"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
+	"github.com/echelon-operator/echelon/webhooks/webhookstest"
 )
 
 // TestSettle: a pending downscale is confirmed once the StatefulSet shows
@@ -236,4 +239,92 @@ func pendingPodNames(pods []v1alpha1.PendingPod) []string {
 		names = append(names, p.Name)
 	}
 	return names
+}
+
+// TestPendingCancelRetried: a prepared pod whose DELETE fails when its
+// downscale was not stored stays named in status.pendingCancels (the zone
+// delay is restored at once) and is told again with backoff until it
+// answers; a pod that is gone by then is dropped without a call.
+func TestPendingCancelRetried(t *testing.T) {
+	const path = "/ingester/prepare-shutdown"
+	earlier := metav1.NewMicroTime(testNow.Add(-time.Hour))
+	admitted := metav1.NewMicroTime(testNow.Add(-15 * time.Second))
+	pods := newPodServer(t, "a", 3, 4)
+	pods.Answer(http.MethodDelete, "a-4", webhookstest.Status(http.StatusServiceUnavailable, "flushing"))
+	var pending []v1alpha1.PendingPod
+	for _, pod := range []string{"a-3", "a-4"} {
+		pending = append(pending, v1alpha1.PendingPod{Name: pod, URL: fmt.Sprintf("http://%s:%d%s", pods.IPs()[pod], pods.Port, path)})
+	}
+	sp := builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Prepare(path, pods.Port, 2*time.Second).Obj()
+	sp.Status.LastDownscaleTime = &admitted
+	sp.Status.PendingDownscale = &v1alpha1.PendingDownscale{Replicas: 3, AdmittedAt: admitted, Deadline: metav1.NewMicroTime(testNow),
+		PreviousDownscaleTime: &earlier, Pods: pending}
+	sts := builders.MakeStatefulSet(testNS, "a").Replicas(5).TypeMeta().Obj()
+	pod4 := builders.MakePod(testNS, "a", 4).Obj()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1alpha1.ScalingPolicy{}).WithObjects(sp, sts, pod4).Build()
+	live := fake.NewClientBuilder().WithScheme(scheme).WithObjects(sts.DeepCopy()).Build()
+	now := testNow
+	r := &pendingDownscales{client: c, live: live, pods: NewPodClient(), events: &eventRecorder{}, now: func() time.Time { return now }}
+	pass := func() (time.Duration, *v1alpha1.ScalingPolicy) {
+		t.Helper()
+		res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(sp)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := &v1alpha1.ScalingPolicy{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(sp), got); err != nil {
+			t.Fatal(err)
+		}
+		return res.RequeueAfter, got
+	}
+
+	after, got := pass()
+	if got.Status.PendingDownscale != nil || !got.Status.LastDownscaleTime.Equal(&earlier) {
+		t.Errorf("pendingDownscale %+v lastDownscaleTime %v, want the record settled and the time restored", got.Status.PendingDownscale, got.Status.LastDownscaleTime)
+	}
+	cancels := got.Status.PendingCancels
+	if len(cancels) != 1 || cancels[0].Name != "a-4" || cancels[0].Attempts != 1 || !strings.Contains(cancels[0].Error, "503") ||
+		cancels[0].NextAttemptTime == nil || !cancels[0].NextAttemptTime.Time.Equal(now.Add(delayed.RetryAfterError)) {
+		t.Fatalf("pendingCancels %+v, want a-4 after 1 failed DELETE, told again at %s", cancels, now.Add(delayed.RetryAfterError))
+	}
+	if after != delayed.RetryAfterError {
+		t.Errorf("requeue after %s, want %s", after, delayed.RetryAfterError)
+	}
+
+	pods.Reset()
+	now = now.Add(delayed.RetryAfterError / 2)
+	if _, got = pass(); len(pods.Calls()) != 0 || len(got.Status.PendingCancels) != 1 {
+		t.Errorf("before the backoff ends: calls %q, pendingCancels %+v; want no call, the retry kept", pods.Calls(), got.Status.PendingCancels)
+	}
+	now = testNow.Add(delayed.RetryAfterError)
+	after, got = pass()
+	if calls := pods.Calls(); !slices.Equal(calls, []string{"DELETE a-4"}) || len(got.Status.PendingCancels) != 1 || got.Status.PendingCancels[0].Attempts != 2 {
+		t.Fatalf("once due: calls %q, pendingCancels %+v; want a-4 told again, 2 attempts", calls, got.Status.PendingCancels)
+	}
+	if after != 2*delayed.RetryAfterError {
+		t.Errorf("requeue after %s, want the doubled backoff %s", after, 2*delayed.RetryAfterError)
+	}
+
+	pods.Reset()
+	pods.Answer(http.MethodDelete, "a-4", webhookstest.Status(http.StatusOK, ""))
+	now = now.Add(2 * delayed.RetryAfterError)
+	if after, got = pass(); !slices.Equal(pods.Calls(), []string{"DELETE a-4"}) || len(got.Status.PendingCancels) != 0 || after != 0 {
+		t.Errorf("the pod answered: calls %q, pendingCancels %+v, requeue %s; want none left", pods.Calls(), got.Status.PendingCancels, after)
+	}
+
+	// A pod gone before it answered is dropped without a call.
+	pods.Reset()
+	got.Status.PendingCancels = []v1alpha1.PendingCancel{{Name: "a-3", URL: pending[0].URL, Attempts: 3, NextAttemptTime: &metav1.Time{Time: now}}}
+	if err := c.Status().Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	if _, got = pass(); len(pods.Calls()) != 0 || len(got.Status.PendingCancels) != 0 {
+		t.Errorf("the pod is gone: calls %q, pendingCancels %+v; want no call and none left", pods.Calls(), got.Status.PendingCancels)
+	}
 }

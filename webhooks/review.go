@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,21 +35,14 @@ const (
 	reasonUnhandled    = "unhandled"     // allowed: a resource or operation the webhook does not judge
 )
 
-// failsOpen says whether webhook's failurePolicy is Ignore (markers.go):
-// the validation webhook's rules are also reported by the controllers, so
-// what it cannot judge is allowed. An explicit code 500 in an answer is a
-// refusal whatever the failurePolicy says, so the handler has to answer as
-// the policy intends itself.
-func failsOpen(webhook string) bool { return webhook == metrics.WebhookValidate }
-
 // verdict is a webhook's answer to one request.
 type verdict struct {
 	allowed bool
 	// failed marks an answer the webhook could not reach (metric decision
 	// "error"): the request is refused with code, as failurePolicy Fail
-	// would refuse it had the webhook not answered; a webhook that fails
-	// open (failsOpen) allows a request it failed on with code 500, with a
-	// warning carrying the message.
+	// would refuse it had the webhook not answered; a webhook whose
+	// failurePolicy is Ignore allows a request it failed on with code 500,
+	// with a warning carrying the message.
 	failed bool
 	// reason is the metric label: one short fixed word per outcome.
 	reason   string
@@ -111,8 +105,12 @@ type eventSink interface {
 // It never panics: a panic in a decider is answered as an internal error.
 type reviewHandler struct {
 	webhook string
-	decider decider
-	events  eventSink
+	// failurePolicy is the one the webhook's configuration sets. An explicit
+	// code 500 in an answer is a refusal whatever the configuration says, so
+	// the handler answers as the policy intends itself (asPolicyIntends).
+	failurePolicy admissionregistrationv1.FailurePolicyType
+	decider       decider
+	events        eventSink
 	// limiter spaces the denial Events that have a key; nil records every one.
 	limiter *eventLimiter
 	log     logr.Logger
@@ -174,12 +172,13 @@ func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// asPolicyIntends turns the failure of a webhook that fails open, on its
-// own side (code 500: a failed lookup, a panic), into an allowed answer
-// whose warning names the problem; it is still counted as an error with its
-// reason and logged. A request at fault (code 400) is refused either way.
+// asPolicyIntends turns the failure of a webhook whose failurePolicy is
+// Ignore, on its own side (code 500: a failed lookup, a panic), into an
+// allowed answer whose warning names the problem; it is still counted as an
+// error with its reason and logged. Under Fail it stays a refusal. A request
+// at fault (code 400) is refused either way.
 func (h *reviewHandler) asPolicyIntends(v verdict) verdict {
-	if !v.failed || v.code != http.StatusInternalServerError || !failsOpen(h.webhook) {
+	if !v.failed || v.code != http.StatusInternalServerError || h.failurePolicy != admissionregistrationv1.Ignore {
 		return v
 	}
 	v.allowed = true
@@ -259,4 +258,14 @@ func withRequestDeadline(r *http.Request, start time.Time) (context.Context, con
 
 func isDryRun(req *admissionv1.AdmissionRequest) bool {
 	return req.DryRun != nil && *req.DryRun
+}
+
+// DefaultFailurePolicy is the failurePolicy markers.go gives webhook: Ignore
+// for the validation webhook, whose rules the controllers also report, Fail
+// for the others.
+func DefaultFailurePolicy(webhook string) admissionregistrationv1.FailurePolicyType {
+	if webhook == metrics.WebhookValidate {
+		return admissionregistrationv1.Ignore
+	}
+	return admissionregistrationv1.Fail
 }

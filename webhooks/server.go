@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -49,6 +50,11 @@ type Config struct {
 	Addressing podcall.Addressing
 	// Namespaces are the watched ones; empty means all.
 	Namespaces []string
+	// ValidateFailurePolicy is the failurePolicy of the validation
+	// webhook's configuration (the chart's webhooks.validation.failurePolicy):
+	// Ignore allows what the webhook cannot judge, Fail refuses it. Empty
+	// means DefaultFailurePolicy. The other webhooks always refuse it.
+	ValidateFailurePolicy admissionregistrationv1.FailurePolicyType
 	// GrafanaCompat also answers the Grafana rollout-operator's paths that
 	// are not Echelon's (PathGrafanaPodEviction, PathGrafanaZPDBValidation).
 	GrafanaCompat bool
@@ -93,7 +99,11 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 		handlers[PathGrafanaZPDBValidation] = handler{metrics.WebhookGrafanaZPDBValidation, ZPDBValidation{}, nil}
 	}
 	for path, d := range handlers {
-		srv.Register(path, &reviewHandler{webhook: d.name, decider: d.decider, events: events, limiter: d.limiter, log: log})
+		policy := DefaultFailurePolicy(d.name)
+		if d.name == metrics.WebhookValidate && cfg.ValidateFailurePolicy != "" {
+			policy = cfg.ValidateFailurePolicy
+		}
+		srv.Register(path, &reviewHandler{webhook: d.name, failurePolicy: policy, decider: d.decider, events: events, limiter: d.limiter, log: log})
 	}
 	if err := mgr.Add(srv); err != nil {
 		return nil, fmt.Errorf("add the webhook server: %w", err)

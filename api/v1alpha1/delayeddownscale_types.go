@@ -158,6 +158,31 @@ type PreparedPod struct {
 	Error string `json:"error,omitempty"`
 }
 
+// CancellingPod is a pod whose DELETE to its prepare endpoint failed.
+type CancellingPod struct {
+	// name of the pod.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// uid of the pod told to cancel. A pod recreated under the same name is
+	// not prepared: it is not told again.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	UID string `json:"uid,omitempty"`
+	// attempts counts the failed DELETEs.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Attempts int32 `json:"attempts,omitempty"`
+	// error is the last DELETE's error.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Error string `json:"error,omitempty"`
+	// nextAttemptTime is when the pod is told again.
+	// +optional
+	NextAttemptTime *metav1.Time `json:"nextAttemptTime,omitempty"`
+}
+
 // DelayedDownscaleStatus is the observed state of a DelayedDownscale.
 type DelayedDownscaleStatus struct {
 	// observedGeneration is the generation of the spec last acted upon.
@@ -186,6 +211,14 @@ type DelayedDownscaleStatus struct {
 	// +optional
 	// +listType=atomic
 	PreparedPods []PreparedPod `json:"preparedPods,omitempty"`
+	// cancellingPods are the pods told to cancel their preparation whose
+	// DELETE failed: they may still be prepared, and are told again, with a
+	// backoff that doubles up to 5 minutes, until they answer or are gone.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1000
+	CancellingPods []CancellingPod `json:"cancellingPods,omitempty"`
 	// preparedCount is the number of preparedPods without error, for display.
 	// +optional
 	PreparedCount int32 `json:"preparedCount,omitempty"`

@@ -518,7 +518,8 @@ type RolloutGroupStatus struct {
 	// before it was replaced and the group was whole again.
 	// +optional
 	RestartedAt *metav1.Time `json:"restartedAt,omitempty"`
-	// step is where the rollout stands in spec.steps.
+	// step is where the rollout stands in spec.steps; unset until the group
+	// starts its first rollout.
 	// +optional
 	Step *StepStatus `json:"step,omitempty"`
 	// disruption records the pods the group's budget let go (to the

@@ -354,6 +354,14 @@ type ScalingPolicyStatus struct {
 	// lastDownscaleTime goes back to what it was.
 	// +optional
 	PendingDownscale *PendingDownscale `json:"pendingDownscale,omitempty"`
+	// pendingCancels are the pods of a pendingDownscale told to cancel whose
+	// DELETE failed: they may still be prepared, and are told again, with a
+	// backoff that doubles up to 5 minutes, until they answer or are gone.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1000
+	PendingCancels []PendingCancel `json:"pendingCancels,omitempty"`
 	// waitingUntil is when a downscale held by the zone delay may go ahead.
 	// +optional
 	WaitingUntil *metav1.MicroTime `json:"waitingUntil,omitempty"`
@@ -398,6 +406,32 @@ type PendingDownscale struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=1000
 	Pods []PendingPod `json:"pods,omitempty"`
+}
+
+// PendingCancel is a pod the prepare-downscale webhook prepared for a
+// downscale that was not stored, whose DELETE failed.
+type PendingCancel struct {
+	// name is the pod's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// url is the prepare endpoint called; a cancel sends DELETE there.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url"`
+	// attempts counts the failed DELETEs.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Attempts int32 `json:"attempts,omitempty"`
+	// error is the last DELETE's error.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Error string `json:"error,omitempty"`
+	// nextAttemptTime is when the pod is told again.
+	// +optional
+	NextAttemptTime *metav1.Time `json:"nextAttemptTime,omitempty"`
 }
 
 // PendingPod is a pod the prepare-downscale webhook prepared: its prepare

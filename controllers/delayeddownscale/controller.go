@@ -93,6 +93,7 @@ func (r *Reconciler) callAndDecide(ctx context.Context, dd *v1alpha1.DelayedDown
 	if intent := delayed.Intent(obs.in, calls); intent != nil {
 		before := delayed.Decide(obs.in, intent)
 		before.Records = append(before.Records, delayed.Cancelling(obs.in, calls)...)
+		before.Cancelling = obs.in.Cancelling
 		st := computeStatus(dd, obs, before)
 		if err := patch.Status(ctx, r, dd, dd.Status, st, func(o *v1alpha1.DelayedDownscale, s v1alpha1.DelayedDownscaleStatus) { o.Status = s }); err != nil {
 			return delayed.Plan{}, fmt.Errorf("DelayedDownscale: record the pods about to be asked: %w", err)
@@ -120,6 +121,7 @@ func (r *Reconciler) callAndDecide(ctx context.Context, dd *v1alpha1.DelayedDown
 			metrics.CountPodCall(dd.Namespace, dd.Name, "POST", res.Err)
 		}
 	}
+	failedCancels := map[string]string{}
 	if len(calls.Cancel) > 0 {
 		targets, results := obs.targets(calls.Cancel, endpointTLS, tlsErr)
 		for pod, res := range r.pods.Cancel(ctx, targets, timeout) {
@@ -130,14 +132,20 @@ func (r *Reconciler) callAndDecide(ctx context.Context, dd *v1alpha1.DelayedDown
 			metrics.CountPodCall(dd.Namespace, dd.Name, "DELETE", res.Err)
 			if res.Err != nil {
 				failed = append(failed, fmt.Errorf("%s: %w", pod, res.Err))
+				failedCancels[pod] = res.Err.Error()
 			}
 		}
 		if len(failed) > 0 {
 			r.events.Eventf(dd, nil, corev1.EventTypeWarning, "CancelFailed", "Cancel",
-				"cancelling the preparation failed on %d pods (they may stay prepared): %v", len(failed), errors.Join(failed...))
+				"cancelling the preparation failed on %d pods (they may stay prepared; told again with backoff, see status.cancellingPods): %v", len(failed), errors.Join(failed...))
 		}
 	}
-	return delayed.Decide(obs.in, answers), nil
+	plan := delayed.Decide(obs.in, answers)
+	plan.Cancelling = delayed.Retries(obs.in, calls, failedCancels)
+	if d := delayed.RetryAfter(plan.Cancelling, obs.in.Now); d > 0 && (plan.RequeueAfter == 0 || d < plan.RequeueAfter) {
+		plan.RequeueAfter = d
+	}
+	return plan, nil
 }
 
 // recordTransition emits an Event when the phase changes, and a Warning

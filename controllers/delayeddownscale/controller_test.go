@@ -38,6 +38,8 @@ type preparePods struct {
 	// hold, when set, keeps every POST waiting until it is closed (or the
 	// caller gives up), before it prepares anything.
 	hold chan struct{}
+	// failDeletes answers the next DELETEs to a pod, by IP, with 503.
+	failDeletes map[string]int
 }
 
 func startPreparePods(t *testing.T) *preparePods {
@@ -55,7 +57,7 @@ func servePreparePods(t *testing.T, cfg *tls.Config) *preparePods {
 	if cfg != nil {
 		l = tls.NewListener(l, cfg)
 	}
-	p := &preparePods{port: l.Addr().(*net.TCPAddr).Port, since: map[string]time.Time{}, prepared: map[string]time.Time{}}
+	p := &preparePods{port: l.Addr().(*net.TCPAddr).Port, since: map[string]time.Time{}, prepared: map[string]time.Time{}, failDeletes: map[string]int{}}
 	srv := &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: time.Second}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
@@ -87,6 +89,11 @@ func (p *preparePods) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		fmt.Fprintf(w, `{"timestamp": %d}`, p.since[ip].Unix())
 	case http.MethodDelete:
+		if p.failDeletes[ip] > 0 {
+			p.failDeletes[ip]--
+			http.Error(w, "flushing", http.StatusServiceUnavailable)
+			return
+		}
 		delete(p.since, ip)
 	}
 }
@@ -239,16 +246,7 @@ func TestDelayedDownscaleCancelledByAnUpscale(t *testing.T) {
 	e := newScalingEnv(t)
 	pods := startPreparePods(t)
 	servedStatefulSet(e, 4)
-	dd := &v1alpha1.DelayedDownscale{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: "ing"},
-		Spec: v1alpha1.DelayedDownscaleSpec{
-			TargetRef: v1alpha1.ScalingTargetReference{Name: "ing"}, Delay: "1h",
-			PrepareEndpoint: v1alpha1.PrepareEndpoint{Port: int32(pods.port), Path: "/prepare"},
-		},
-	}
-	if err := e.Admin.Create(e.Ctx, dd); err != nil {
-		t.Fatal(err)
-	}
+	dd := createDelayed(e, pods, "1h")
 	e.Policy("ing", "ing", func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = ptr.To[int32](2) })
 	e.Eventually(10*time.Second, "pods 3 and 2 prepared", func() (bool, error) {
 		got := &v1alpha1.DelayedDownscale{}
@@ -271,6 +269,36 @@ func TestDelayedDownscaleCancelledByAnUpscale(t *testing.T) {
 	if n := *e.GetSTS("ing").Spec.Replicas; n != 4 {
 		t.Errorf("StatefulSet has %d replicas, want its 4", n)
 	}
+}
+
+// A pod whose DELETE fails after an upscale may still be prepared: status
+// names it, and it is told again with backoff until it answers.
+func TestDelayedDownscaleRetriesAFailedCancel(t *testing.T) {
+	e := newScalingEnv(t)
+	pods := startPreparePods(t)
+	servedStatefulSet(e, 4)
+	dd := createDelayed(e, pods, "1h")
+	e.Policy("ing", "ing", func(s *v1alpha1.ScalingPolicySpec) { s.Replicas = ptr.To[int32](3) })
+	e.Eventually(10*time.Second, "pod 3 prepared", func() (bool, error) { return pods.isPrepared(podIP(3)), nil })
+	pods.mu.Lock()
+	pods.failDeletes[podIP(3)] = 1
+	pods.mu.Unlock()
+	sp := e.GetPolicy("ing")
+	sp.Spec.Replicas = ptr.To[int32](4)
+	if err := e.Admin.Update(e.Ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually(10*time.Second, "status naming ing-3, whose DELETE failed", func() (bool, error) {
+		got := &v1alpha1.DelayedDownscale{}
+		err := e.Admin.Get(e.Ctx, client.ObjectKeyFromObject(dd), got)
+		return err == nil && len(got.Status.CancellingPods) == 1 && got.Status.CancellingPods[0].Name == "ing-3" &&
+			strings.Contains(got.Status.CancellingPods[0].Error, "503") && strings.Contains(got.Status.Message, "ing-3"), err
+	})
+	e.Eventually(30*time.Second, "ing-3 told again, no longer prepared, and no longer named", func() (bool, error) {
+		got := &v1alpha1.DelayedDownscale{}
+		err := e.Admin.Get(e.Ctx, client.ObjectKeyFromObject(dd), got)
+		return err == nil && !pods.isPrepared(podIP(3)) && len(got.Status.CancellingPods) == 0, err
+	})
 }
 
 // A ScalingPolicy whose status is not yet of its current spec (its

@@ -52,6 +52,13 @@ func (r *Reconciler) observe(ctx context.Context, dd *v1alpha1.DelayedDownscale)
 		}
 		in.Previous = append(in.Previous, rec)
 	}
+	for _, p := range dd.Status.CancellingPods {
+		c := delayed.CancelRetry{Name: p.Name, UID: p.UID, Attempts: p.Attempts, Err: p.Error}
+		if p.NextAttemptTime != nil {
+			c.Next = p.NextAttemptTime.Time
+		}
+		in.Cancelling = append(in.Cancelling, c)
+	}
 	if t := dd.Status.EarliestDownscaleTime; t != nil {
 		in.EarliestEligible = t.Time
 	}

@@ -2,6 +2,7 @@ package delayeddownscale
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -36,12 +37,18 @@ func computeStatus(dd *v1alpha1.DelayedDownscale, obs observation, plan delayed.
 		t := metav1.NewTime(plan.EarliestEligible)
 		st.EarliestDownscaleTime = &t
 	}
+	for _, c := range plan.Cancelling {
+		next := metav1.NewTime(c.Next)
+		st.CancellingPods = append(st.CancellingPods, v1alpha1.CancellingPod{Name: c.Name, UID: c.UID, Attempts: c.Attempts,
+			Error: truncate(c.Err, maxCancelError), NextAttemptTime: &next})
+	}
 
 	ready, reason := metav1.ConditionFalse, ""
 	switch {
 	case obs.problem != "":
 		st.Phase, reason, st.Message = v1alpha1.DelayedPhaseBlocked, obs.problemReason, "blocked: "+obs.problem+"; no replica is removed"
 		st.PreparedPods, st.PreparedCount, st.EligibleReplicas = dd.Status.PreparedPods, dd.Status.PreparedCount, nil
+		st.CancellingPods = dd.Status.CancellingPods
 	case !plan.Pending:
 		st.Phase, reason, ready = v1alpha1.DelayedPhaseIdle, v1alpha1.DelayedReasonIdle, metav1.ConditionTrue
 		st.Message = fmt.Sprintf("no downscale pending (%d replicas)", in.Current)
@@ -62,8 +69,30 @@ func computeStatus(dd *v1alpha1.DelayedDownscale, obs observation, plan delayed.
 		st.Phase, reason = v1alpha1.DelayedPhasePreparing, v1alpha1.DelayedReasonPreparing
 		st.Message = fmt.Sprintf("preparing %d pods for the downscale from %d to %d", len(plan.Records), in.Current, *in.Desired)
 	}
+	if len(plan.Cancelling) > 0 {
+		st.Message += "; " + cancellingSummary(plan.Cancelling)
+	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 		Type: v1alpha1.DelayedConditionReady, Status: ready, Reason: reason, Message: st.Message, ObservedGeneration: dd.Generation,
 	})
 	return st
+}
+
+// maxCancelError bounds status.cancellingPods[].error (its CRD limit).
+const maxCancelError = 1024
+
+// cancellingSummary says which pods may still be prepared, for the message.
+func cancellingSummary(retries []delayed.CancelRetry) string {
+	parts := make([]string, 0, len(retries))
+	for _, c := range retries {
+		parts = append(parts, fmt.Sprintf("%s (%d failed, next at %s: %s)", c.Name, c.Attempts, c.Next.UTC().Format(time.RFC3339), c.Err))
+	}
+	return "cancelling the preparation failed, told again with backoff: " + strings.Join(parts, ", ")
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
 }

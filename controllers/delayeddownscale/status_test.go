@@ -53,6 +53,12 @@ func TestComputeStatus(t *testing.T) {
 		wantPhase: v1alpha1.DelayedPhaseBlocked, wantReason: v1alpha1.DelayedReasonPodErrors, wantReady: metav1.ConditionFalse,
 		wantPrepared: 1, wantMessage: "ing-3: POST answered 500",
 	}, {
+		name:      "a failed cancel: Idle, saying which pod may still be prepared and when it is told again",
+		obs:       observation{in: delayed.Input{Now: now, Desired: ptr.To[int32](4), Current: 4}},
+		plan:      delayed.Plan{Cancelling: []delayed.CancelRetry{{Name: "ing-3", UID: "u3", Attempts: 2, Err: "DELETE answered 503", Next: now.Add(20 * time.Second)}}},
+		wantPhase: v1alpha1.DelayedPhaseIdle, wantReason: v1alpha1.DelayedReasonIdle, wantReady: metav1.ConditionTrue,
+		wantMessage: "cancelling the preparation failed, told again with backoff: ing-3 (2 failed, next at 2026-08-01T09:00:20Z: DELETE answered 503)",
+	}, {
 		name: "no ScalingPolicy: Blocked, the last records kept",
 		obs: observation{in: delayed.Input{Now: now, Current: 4},
 			problem: "no ScalingPolicy targets StatefulSet ing", problemReason: v1alpha1.DelayedReasonNoScalingPolicy},
@@ -69,6 +75,9 @@ func TestComputeStatus(t *testing.T) {
 			c := meta.FindStatusCondition(st.Conditions, v1alpha1.DelayedConditionReady)
 			if c == nil || c.Status != tt.wantReady || c.Reason != tt.wantReason || c.ObservedGeneration != 3 {
 				t.Errorf("Ready = %+v, want %s with reason %s", c, tt.wantReady, tt.wantReason)
+			}
+			if len(st.CancellingPods) != len(tt.plan.Cancelling) {
+				t.Errorf("cancellingPods %+v, want one a retry of %+v", st.CancellingPods, tt.plan.Cancelling)
 			}
 			for _, p := range st.PreparedPods {
 				if p.Error == "" && (p.PreparedAt == nil || p.EligibleAt == nil || p.EligibleAt.Sub(p.PreparedAt.Time) != tt.obs.in.Delay) {

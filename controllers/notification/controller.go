@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -187,8 +188,7 @@ func (p *pass[T]) deliver(ctx context.Context, ns *v1alpha1.NotificationStatus, 
 		}
 		*rs = notify.Delivered(*rs, m)
 		metrics.Notifications.WithLabelValues(p.obj.GetNamespace(), p.obj.GetName(), spec.Name, event, metrics.NotificationDelivered).Inc()
-		p.r.events.Eventf(p.obj, nil, corev1.EventTypeNormal, "NotificationSent", eventAction(spec.Name),
-			"receiver %s: %s%s (page %d of %d, delivery %s)", spec.Name, event, ofRollout(m.Event.RolloutID, m.Event.Rollout), m.Page, m.Pages, m.DeliveryID)
+		recordSent(p.r.events, p.obj, spec.Name, m)
 		if err := p.write(ctx, ns); err != nil {
 			return false, err
 		}
@@ -240,7 +240,7 @@ func (p *pass[T]) callbacks(ctx context.Context, ns *v1alpha1.NotificationStatus
 		}
 		*c = notify.CallbackDelivered(*c)
 		metrics.Notifications.WithLabelValues(p.obj.GetNamespace(), p.obj.GetName(), metrics.ReceiverCallback, string(c.Outcome), metrics.NotificationDelivered).Inc()
-		p.r.events.Eventf(p.obj, nil, corev1.EventTypeNormal, "CallbackSent", eventAction(metrics.ReceiverCallback),
+		p.r.events.Eventf(p.obj, nil, corev1.EventTypeNormal, "CallbackSent", deliveryAction(metrics.ReceiverCallback, c.DeliveryID),
 			"callback: rollout %s ended %s (delivery %s)", rolloutName(c.RolloutID, c.Rollout), c.Outcome, c.DeliveryID)
 		if err := p.write(ctx, ns); err != nil {
 			return err
@@ -269,6 +269,18 @@ func (p *pass[T]) failed(receiver, event, deliveryID, why string, dropped bool) 
 		"%s not delivered, retried with backoff (delivery %s): %s", event, deliveryID, why)
 }
 
+// eventSink records Events; the manager's recorder is one, and so is
+// client-go's.
+type eventSink interface {
+	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}
+
+// recordSent records the NotificationSent Event of a delivery.
+func recordSent(events eventSink, obj runtime.Object, receiver string, m notify.Message) {
+	events.Eventf(obj, nil, corev1.EventTypeNormal, "NotificationSent", deliveryAction(receiver, m.DeliveryID),
+		"receiver %s: %s%s (page %d of %d, delivery %s)", receiver, m.Event.Type, ofRollout(m.Event.RolloutID, m.Event.Rollout), m.Page, m.Pages, m.DeliveryID)
+}
+
 // eventAction is the action of a receiver's Events. The Events API folds
 // Events of one object, reason and action into one series that keeps the
 // first message: one action a receiver keeps one receiver's failure from
@@ -278,6 +290,16 @@ func eventAction(receiver string) string {
 		return "Callback"
 	}
 	return "Notify/" + receiver
+}
+
+// deliveryAction is the action of the Event of one delivery: the
+// receiver's action and the delivery id. Client-go's recorder folds Events
+// alike but for their message (object, reason, action) into one series that
+// keeps the first message, however far apart within minutes, so two
+// deliveries a second apart would show as one Event; the id keeps each its
+// own. At most 7+63+1+32 characters, within the action's 128.
+func deliveryAction(receiver, deliveryID string) string {
+	return eventAction(receiver) + "/" + deliveryID
 }
 
 // write records ns (with its condition) as status.notifications when it

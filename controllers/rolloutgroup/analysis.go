@@ -16,6 +16,7 @@ import (
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/analysis"
 	"github.com/echelon-operator/echelon/internal/httptls"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/rollout"
 	"github.com/echelon-operator/echelon/internal/rollout/gate"
@@ -83,7 +84,7 @@ func (r *Reconciler) analyze(ctx context.Context, rg *v1alpha1.RolloutGroup, in 
 // progress, as its status (with what this process has not written yet) says;
 // false when no rollout is open.
 func withoutProgressFor(rg *v1alpha1.RolloutGroup, now time.Time) (time.Duration, bool) {
-	if !rolloutWasOpen(rg.Status) || rg.Status.LastProgressTime == nil {
+	if !lookup.RolloutOpen(rg.Status) || rg.Status.LastProgressTime == nil {
 		return 0, false
 	}
 	return now.Sub(rg.Status.LastProgressTime.Time), true

@@ -21,6 +21,7 @@ import (
 	"github.com/echelon-operator/echelon/controllers/internal/source"
 	"github.com/echelon-operator/echelon/internal/analysis"
 	"github.com/echelon-operator/echelon/internal/hooks"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/internal/rollout"
@@ -290,7 +291,7 @@ func (r *Reconciler) recordTransition(rg *v1alpha1.RolloutGroup, plan rollout.Pl
 	// A member completes during a rollout when it was rolling, or waiting for
 	// its last replaced pods; one merely unblocked or unpaused does not. The
 	// last member's completion comes before the rollout's.
-	if rolloutWasOpen(old) {
+	if lookup.RolloutOpen(old) {
 		oldPhase := map[string]v1alpha1.MemberPhase{}
 		for _, m := range old.StatefulSets {
 			oldPhase[m.Name] = m.Phase
@@ -307,12 +308,6 @@ func (r *Reconciler) recordTransition(rg *v1alpha1.RolloutGroup, plan rollout.Pl
 			"rollout complete in %s: %d pods rolled, every pod of %s on its update revision",
 			st.RolloutCompletionTime.Sub(st.RolloutStartTime.Time).Round(time.Second), st.PodsRolled, rollout.Plural(len(st.StatefulSets), "StatefulSet"))
 	}
-}
-
-// rolloutWasOpen reports whether the status records a rollout that has started
-// and not completed.
-func rolloutWasOpen(st v1alpha1.RolloutGroupStatus) bool {
-	return st.RolloutStartTime != nil && (st.RolloutCompletionTime == nil || st.RolloutCompletionTime.Before(st.RolloutStartTime))
 }
 
 func (r *Reconciler) exportMetrics(rg *v1alpha1.RolloutGroup, up statusUpdate) {

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/rollout"
 	"github.com/echelon-operator/echelon/internal/rollout/gate"
 )
@@ -103,7 +104,7 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 	ts := metav1.NewTime(now)
 	var up statusUpdate
 
-	rolloutOpen := rolloutWasOpen(old)
+	rolloutOpen := lookup.RolloutOpen(old)
 	if !rolloutOpen && plan.Settled && plan.ToRoll > 0 && plan.Blocked == nil && !rg.Spec.Paused && av.Phase != v1alpha1.PhaseFailed {
 		st.RolloutStartTime, st.RolloutCompletionTime = &ts, nil
 		st.LastProgressTime, st.PodsRolled = &ts, 0

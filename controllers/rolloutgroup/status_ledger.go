@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/rollout"
 	"github.com/echelon-operator/echelon/internal/rollout/gate"
 )
@@ -166,7 +167,7 @@ func urgentStatusChange(spec v1alpha1.RolloutGroupSpec, written, next v1alpha1.R
 // a status write per batch, above the budget of two API writes per pod
 // rolled (make bench).
 func recoverDeferred(st v1alpha1.RolloutGroupStatus, members []rollout.Member) v1alpha1.RolloutGroupStatus {
-	if !rolloutWasOpen(st) {
+	if !lookup.RolloutOpen(st) {
 		return st
 	}
 	start := st.RolloutStartTime.Time

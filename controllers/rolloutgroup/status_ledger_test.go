@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/rollout"
 	"github.com/echelon-operator/echelon/test/builders"
 )
@@ -208,7 +209,7 @@ func TestRecoverDeferred(t *testing.T) {
 			if got.PodsRolled != tt.wantRolled || !got.LastBatchTime.Time.Equal(tt.wantLastBatch) {
 				t.Errorf("podsRolled %d lastBatchTime %v, want %d and %v", got.PodsRolled, got.LastBatchTime, tt.wantRolled, tt.wantLastBatch)
 			}
-			if got.LastProgressTime != nil && got.LastProgressTime.Time.Before(got.LastBatchTime.Time) && rolloutWasOpen(tt.status) {
+			if got.LastProgressTime != nil && got.LastProgressTime.Time.Before(got.LastBatchTime.Time) && lookup.RolloutOpen(tt.status) {
 				t.Errorf("lastProgressTime %v before the last deletion %v", got.LastProgressTime, got.LastBatchTime)
 			}
 		})

@@ -498,3 +498,36 @@ func TestWithoutProgressFor(t *testing.T) {
 		})
 	}
 }
+
+// TestComputeStatusStepOfAGroupThatNeverRolled: a group with steps whose
+// pods were on their update revision from the start has no rollout, so no
+// step: the planner's "past the last step" ({index: 3, waitingFor: Done})
+// would read as a rollout that went through its steps. Once a rollout has
+// started the step is recorded, and stays after it completes.
+func TestComputeStatusStepOfAGroupThatNeverRolled(t *testing.T) {
+	steps := func(rg *v1alpha1.RolloutGroup) {
+		rg.Spec.Steps = []v1alpha1.RolloutStep{{Percent: 10}, {Percent: 50}, {Percent: 100}}
+	}
+	past := &rollout.StepState{Index: 3, Percent: 100, Target: 3, WaitingFor: v1alpha1.StepWaitDone}
+	done := rollout.Plan{Complete: true, Settled: true, Reason: v1alpha1.ReasonUpToDate, Step: past,
+		Members: []rollout.MemberState{member("a", 3, 3, 3, v1alpha1.MemberComplete)}}
+	up := computeStatus(group(steps), done, actionResult{}, nil, statusNow)
+	if up.status.Step != nil {
+		t.Errorf("a group that never rolled: status.step %+v, want none", up.status.Step)
+	}
+
+	first := &rollout.StepState{Index: 0, Percent: 10, Target: 1, WaitingFor: v1alpha1.StepWaitPods, Since: statusNow}
+	outdated := rollout.Plan{Current: "a", Settled: true, ToRoll: 3, Reason: v1alpha1.ReasonDeletingPods, Step: first,
+		Members: []rollout.MemberState{member("a", 3, 0, 3, v1alpha1.MemberRolling)}}
+	rg := group(steps)
+	rg.Status = up.status
+	up = computeStatus(rg, outdated, actionResult{deleted: 1}, nil, statusNow)
+	if up.status.Step == nil || up.status.Step.Index != 0 || up.status.Step.WaitingFor != v1alpha1.StepWaitPods {
+		t.Errorf("a rollout starting: status.step %+v, want step 0 waiting for pods", up.status.Step)
+	}
+	rg.Status = up.status
+	up = computeStatus(rg, done, actionResult{}, nil, statusNow.Add(time.Minute))
+	if up.status.Step == nil || up.status.Step.WaitingFor != v1alpha1.StepWaitDone {
+		t.Errorf("a rollout complete: status.step %+v, want past the last step, Done", up.status.Step)
+	}
+}

@@ -9,36 +9,17 @@ import (
 	"github.com/echelon-operator/echelon/internal/rollout"
 )
 
-// stepsInput is where the group's rollout stands in spec.steps, from
-// status.step; nil without steps. A rollout not yet open starts at step 0,
-// and a promote given before it began does not count.
-func stepsInput(rg *v1alpha1.RolloutGroup) *rollout.StepsInput {
-	if len(rg.Spec.Steps) == 0 {
-		return nil
-	}
-	in := &rollout.StepsInput{Steps: rg.Spec.Steps}
-	st := rg.Status.Step
-	if !rolloutWasOpen(rg.Status) || st == nil {
-		return in
-	}
-	in.Index, in.WaitingFor = st.Index, st.WaitingFor
-	if st.Since != nil {
-		in.Since = st.Since.Time
-	}
-	promote := rg.Annotations[v1alpha1.AnnotationPromote]
-	in.Promoted = promote != "" && promote != st.Promoted
-	return in
-}
-
 // stepStatus is status.step for the plan's step: the value of
 // echelon.dev/promote acted on is the one the plan used, else the one
 // recorded, else (a rollout starting) the annotation's current value.
 //
 // A plan that did not look at the steps (a blocked group, a StatefulSet its
 // controller has not observed yet) keeps the recorded step: it must not
-// start the steps over.
+// start the steps over. A group that has never started a rollout has no
+// step: the planner's "past the last step" would read as a rollout that
+// went through its steps.
 func stepStatus(rg *v1alpha1.RolloutGroup, step *rollout.StepState, rolloutStarted bool) *v1alpha1.StepStatus {
-	if len(rg.Spec.Steps) == 0 {
+	if len(rg.Spec.Steps) == 0 || (rg.Status.RolloutStartTime == nil && !rolloutStarted) {
 		return nil
 	}
 	if step == nil {

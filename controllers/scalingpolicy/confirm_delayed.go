@@ -31,8 +31,8 @@ import (
 // before says. The floor goes up to the lowest pod confirmed; what it held
 // back is returned, "" when nothing.
 func (r *Reconciler) confirmDelayed(ctx context.Context, obs observation, plan scaling.Plan) (scaling.Input, string, error) {
-	in := obs.in
-	target := obs.target
+	in := obs.In
+	target := obs.Target
 	dd := &v1alpha1.DelayedDownscale{}
 	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: target.Namespace, Name: in.FloorSource}, dd); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -69,30 +69,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	plan := scaling.Decide(obs.in)
+	plan := scaling.Decide(obs.In)
 	if plan.AskDisruption != nil {
 		if plan, err = r.askDisruption(ctx, sp, &obs, plan); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	if isDownscale(plan) && obs.in.FloorSource != "" {
+	if isDownscale(plan) && obs.In.FloorSource != "" {
 		in, held, err := r.confirmDelayed(ctx, obs, plan)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
 		if held != "" {
-			obs.in = in
-			plan = scaling.Decide(obs.in)
+			obs.In = in
+			plan = scaling.Decide(obs.In)
 			plan.Message += "; " + held
-			r.events.Eventf(sp, obs.target, corev1.EventTypeNormal, "DelayedDownscaleUnconfirmed", "Hold",
-				"not shrinking StatefulSet %s past a pod DelayedDownscale %s has not prepared: %s", obs.target.Name, obs.in.FloorSource, held)
+			r.events.Eventf(sp, obs.Target, corev1.EventTypeNormal, "DelayedDownscaleUnconfirmed", "Hold",
+				"not shrinking StatefulSet %s past a pod DelayedDownscale %s has not prepared: %s", obs.Target.Name, obs.In.FloorSource, held)
 		}
 	}
 	// The pods a downscale removes hear the hook first; then only a
 	// downscale the cache allows pays the live reads, and records its
 	// intent in the group before the StatefulSet is patched.
 	plan, hookHeld := r.beforeDownscale(ctx, sp, obs, plan)
-	if isDownscale(plan) && obs.group != nil {
+	if isDownscale(plan) && obs.Group != nil {
 		hooked := *plan.Scale
 		if plan, err = r.confirmDownscale(ctx, sp, &obs); err != nil {
 			return ctrl.Result{}, err
@@ -104,10 +104,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			plan.Scale = &hooked
 		}
 	}
-	now := obs.in.Now
-	selector := obs.guardedSelector
-	if obs.target != nil && obs.target.Spec.Selector != nil {
-		if sel, err := metav1.LabelSelectorAsSelector(obs.target.Spec.Selector); err == nil {
+	now := obs.In.Now
+	selector := obs.GuardedSelector
+	if obs.Target != nil && obs.Target.Spec.Selector != nil {
+		if sel, err := metav1.LabelSelectorAsSelector(obs.Target.Spec.Selector); err == nil {
 			selector = sel.String()
 		}
 	}
@@ -117,19 +117,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// recorded downscale that then failed only delays the others).
 	written := sp.Status
 	if isDownscale(plan) {
-		intended := computeStatus(sp, obs.in, plan, true, selector, now, now)
+		intended := computeStatus(sp, obs.In, plan, true, selector, now, now)
 		if err := r.patchStatus(ctx, sp, written, intended); err != nil {
 			return ctrl.Result{}, err
 		}
 		written = intended
 	}
-	actCtx, cancelAct := fenced(ctx, obs.in, plan)
+	actCtx, cancelAct := fenced(ctx, obs.In, plan)
 	scaled, actErr := r.scale(actCtx, sp, obs, plan)
 	cancelAct()
 	scaledAt := r.now() // after the patch: the other zones' delay counts from here
 	actErr = errors.Join(actErr, r.writeBack(ctx, sp, obs, plan, scaled))
 
-	st := computeStatus(sp, obs.in, plan, scaled, selector, now, scaledAt)
+	st := computeStatus(sp, obs.In, plan, scaled, selector, now, scaledAt)
 	if isDownscale(plan) && !scaled {
 		st.LastDownscaleTime = written.LastDownscaleTime // keep the record: it may have happened
 	}
@@ -146,7 +146,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if actErr != nil {
 		return ctrl.Result{}, actErr
 	}
-	after := requeueAfter(obs.in, plan)
+	after := requeueAfter(obs.In, plan)
 	if hookHeld && (after == 0 || after > hookRetryInterval) {
 		after = hookRetryInterval
 	}
@@ -167,10 +167,10 @@ func (r *Reconciler) patchStatus(ctx context.Context, sp *v1alpha1.ScalingPolicy
 // target's resourceVersion, so a change made meanwhile (by a person, an
 // autoscaler) is not overwritten: the pass fails and runs again on fresh state.
 func (r *Reconciler) scale(ctx context.Context, sp *v1alpha1.ScalingPolicy, obs observation, plan scaling.Plan) (bool, error) {
-	if plan.Scale == nil || obs.target == nil {
+	if plan.Scale == nil || obs.Target == nil {
 		return false, nil
 	}
-	patched := obs.target.DeepCopy()
+	patched := obs.Target.DeepCopy()
 	patched.Spec.Replicas = plan.Scale
 	if *plan.Scale < plan.Current && sp.Labels[v1alpha1.GrafanaCompatLabel] == "true" {
 		// The Grafana protocol's record, in the same patch: a Grafana
@@ -180,11 +180,11 @@ func (r *Reconciler) scale(ctx context.Context, sp *v1alpha1.ScalingPolicy, obs 
 	}
 	// The field manager, with the operator's user, tells the no-downscale
 	// webhook that this downscale is the policy's own.
-	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(obs.target, client.MergeFromWithOptimisticLock{}),
+	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(obs.Target, client.MergeFromWithOptimisticLock{}),
 		client.FieldOwner(lookup.ScalingPolicyFieldManager)); err != nil {
-		r.events.Eventf(sp, obs.target, corev1.EventTypeWarning, "ScaleFailed", "Scale",
-			"scaling StatefulSet %s from %d to %d failed: %s", obs.target.Name, plan.Current, *plan.Scale, kube.APIMessage(err))
-		return false, fmt.Errorf("scale StatefulSet %s to %d: %w", obs.target.Name, *plan.Scale, err)
+		r.events.Eventf(sp, obs.Target, corev1.EventTypeWarning, "ScaleFailed", "Scale",
+			"scaling StatefulSet %s from %d to %d failed: %s", obs.Target.Name, plan.Current, *plan.Scale, kube.APIMessage(err))
+		return false, fmt.Errorf("scale StatefulSet %s to %d: %w", obs.Target.Name, *plan.Scale, err)
 	}
 	return true, nil
 }
@@ -192,21 +192,21 @@ func (r *Reconciler) scale(ctx context.Context, sp *v1alpha1.ScalingPolicy, obs 
 // writeBack reports the target's replicas in the source resource's
 // .status.replicas, when the policy follows a resource and writeBack is on.
 func (r *Reconciler) writeBack(ctx context.Context, sp *v1alpha1.ScalingPolicy, obs observation, plan scaling.Plan, scaled bool) error {
-	if obs.resource == nil || obs.target == nil || (sp.Spec.WriteBack != nil && !*sp.Spec.WriteBack) {
+	if obs.Resource == nil || obs.Target == nil || (sp.Spec.WriteBack != nil && !*sp.Spec.WriteBack) {
 		return nil
 	}
 	current := plan.Current
 	if scaled {
 		current = *plan.Scale
 	}
-	if obs.resourceScale.Status.Replicas == current {
+	if obs.ResourceScale.Status.Replicas == current {
 		return nil
 	}
 	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"status":{"replicas":%d}}`, current))
-	if err := r.Status().Patch(ctx, obs.resource, patch); err != nil {
+	if err := r.Status().Patch(ctx, obs.Resource, patch); err != nil {
 		r.events.Eventf(sp, nil, corev1.EventTypeWarning, "WriteBackFailed", "WriteBack",
-			"writing replicas %d into the status of %s %s failed: %s", current, obs.resource.GetKind(), obs.resource.GetName(), kube.APIMessage(err))
-		return fmt.Errorf("write back replicas to %s %s: %w", obs.resource.GetKind(), obs.resource.GetName(), err)
+			"writing replicas %d into the status of %s %s failed: %s", current, obs.Resource.GetKind(), obs.Resource.GetName(), kube.APIMessage(err))
+		return fmt.Errorf("write back replicas to %s %s: %w", obs.Resource.GetKind(), obs.Resource.GetName(), err)
 	}
 	return nil
 }

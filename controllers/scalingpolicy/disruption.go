@@ -38,16 +38,16 @@ const disruptionRecheck = 10 * time.Second
 // askDisruption answers what the plan asks (plan.AskDisruption) from the
 // cache, and plans again with the answer.
 func (r *Reconciler) askDisruption(ctx context.Context, sp *v1alpha1.ScalingPolicy, obs *observation, plan scaling.Plan) (scaling.Plan, error) {
-	view, err := budget.GroupView(ctx, r.Client, obs.group, v1alpha1.DisruptionDownscale, obs.in.Now)
+	view, err := budget.GroupView(ctx, r.Client, obs.Group, v1alpha1.DisruptionDownscale, obs.In.Now)
 	if err != nil {
-		return plan, fmt.Errorf("RolloutGroup %s: %w", obs.group.Name, err)
+		return plan, fmt.Errorf("RolloutGroup %s: %w", obs.Group.Name, err)
 	}
 	v := budget.DecideDownscale(view, downscaleRequest(sp, obs, plan.Current, *plan.AskDisruption))
 	if !v.Allowed {
 		budget.CountDownscale(v) // a refusal, as final as the live one; an allowance is counted once confirmed
 	}
-	obs.in.Disruption = &v
-	return scaling.Decide(obs.in), nil
+	obs.In.Disruption = &v
+	return scaling.Decide(obs.In), nil
 }
 
 // confirmDownscale judges a downscale the cache allows again on the API
@@ -57,9 +57,9 @@ func (r *Reconciler) askDisruption(ctx context.Context, sp *v1alpha1.ScalingPoli
 // and its members' StatefulSets and pods, with the group's hold recorded
 // when allowed. It returns the plan made on what it read.
 func (r *Reconciler) confirmDownscale(ctx context.Context, sp *v1alpha1.ScalingPolicy, obs *observation) (scaling.Plan, error) {
-	in := &obs.in
+	in := &obs.In
 	var policies v1alpha1.ScalingPolicyList
-	if err := r.apiReader.List(ctx, &policies, client.InNamespace(obs.target.Namespace)); err != nil {
+	if err := r.apiReader.List(ctx, &policies, client.InNamespace(obs.Target.Namespace)); err != nil {
 		return scaling.Plan{}, fmt.Errorf("live read of ScalingPolicies: %w", err)
 	}
 	group := *in.Group
@@ -77,10 +77,10 @@ func (r *Reconciler) confirmDownscale(ctx context.Context, sp *v1alpha1.ScalingP
 	if !isDownscale(plan) {
 		return plan, nil
 	}
-	v, err := budget.AcquireDownscale(ctx, r.Client, r.apiReader, client.ObjectKeyFromObject(obs.group),
+	v, err := budget.AcquireDownscale(ctx, r.Client, r.apiReader, client.ObjectKeyFromObject(obs.Group),
 		downscaleRequest(sp, obs, plan.Current, *plan.Scale), false, r.now)
 	if err != nil {
-		return scaling.Plan{}, fmt.Errorf("downscale of StatefulSet %s: %w", obs.target.Name, err)
+		return scaling.Plan{}, fmt.Errorf("downscale of StatefulSet %s: %w", obs.Target.Name, err)
 	}
 	in.Disruption = &v
 	return scaling.Decide(*in), nil
@@ -88,7 +88,7 @@ func (r *Reconciler) confirmDownscale(ctx context.Context, sp *v1alpha1.ScalingP
 
 // downscaleRequest asks to shrink the target from replicas from to to.
 func downscaleRequest(sp *v1alpha1.ScalingPolicy, obs *observation, from, to int32) disruption.Request {
-	return budget.DownscaleRequest(obs.target, from, to, "ScalingPolicy "+sp.Name)
+	return budget.DownscaleRequest(obs.Target, from, to, "ScalingPolicy "+sp.Name)
 }
 
 // fenced is the context a downscale runs under: for one the group's budget

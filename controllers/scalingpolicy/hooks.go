@@ -34,11 +34,11 @@ const hookRetryInterval = 10 * time.Second
 // highest one whose call failed (none when that is the top pod), and held is
 // true; the plan's message names the pods held.
 func (r *Reconciler) beforeDownscale(ctx context.Context, sp *v1alpha1.ScalingPolicy, obs observation, plan scaling.Plan) (_ scaling.Plan, held bool) {
-	if !isDownscale(plan) || obs.target == nil || sp.Spec.Hooks == nil || !hooks.Applies(sp.Spec.Hooks.BeforePodRemoval, v1alpha1.RemovalDownscale) {
+	if !isDownscale(plan) || obs.Target == nil || sp.Spec.Hooks == nil || !hooks.Applies(sp.Spec.Hooks.BeforePodRemoval, v1alpha1.RemovalDownscale) {
 		return plan, false
 	}
 	h := sp.Spec.Hooks.BeforePodRemoval
-	sts := obs.target
+	sts := obs.Target
 	s := hooks.SettingsOf(h.HookPolicy)
 	reason := string(v1alpha1.RemovalDownscale)
 	errs := map[string]error{}
@@ -60,8 +60,8 @@ func (r *Reconciler) beforeDownscale(ctx context.Context, sp *v1alpha1.ScalingPo
 		}
 	}
 	group := ""
-	if obs.group != nil {
-		group = obs.group.Name
+	if obs.Group != nil {
+		group = obs.Group.Name
 	}
 	endpointTLS, tlsErr := httptls.Load(ctx, r.apiReader, sp.Namespace, h.Endpoint.TLS, "spec.hooks.beforePodRemoval.endpoint.tls")
 	ordinals := map[string]int{}

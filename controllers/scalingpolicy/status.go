@@ -33,6 +33,7 @@ func computeStatus(sp *v1alpha1.ScalingPolicy, in scaling.Input, plan scaling.Pl
 		Selector:           selector,
 		LastDownscaleTime:  old.LastDownscaleTime,
 		PendingDownscale:   old.PendingDownscale, // the prepare-downscale webhook's, settled by it
+		PendingCancels:     old.PendingCancels,   // the same
 		WaitingSince:       old.WaitingSince,
 		Notifications:      old.Notifications.DeepCopy(), // the notifier's
 		Conditions:         append([]metav1.Condition(nil), old.Conditions...),

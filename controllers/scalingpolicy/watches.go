@@ -72,7 +72,7 @@ func (r *Reconciler) requestsForPolicy(ctx context.Context, o client.Object) []r
 		return nil // a guarded Deployment or ReplicaSet: no other policy depends on it
 	}
 	names := []string{sp.Spec.TargetRef.Name}
-	target, err := r.statefulSet(ctx, sp.Namespace, sp.Spec.TargetRef.Name)
+	target, err := lookup.StatefulSet(ctx, r.Client, sp.Namespace, sp.Spec.TargetRef.Name)
 	var groups []v1alpha1.RolloutGroup
 	if err == nil {
 		groups, err = lookup.GroupsClaiming(ctx, r.Client, sp.Namespace, sp.Spec.TargetRef.Name, target)

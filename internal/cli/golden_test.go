@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/controllers/rolloutgroup"
 	"github.com/echelon-operator/echelon/internal/cli/render"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/rollout"
 	"github.com/echelon-operator/echelon/test/builders"
 )
@@ -152,7 +152,7 @@ func groupView(rg *v1alpha1.RolloutGroup, zones []zone) render.RolloutGroupView 
 }
 
 // inputOf is the planner's input for the fixture group, read through the
-// controller's own observation (rolloutgroup.PlannerInput) from a fake API
+// controller's own observation (lookup.ObserveRolloutGroup) from a fake API
 // holding the fixture's objects.
 func inputOf(t *testing.T, rg *v1alpha1.RolloutGroup, zones []zone) rollout.Input {
 	t.Helper()
@@ -170,7 +170,7 @@ func inputOf(t *testing.T, rg *v1alpha1.RolloutGroup, zones []zone) rollout.Inpu
 		}
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(objs...).Build()
-	in, err := rolloutgroup.PlannerInput(context.Background(), c, rg, now)
+	in, _, err := lookup.ObserveRolloutGroup(context.Background(), c, lookup.ListedReads{}, rg, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,4 +374,45 @@ func TestGoldenStepsWaitingForPromote(t *testing.T) {
 	golden(t, "plan-steps-promoted", draw(t, func(b *bytes.Buffer) error {
 		return render.Plan(b, dryRun(rg, inputOf(t, rg, zones), now), render.Style{})
 	}))
+}
+
+// TestWaitingLineAgeIsTheStepWait: a group waiting for a promote since
+// 05:41:59Z, 20 s ago, whose conditions a restarted operator wrote again 15 s
+// ago, waits "since 20s ago", the age of the time its message names, not of
+// the last condition write.
+func TestWaitingLineAgeIsTheStepWait(t *testing.T) {
+	rg, zones := stepsGroup()
+	waiting := metav1.NewTime(now.Add(-20 * time.Second))
+	restarted := metav1.NewTime(now.Add(-15 * time.Second))
+	rg.Status.Step.Since = &waiting
+	rg.Status.Message = "ingester-zone-b: 0/4 updated, step 1 of 2 (25%, 3 of 12 pods) done, waiting for a promote since " + waiting.UTC().Format(time.RFC3339)
+	for i := range rg.Status.Conditions {
+		rg.Status.Conditions[i].LastTransitionTime = restarted
+	}
+	rg.Status.LastProgressTime = &restarted
+	out := draw(t, func(b *bytes.Buffer) error {
+		return render.RolloutGroup(b, groupView(rg, zones), render.Style{Width: 400})
+	})
+	if !strings.Contains(out, "(since 20s ago)") || strings.Contains(out, "15s ago") {
+		t.Errorf("waiting line does not give the step's wait its age, 20s:\n%s", out)
+	}
+}
+
+// TestPlanWaitingForPromoteSaysWhatThePromoteStarts: as a paused group's plan
+// says what resuming starts, a group waiting for a promote says what the
+// promote starts, and how to give it.
+func TestPlanWaitingForPromoteSaysWhatThePromoteStarts(t *testing.T) {
+	rg, zones := stepsGroup()
+	out := draw(t, func(b *bytes.Buffer) error {
+		return render.Plan(b, dryRun(rg, inputOf(t, rg, zones), now), render.Style{})
+	})
+	for _, want := range []string{
+		"Next: no pod would be deleted",
+		"Once promoted (kubectl echelon promote ingester), step 2 of 2, 100% (12 pods): delete 2 pods of ingester-zone-b, to revision new",
+		"  ingester-zone-b-3  revision old  outdated and available: takes 1 of maxUnavailable 2",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
 }

@@ -10,9 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/controllers/rolloutgroup"
-	"github.com/echelon-operator/echelon/controllers/scalingpolicy"
 	"github.com/echelon-operator/echelon/internal/cli/render"
+	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/rollout"
 	"github.com/echelon-operator/echelon/internal/rollout/gate"
 	"github.com/echelon-operator/echelon/internal/scaling"
@@ -26,7 +25,8 @@ func newPlanCommand(o *options) *cobra.Command {
 the operator observes them (the controller's own observation, read without its
 cache), and runs the operator's own planner on them. It
 changes nothing. A paused group is planned twice: as it is, and as it would be
-once resumed.`,
+once resumed; so is a group waiting for a promote: as it is, and as it would
+be once promoted.`,
 		Example:           "  kubectl echelon plan rg ingester\n  kubectl echelon plan sp ingester-zone-b",
 		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: o.completeTarget,
@@ -46,7 +46,10 @@ once resumed.`,
 				return err
 			}
 			now := o.now()
-			in, err := rolloutgroup.PlannerInput(cmd.Context(), s.client, rg, now)
+			// The controller's observation, read with plain lists (no cache
+			// index) and without what only a running controller knows (its
+			// deletion expectations).
+			in, _, err := lookup.ObserveRolloutGroup(cmd.Context(), s.client, lookup.ListedReads{}, rg, now)
 			if err != nil {
 				return explain(err, s.host, fmt.Sprintf("read the members of RolloutGroup %q in namespace %q", rg.Name, rg.Namespace))
 			}
@@ -74,6 +77,13 @@ func dryRun(rg *v1alpha1.RolloutGroup, in rollout.Input, now time.Time) render.P
 		p := rollout.Decide(resumed)
 		v.IfResumed = &p
 	}
+	if st := v.Plan.Step; st != nil && st.WaitingFor == v1alpha1.StepWaitPromote && in.Steps != nil {
+		promoted, steps := in, *in.Steps
+		steps.Promoted = true
+		promoted.Steps = &steps
+		p := rollout.Decide(promoted)
+		v.IfPromoted = &p
+	}
 	if len(due) > 0 && pre.Blocked == nil {
 		names := make([]string, 0, len(due))
 		for _, c := range due {
@@ -97,9 +107,11 @@ func (o *options) planScaling(ctx context.Context, s *session, key types.Namespa
 		return err
 	}
 	now := o.now()
-	in, err := scalingpolicy.PlannerInput(ctx, s.client, sp, now)
+	// The controller's observation, without its cache (Unindexed serves the
+	// cache's index fields) and without watching the source kinds.
+	obs, err := lookup.ObserveScalingPolicy(ctx, lookup.Unindexed{Client: s.client}, s.client, nil, sp, now)
 	if err != nil {
 		return explain(err, s.host, fmt.Sprintf("read the target and source of ScalingPolicy %q in namespace %q", sp.Name, sp.Namespace))
 	}
-	return render.ScalingPlan(o.streams.Out, render.ScalingPlanView{Policy: sp, Plan: scaling.Decide(in), Now: now}, o.style())
+	return render.ScalingPlan(o.streams.Out, render.ScalingPlanView{Policy: sp, Plan: scaling.Decide(obs.In), Now: now}, o.style())
 }

@@ -55,6 +55,20 @@ func (r Record) asked() bool { return r.PreparedAt.IsZero() && r.Err == "" }
 // current reports whether the record speaks of the pod as it is now.
 func (r Record) current(pod Pod) bool { return r.UID == pod.UID }
 
+// MaxCancelBackoff bounds the wait between two DELETEs to a pod whose cancel
+// failed.
+const MaxCancelBackoff = 5 * time.Minute
+
+// CancelRetry is a pod whose DELETE failed: it may still be prepared.
+type CancelRetry struct {
+	Name, UID string
+	// Attempts counts the failed DELETEs; Err is the last one's error.
+	Attempts int32
+	Err      string
+	// Next is when the pod is told again.
+	Next time.Time
+}
+
 // Input is what the planner looks at.
 type Input struct {
 	Now   time.Time
@@ -75,6 +89,8 @@ type Input struct {
 	// OrdinalStart is the StatefulSet's spec.ordinals.start: its pods are
 	// ordinals [OrdinalStart, OrdinalStart+Current).
 	OrdinalStart int32
+	// Cancelling are the pods whose DELETE failed (from status).
+	Cancelling []CancelRetry
 }
 
 // pending reports whether a downscale is pending: desired below current.
@@ -119,8 +135,21 @@ type CallPlan struct {
 //
 // Cancelling goes only to pods that stay: below the current replicas when no
 // downscale is pending, below the desired replicas while one is. A pod being
-// removed keeps its preparation to the end.
+// removed keeps its preparation to the end. A pod whose DELETE failed is told
+// again once its backoff is over (in.Cancelling, Retries).
 func Calls(in Input) CallPlan {
+	p := calls(in)
+	for _, name := range dueCancels(in) {
+		if !slices.Contains(p.Cancel, name) {
+			p.Cancel = append(p.Cancel, name)
+		}
+	}
+	slices.Sort(p.Cancel)
+	return p
+}
+
+// calls is Calls without the retries of failed cancels.
+func calls(in Input) CallPlan {
 	var p CallPlan
 	removed := in.removed()
 	previous := map[string]Record{}
@@ -221,6 +250,9 @@ type Plan struct {
 	Pending bool
 	// NoPolicy is true when no ScalingPolicy gives the desired replicas.
 	NoPolicy bool
+	// Cancelling are the pods whose DELETE failed, to tell again (Retries);
+	// the controller sets them from the answers to its calls.
+	Cancelling []CancelRetry
 }
 
 // Decide works out, from the answers of this pass (by pod name) and the
@@ -305,3 +337,73 @@ func validate(in Input, name string, r Record) string {
 
 // Summary is one line naming the pods in error.
 func (p Plan) Summary() string { return strings.Join(p.Errors, "; ") }
+
+// Retries is what status keeps of the cancels after the calls of plan:
+// a pod whose DELETE failed (failed, by pod name) is told again after
+// CancelBackoff of its attempts; a retry not yet due is kept as it was; a pod
+// that answered, is gone, was recreated (its new self is not prepared) or is
+// to be removed again (it is asked to prepare anyway) is dropped.
+func Retries(in Input, plan CallPlan, failed map[string]string) []CancelRetry {
+	removed := in.removed()
+	var out []CancelRetry
+	kept := map[string]bool{}
+	for _, name := range plan.Cancel {
+		err, ok := failed[name]
+		pod, exists := in.Pods[name]
+		if !ok || !exists {
+			continue
+		}
+		r := CancelRetry{Name: name, UID: pod.UID, Attempts: 1, Err: err}
+		if i := slices.IndexFunc(in.Cancelling, func(c CancelRetry) bool { return c.Name == name && c.UID == pod.UID }); i >= 0 {
+			r.Attempts = in.Cancelling[i].Attempts + 1
+		}
+		r.Next = in.Now.Add(CancelBackoff(r.Attempts))
+		out = append(out, r)
+		kept[name] = true
+	}
+	for _, c := range in.Cancelling {
+		pod, exists := in.Pods[c.Name]
+		if kept[c.Name] || slices.Contains(plan.Cancel, c.Name) || !exists || pod.UID != c.UID || slices.Contains(removed, c.Name) {
+			continue
+		}
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b CancelRetry) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// dueCancels are the pods of in.Cancelling to tell again now: due, and
+// still the pod that may be prepared.
+func dueCancels(in Input) []string {
+	removed := in.removed()
+	var names []string
+	for _, c := range in.Cancelling {
+		if pod, exists := in.Pods[c.Name]; exists && pod.UID == c.UID && !in.Now.Before(c.Next) && !slices.Contains(removed, c.Name) {
+			names = append(names, c.Name)
+		}
+	}
+	return names
+}
+
+// RetryAfter is how long until the first of retries is due; 0 for none.
+func RetryAfter(retries []CancelRetry, now time.Time) time.Duration {
+	var after time.Duration
+	for _, r := range retries {
+		d := max(r.Next.Sub(now), time.Millisecond)
+		if after == 0 || d < after {
+			after = d
+		}
+	}
+	return after
+}
+
+// CancelBackoff is the wait after a pod's attempts-th failed DELETE:
+// RetryAfterError, doubled on each further failure, at most
+// MaxCancelBackoff.
+func CancelBackoff(attempts int32) time.Duration {
+	d := RetryAfterError
+	for i := int32(1); i < attempts && d < MaxCancelBackoff; i++ {
+		d *= 2
+	}
+	return min(d, MaxCancelBackoff)
+}

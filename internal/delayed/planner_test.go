@@ -396,3 +396,62 @@ func TestOrdinalsStart(t *testing.T) {
 		t.Errorf("cancel %v once no downscale is pending, want %v", got, want)
 	}
 }
+
+// TestCancelRetries: a pod whose DELETE failed may still be prepared, so it
+// is told again, with a backoff that doubles, until it answers or is gone
+// (or recreated: a new pod is not prepared); until then status names it.
+func TestCancelRetries(t *testing.T) {
+	in := withUIDs(sts(3, 3)) // no downscale pending: the pods that stay are told to cancel
+	in.Previous = []Record{{Name: "ing-2", UID: "uid-ing-2", PreparedAt: now.Add(-time.Hour)}}
+	calls := Calls(in)
+	if !slices.Equal(calls.Cancel, []string{"ing-0", "ing-1", "ing-2"}) {
+		t.Fatalf("cancels %v, want every pod that stays", calls.Cancel)
+	}
+	retries := Retries(in, calls, map[string]string{"ing-2": "connection refused"})
+	want := []CancelRetry{{Name: "ing-2", UID: "uid-ing-2", Attempts: 1, Err: "connection refused", Next: now.Add(RetryAfterError)}}
+	if !slices.Equal(retries, want) {
+		t.Fatalf("after a failed DELETE: retries %+v, want %+v", retries, want)
+	}
+	if d := RetryAfter(retries, now); d != RetryAfterError {
+		t.Errorf("requeue after %s, want %s", d, RetryAfterError)
+	}
+
+	// The next passes have no records but the retry.
+	in.Previous = nil
+	in.Cancelling = retries
+	in.Now = now.Add(RetryAfterError / 2)
+	if calls := Calls(in); len(calls.Cancel) != 0 {
+		t.Errorf("before the backoff ends: cancels %v, want none", calls.Cancel)
+	}
+	if got := Retries(in, Calls(in), nil); !slices.Equal(got, retries) {
+		t.Errorf("before the backoff ends: retries %+v, want them kept", got)
+	}
+	in.Now = now.Add(RetryAfterError)
+	calls = Calls(in)
+	if !slices.Equal(calls.Cancel, []string{"ing-2"}) {
+		t.Fatalf("once due: cancels %v, want ing-2 alone", calls.Cancel)
+	}
+	retries = Retries(in, calls, map[string]string{"ing-2": "timeout"})
+	if len(retries) != 1 || retries[0].Attempts != 2 || retries[0].Err != "timeout" || !retries[0].Next.Equal(in.Now.Add(2*RetryAfterError)) {
+		t.Fatalf("a second failure: retries %+v, want attempt 2, retried after %s", retries, 2*RetryAfterError)
+	}
+
+	in.Cancelling, in.Now = retries, retries[0].Next
+	if got := Retries(in, Calls(in), nil); len(got) != 0 {
+		t.Errorf("the pod answered: retries %+v, want none", got)
+	}
+	gone := in
+	gone.Pods = map[string]Pod{"ing-0": in.Pods["ing-0"], "ing-1": in.Pods["ing-1"]}
+	if calls := Calls(gone); len(calls.Cancel) != 0 || len(Retries(gone, calls, nil)) != 0 {
+		t.Errorf("the pod is gone: cancels %v, want none and no retry", calls.Cancel)
+	}
+	recreated := withUIDs(sts(3, 3))
+	recreated.Pods["ing-2"] = Pod{Name: "ing-2", UID: "another", Ordinal: 2}
+	recreated.Cancelling, recreated.Now = retries, retries[0].Next
+	if calls := Calls(recreated); len(calls.Cancel) != 0 || len(Retries(recreated, calls, nil)) != 0 {
+		t.Errorf("the pod was recreated: cancels %v, want none and no retry", calls.Cancel)
+	}
+	if d := CancelBackoff(20); d != MaxCancelBackoff {
+		t.Errorf("backoff after 20 attempts %s, want the cap %s", d, MaxCancelBackoff)
+	}
+}

@@ -83,6 +83,8 @@ func (ListedReads) GroupsClaiming(ctx context.Context, c client.Reader, namespac
 // `plan` from the API server, so that the plugin's dry run plans on what the
 // controller would see. What only a running controller knows (its deletion
 // expectations: Input.Deleting) is left for the caller to add.
+// Besides the members it reads where the rollout stands in spec.steps and
+// the restart spec.restartAt asks for.
 func ObserveRolloutGroup(ctx context.Context, c client.Reader, reads GroupReads, rg *v1alpha1.RolloutGroup, now time.Time) (rollout.Input, []*corev1.Pod, error) {
 	in := rollout.Input{
 		GroupDeleting:   rg.DeletionTimestamp != nil,
@@ -91,6 +93,10 @@ func ObserveRolloutGroup(ctx context.Context, c client.Reader, reads GroupReads,
 		Now:             now,
 		Intents:         disruption.IntentsOf(rg.Status.Disruption),
 		Holder:          "RolloutGroup " + rg.Name,
+		Steps:           StepsInput(rg),
+	}
+	if rg.Spec.RestartAt != nil {
+		in.RestartAt = rg.Spec.RestartAt.Time
 	}
 	if rg.Spec.BatchInterval != nil {
 		in.BatchInterval = rg.Spec.BatchInterval.Duration
@@ -132,4 +138,31 @@ func ObserveRolloutGroup(ctx context.Context, c client.Reader, reads GroupReads,
 		in.Members = append(in.Members, m)
 	}
 	return in, allPods, nil
+}
+
+// StepsInput is where the group's rollout stands in spec.steps, from
+// status.step; nil without steps. A rollout not yet open starts at step 0,
+// and a promote given before it began does not count.
+func StepsInput(rg *v1alpha1.RolloutGroup) *rollout.StepsInput {
+	if len(rg.Spec.Steps) == 0 {
+		return nil
+	}
+	in := &rollout.StepsInput{Steps: rg.Spec.Steps}
+	st := rg.Status.Step
+	if !RolloutOpen(rg.Status) || st == nil {
+		return in
+	}
+	in.Index, in.WaitingFor = st.Index, st.WaitingFor
+	if st.Since != nil {
+		in.Since = st.Since.Time
+	}
+	promote := rg.Annotations[v1alpha1.AnnotationPromote]
+	in.Promoted = promote != "" && promote != st.Promoted
+	return in
+}
+
+// RolloutOpen reports whether the status records a rollout that has started
+// and not completed.
+func RolloutOpen(st v1alpha1.RolloutGroupStatus) bool {
+	return st.RolloutStartTime != nil && (st.RolloutCompletionTime == nil || st.RolloutCompletionTime.Before(st.RolloutStartTime))
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/discovery"
@@ -140,13 +141,14 @@ func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts
 	ctrl.Log.Info("webhooks: the operator's own downscales are those of user with field manager",
 		"user", identity.Username, "fieldManager", lookup.ScalingPolicyFieldManager)
 	return webhooks.Setup(mgr, webhooks.Config{
-		Host:          opts.Webhook.BindHost,
-		Port:          opts.Webhook.Port,
-		Certificates:  provider,
-		Identity:      identity,
-		Addressing:    addressing,
-		Namespaces:    opts.Namespaces,
-		GrafanaCompat: opts.GrafanaCompat,
+		Host:                  opts.Webhook.BindHost,
+		Port:                  opts.Webhook.Port,
+		Certificates:          provider,
+		Identity:              identity,
+		Addressing:            addressing,
+		Namespaces:            opts.Namespaces,
+		GrafanaCompat:         opts.GrafanaCompat,
+		ValidateFailurePolicy: admissionregistrationv1.FailurePolicyType(opts.Webhook.ValidateFailurePolicy),
 	})
 }
 

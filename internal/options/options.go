@@ -89,6 +89,10 @@ type WebhookOptions struct {
 	// certificates; each is renewed once two thirds of it has passed.
 	CertValidity time.Duration
 	CAValidity   time.Duration
+	// ValidateFailurePolicy is the failurePolicy of the validation webhook's
+	// configuration, Ignore or Fail: what the webhook answers when it cannot
+	// judge a request (a failed cache read, a panic).
+	ValidateFailurePolicy string
 }
 
 // Default returns the options a flag-less start uses.
@@ -114,6 +118,8 @@ func Default() Options {
 			Service:      "echelon-webhook",
 			CertValidity: 365 * 24 * time.Hour,
 			CAValidity:   10 * 365 * 24 * time.Hour,
+			// As markers.go and the chart's default configure it.
+			ValidateFailurePolicy: "Ignore",
 		},
 	}
 }
@@ -155,6 +161,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	})
 	fs.DurationVar(&w.CertValidity, "webhook-cert-validity", w.CertValidity, "Lifetime of the self-signed serving certificate; renewed after two thirds of it.")
 	fs.DurationVar(&w.CAValidity, "webhook-ca-validity", w.CAValidity, "Lifetime of the self-signed CA; renewed after two thirds of it.")
+	fs.StringVar(&w.ValidateFailurePolicy, "validate-webhook-failure-policy", w.ValidateFailurePolicy, "failurePolicy of the validation webhook's configuration, Ignore or Fail: what it answers to a request it cannot judge (a failed cache read): Ignore allows it with a warning, Fail refuses it.")
 }
 
 // Validate returns an error naming the first bad flag, or nil.
@@ -229,6 +236,9 @@ func (w *WebhookOptions) validate() []error {
 	}
 	if w.CAValidity < w.CertValidity {
 		errs = append(errs, fmt.Errorf("--webhook-ca-validity=%s: must be at least --webhook-cert-validity=%s", w.CAValidity, w.CertValidity))
+	}
+	if w.ValidateFailurePolicy != "Ignore" && w.ValidateFailurePolicy != "Fail" {
+		errs = append(errs, fmt.Errorf("--validate-webhook-failure-policy=%q: must be Ignore or Fail", w.ValidateFailurePolicy))
 	}
 	return errs
 }

@@ -54,6 +54,12 @@ func TestParseAndValidate(t *testing.T) {
 		{name: "cert file without key", args: []string{"--tls-cert-file=/tls/tls.crt"}, wantErr: "--tls-cert-file and --tls-key-file"},
 		{name: "cert and key files", args: []string{"--tls-cert-file=/tls/tls.crt", "--tls-key-file=/tls/tls.key"}},
 		{name: "bad cert secret", args: []string{"--webhook-cert-secret=Bad_Name"}, wantErr: `--webhook-cert-secret="Bad_Name"`},
+		{name: "validate webhook fails closed", args: []string{"--validate-webhook-failure-policy=Fail"}, check: func(t *testing.T, o Options) {
+			if o.Webhook.ValidateFailurePolicy != "Fail" {
+				t.Errorf("validate failure policy %q, want Fail", o.Webhook.ValidateFailurePolicy)
+			}
+		}},
+		{name: "bad validate failure policy", args: []string{"--validate-webhook-failure-policy=fail"}, wantErr: `--validate-webhook-failure-policy="fail"`},
 		{name: "CA shorter than cert", args: []string{"--webhook-cert-validity=2h", "--webhook-ca-validity=1h"}, wantErr: "--webhook-ca-validity=1h0m0s"},
 		{name: "extra SANs split", args: []string{"--webhook-cert-extra-sans=127.0.0.1, localhost"}, check: func(t *testing.T, o Options) {
 			if strings.Join(o.Webhook.ExtraSANs, "|") != "127.0.0.1|localhost" || o.Webhook.Port != 8443 {

@@ -50,25 +50,16 @@ func TestInstallYAML(t *testing.T) {
 	if testing.Short() {
 		t.Skip("applies install.yaml to a real control plane; skipped with -short")
 	}
-	cp := controlplane.StartForTest(t, controlplane.Options{Scheme: installed.Scheme()})
+	cp, root, manifest := applyInstallYAML(t)
 	ctx := context.Background()
 	c := cp.Client()
-	root, err := controlplane.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dist := t.TempDir()
-	run(t, root, nil, filepath.Join(root, "hack", "release.sh"), "--helm", cp.Assets().Helm, "--dist", dist,
-		"--version", appVersion(t, root), "--manifests-only")
-	manifest := filepath.Join(dist, "install.yaml")
 	kubectl := func(args ...string) string {
 		t.Helper()
 		return run(t, root, nil, cp.Assets().Kubectl, append([]string{"--kubeconfig", cp.Kubeconfig()}, args...)...)
 	}
 
-	kubectl("apply", "-f", manifest)
 	var deploy appsv1.Deployment
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: operatorName}, &deploy)
 		return err == nil && deploy.Status.AvailableReplicas == *deploy.Spec.Replicas, client.IgnoreNotFound(err)
 	})
@@ -105,6 +96,24 @@ func TestInstallYAML(t *testing.T) {
 			t.Errorf("StatefulSet %s after uninstall: strategy %s, %d/%d ready; want it untouched", name, sts.Spec.UpdateStrategy.Type, sts.Status.ReadyReplicas, *sts.Spec.Replicas)
 		}
 	}
+}
+
+// applyInstallYAML starts a control plane, renders install.yaml with the
+// script `make release` uses and applies it; it returns the control plane,
+// the repository's root and the manifest's path.
+func applyInstallYAML(t *testing.T) (*controlplane.ControlPlane, string, string) {
+	t.Helper()
+	cp := controlplane.StartForTest(t, controlplane.Options{Scheme: installed.Scheme()})
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dist := t.TempDir()
+	run(t, root, nil, filepath.Join(root, "hack", "release.sh"), "--helm", cp.Assets().Helm, "--dist", dist,
+		"--version", appVersion(t, root), "--manifests-only")
+	manifest := filepath.Join(dist, "install.yaml")
+	run(t, root, nil, cp.Assets().Kubectl, "--kubeconfig", cp.Kubeconfig(), "apply", "-f", manifest)
+	return cp, root, manifest
 }
 
 // run runs a command in dir and returns its standard output, failing the test

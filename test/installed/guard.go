@@ -94,6 +94,13 @@ func GuardDownscales(ctx context.Context, c client.Client, namespace, app string
 	if err := waitObserved(ctx, c, namespace, prepare); err != nil {
 		return err
 	}
+	// The refusal names the pod the downscale removes, which the webhook
+	// must find: wait for the StatefulSet controller to have created both
+	// pods (on a loaded machine it lags), or the downscale removes no pod,
+	// prepares none and is admitted.
+	if err := waitPodsReady(ctx, c, namespace, prepared); err != nil {
+		return err
+	}
 	removed := prepared + "-1"
 	if err := scale(ctx, c, namespace, prepared, 1); err == nil || !strings.Contains(err.Error(), removed) {
 		return fmt.Errorf("scale of %s from 2 to 1: %v, want a refusal naming pod %s, which cannot be prepared", prepared, err, removed)
@@ -131,6 +138,21 @@ func createPolicy(ctx context.Context, c client.Client, namespace, name, target 
 	}}
 	if err := c.Create(ctx, sp); err != nil {
 		return fmt.Errorf("create ScalingPolicy %s: %w", name, err)
+	}
+	return nil
+}
+
+// waitPodsReady waits until every pod of the StatefulSet exists and is Ready
+// on its update revision.
+func waitPodsReady(ctx context.Context, c client.Client, namespace, name string) error {
+	var why string
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		done, state, err := rolledOut(ctx, c, namespace, name)
+		why = state
+		return done, err
+	})
+	if err != nil {
+		return fmt.Errorf("pods of StatefulSet %s/%s never all Ready (%s): %w", namespace, name, why, err)
 	}
 	return nil
 }

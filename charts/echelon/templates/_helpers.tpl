@@ -99,6 +99,7 @@ until a feature uses them.
 - --log-level={{ .Values.logging.level }}
 {{- if .Values.webhooks.enabled }}
 - --webhook-port={{ .Values.webhooks.port }}
+- --validate-webhook-failure-policy={{ .Values.webhooks.validation.failurePolicy }}
 {{- if eq .Values.webhooks.certificates.mode "selfSigned" }}
 - --webhook-cert-secret={{ include "echelon.webhookSecretName" . }}
 - --webhook-service={{ include "echelon.webhookServiceName" . }}

@@ -21,6 +21,9 @@ type PlanView struct {
 	// IfResumed is the decision with spec.paused unset, for a paused group:
 	// what the operator deletes once it is resumed.
 	IfResumed *rollout.Plan
+	// IfPromoted is the decision with echelon.dev/promote given, for a group
+	// whose step waits for a promote: what the promote starts.
+	IfPromoted *rollout.Plan
 	// MinReadySeconds is the group's, which availability is judged by.
 	MinReadySeconds int32
 	// Notes say what the dry run did not do that the operator would.
@@ -62,6 +65,14 @@ func Plan(w io.Writer, v PlanView, s Style) error {
 	if v.IfResumed != nil {
 		b.WriteString("\n")
 		writeDecision(&b, "Once resumed", *v.IfResumed, v, s)
+	}
+	if p := v.IfPromoted; p != nil {
+		label := fmt.Sprintf("Once promoted (kubectl echelon promote %s)", v.Group.Name)
+		if st := p.Step; st != nil && st.WaitingFor != v1alpha1.StepWaitDone {
+			label += fmt.Sprintf(", step %d of %d, %d%% (%d pods)", st.Index+1, len(v.Group.Spec.Steps), st.Percent, st.Target)
+		}
+		b.WriteString("\n")
+		writeDecision(&b, label, *p, v, s)
 	}
 	for _, n := range v.Notes {
 		fmt.Fprintf(&b, "Note: %s\n", n)

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
@@ -144,6 +145,26 @@ func waitingLine(rg *v1alpha1.RolloutGroup, now time.Time) string {
 	case st.Phase == v1alpha1.PhaseComplete && !rg.Spec.Paused:
 		msg = "nothing: " + msg
 	}
+	since := waitingSince(st)
+	if since.IsZero() {
+		return msg
+	}
+	return fmt.Sprintf("%s (since %s)", msg, ago(now, since))
+}
+
+// waitingSince is when the group began waiting for what its message says:
+// for a step's wait (a promote, a pause, its pods' availability) the time
+// status.step records, which the message names too; otherwise the last
+// condition transition or progress. Condition times alone would make a step
+// that has waited for minutes look seconds old after an operator restart
+// rewrote its conditions.
+func waitingSince(st v1alpha1.RolloutGroupStatus) time.Time {
+	stepWaits := func(reason string) bool {
+		return reason == v1alpha1.ReasonWaitingForPromote || reason == v1alpha1.ReasonStepPause || reason == v1alpha1.ReasonWaitingForStep
+	}
+	if st.Step != nil && st.Step.Since != nil && slices.ContainsFunc(st.Conditions, func(c metav1.Condition) bool { return stepWaits(c.Reason) }) {
+		return st.Step.Since.Time
+	}
 	var since time.Time
 	for _, c := range st.Conditions {
 		if c.LastTransitionTime.After(since) {
@@ -153,10 +174,7 @@ func waitingLine(rg *v1alpha1.RolloutGroup, now time.Time) string {
 	if st.LastProgressTime != nil && st.LastProgressTime.After(since) {
 		since = st.LastProgressTime.Time
 	}
-	if since.IsZero() {
-		return msg
-	}
-	return fmt.Sprintf("%s (since %s)", msg, ago(now, since))
+	return since
 }
 
 // holdLine describes the group's recorded disruptions: for each, which
