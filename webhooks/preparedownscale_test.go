@@ -55,7 +55,9 @@ type prepareCase struct {
 	// budget is the answer of the RolloutGroup's disruption budget (allowed
 	// when nil), and asked what the webhook must have asked it ("" nothing).
 	budget *disruption.Verdict
-	asked  string
+	// then, when set, is the budget's answer from its second question on.
+	then  *disruption.Verdict
+	asked string
 }
 
 func TestPrepareDownscale(t *testing.T) {
@@ -112,15 +114,16 @@ func TestPrepareDownscale(t *testing.T) {
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 4).operatorOwn() }, allowed: true, reason: reasonPrepared,
 			calls: []string{"POST a-4"}, recorded: true},
-		{name: "a member of a group: the group's disruption budget allows, and records the hold before the pods are called",
+		{name: "a member of a group: the group's disruption budget is asked before the pods are called, recording nothing, then again, recorded, once they prepared",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
 				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b"}, {Name: "c"}}}
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 3) }, allowed: true, reason: reasonPrepared,
 			calls: []string{"POST a-3", "POST a-4"}, recorded: true,
-			asked: `ingester Downscale a -2 by "downscale of StatefulSet a by alice"`},
-		{name: "another zone disrupted: refused before any call, naming it",
+			asked: `ingester Downscale a -2 by "downscale of StatefulSet a by alice" dry-run
+ingester Downscale a -2 by "downscale of StatefulSet a by alice"`},
+		{name: "another zone disrupted: refused before any call, naming it, recording nothing",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
 				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b"}, {Name: "c"}}}
@@ -129,18 +132,31 @@ func TestPrepareDownscale(t *testing.T) {
 			req:    func() *reqBuilder { return stsUpdate("a", 5, 3) }, reason: reasonDisruption, code: http.StatusForbidden,
 			message: []string{"downscale of StatefulSet a from 5 to 3 denied: the disruption budget of RolloutGroup ingester lets one zone at a time lose pods: zone b (1 terminating) is disrupted"},
 			event:   EventReasonDownscaleTooEarly,
-			asked:   `ingester Downscale a -2 by "downscale of StatefulSet a by alice"`},
-		{name: "another zone holds the budget: refused, saying when to retry",
+			asked:   `ingester Downscale a -2 by "downscale of StatefulSet a by alice" dry-run`},
+		{name: "another zone's recorded downscale not seen going: refused before any call, saying when to retry",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, nil)
 				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b"}}}
 			},
 			budget: &disruption.Verdict{Code: disruption.CodeHeldByOtherZone, RetryAfter: 12 * time.Second,
-				Message: "zone b holds the disruption budget (Downscale, downscale of StatefulSet b by bob) until 2026-11-22T12:00:12Z"},
+				Message: "zone b (1 pod that a downscale (downscale of StatefulSet b by bob) was allowed to take at 2026-11-22T11:59:27Z, not seen going yet) holds the disruption budget"},
 			req: func() *reqBuilder { return scaleUpdate("statefulsets", "a", 5, 4) }, reason: reasonDisruption, code: http.StatusForbidden,
-			message: []string{"zone b holds the disruption budget (Downscale, downscale of StatefulSet b by bob)", "; retry in 12s"},
+			message: []string{"zone b (1 pod that a downscale (downscale of StatefulSet b by bob) was allowed to take at 2026-11-22T11:59:27Z, not seen going yet) holds the disruption budget", "; retry in 12s"},
 			event:   EventReasonDownscaleTooEarly,
-			asked:   `ingester Downscale a -1 by "downscale of StatefulSet a by alice"`},
+			asked:   `ingester Downscale a -1 by "downscale of StatefulSet a by alice" dry-run`},
+		{name: "allowed before the calls, refused once the pods prepared (another zone's decision recorded meanwhile): the pods are told to cancel, nothing recorded",
+			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
+				withPolicy(c, p, nil)
+				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b"}}}
+			},
+			then: &disruption.Verdict{Code: disruption.CodeOtherZoneDisrupted, Message: "zone b (1 terminating) is disrupted"},
+			req:  func() *reqBuilder { return stsUpdate("a", 5, 3) }, reason: reasonDisruption, code: http.StatusForbidden,
+			message: []string{"downscale of StatefulSet a from 5 to 3 denied: the disruption budget of RolloutGroup ingester lets one zone at a time lose pods: zone b (1 terminating) is disrupted",
+				"told the prepared pods a-3, a-4 to cancel"},
+			event: EventReasonDownscaleTooEarly,
+			calls: []string{"DELETE a-3", "DELETE a-4", "POST a-3", "POST a-4"},
+			asked: `ingester Downscale a -2 by "downscale of StatefulSet a by alice" dry-run
+ingester Downscale a -2 by "downscale of StatefulSet a by alice"`},
 		{name: "zone delay not passed: the budget is not asked",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, func(b *builders.ScalingPolicyWrapper) { b.ZoneDelay(time.Hour) })
@@ -155,8 +171,9 @@ func TestPrepareDownscale(t *testing.T) {
 				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", LastDownscale: testNow.Add(-time.Hour - time.Second)}}}
 			},
 			req: func() *reqBuilder { return stsUpdate("a", 5, 4) }, allowed: true, reason: reasonPrepared, calls: []string{"POST a-4"}, recorded: true,
-			asked: `ingester Downscale a -1 by "downscale of StatefulSet a by alice"`},
-		{name: "the controller's own downscale skips the gate: it holds the budget already",
+			asked: `ingester Downscale a -1 by "downscale of StatefulSet a by alice" dry-run
+ingester Downscale a -1 by "downscale of StatefulSet a by alice"`},
+		{name: "the controller's own downscale skips the gate: it has recorded its intent already",
 			setup: func(c *fakeCluster, p *webhookstest.PodServer) {
 				withPolicy(c, p, func(b *builders.ScalingPolicyWrapper) { b.ZoneDelay(time.Hour).Leader("z") })
 				c.group = &scaling.Group{Name: "ingester", Others: []scaling.Member{{Name: "b", LastDownscale: testNow}}}
@@ -295,6 +312,7 @@ func runPrepareCase(t *testing.T, tc prepareCase) {
 	if tc.budget != nil {
 		budget.answer = *tc.budget
 	}
+	budget.then = tc.then
 	prep := &PrepareDownscale{Cluster: cluster, Budget: budget, Identity: Identity{Username: operatorUser}, Pods: NewPodClient(),
 		Addressing: podcall.Addressing{PodAddressIP: true}, Now: func() time.Time { return testNow }}
 	query := tc.query

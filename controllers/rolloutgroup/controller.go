@@ -123,10 +123,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// lowered): nothing slow sits between the decision and its act.
 	plan, hp.heldPods = r.beforePodRemoval(ctx, rg, plan, in.Members, now)
 	if len(plan.Delete) > 0 {
+		heard := podUIDs(plan.Delete)
 		if in, plan, err = r.confirmWithLiveRead(ctx, rg, in, plan); err != nil {
 			return ctrl.Result{}, err
 		}
-		plan = r.withoutUnheard(rg, plan)
+		plan = r.withoutUnheard(rg, plan, heard)
 	}
 	if len(plan.Delete) > 0 {
 		var held *v1alpha1.DisruptionHold

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/analysis"
@@ -245,10 +246,11 @@ func (r *Reconciler) beforePodRemoval(ctx context.Context, rg *v1alpha1.RolloutG
 }
 
 // withoutUnheard is plan without the pods of its batch that the
-// beforePodRemoval hook has not been called for: a live read that changed
-// the batch after the hooks were called. They go in a later pass, once
-// called.
-func (r *Reconciler) withoutUnheard(rg *v1alpha1.RolloutGroup, plan rollout.Plan) rollout.Plan {
+// beforePodRemoval hook has not been called for, neither in this pass
+// (heard: the batch it let go, a failure under Ignore included) nor in an
+// earlier one: a live read that changed the batch after the hooks were
+// called. They go in a later pass, once called.
+func (r *Reconciler) withoutUnheard(rg *v1alpha1.RolloutGroup, plan rollout.Plan, heard map[types.UID]bool) rollout.Plan {
 	if rg.Spec.Hooks == nil {
 		return plan
 	}
@@ -259,8 +261,16 @@ func (r *Reconciler) withoutUnheard(rg *v1alpha1.RolloutGroup, plan rollout.Plan
 	if !hooks.Applies(rg.Spec.Hooks.BeforePodRemoval, reason) {
 		return plan
 	}
-	plan.HoldBack(func(pod *corev1.Pod) bool { return !r.hooksDone.Done(pod.UID) })
+	plan.HoldBack(func(pod *corev1.Pod) bool { return !heard[pod.UID] && !r.hooksDone.Done(pod.UID) })
 	return plan
+}
+
+func podUIDs(pods []*corev1.Pod) map[types.UID]bool {
+	out := make(map[types.UID]bool, len(pods))
+	for _, p := range pods {
+		out[p.UID] = true
+	}
+	return out
 }
 
 // applyHooks writes the pass's member hook records and the HookFailed

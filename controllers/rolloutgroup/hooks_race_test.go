@@ -61,7 +61,9 @@ func TestSlowHookRacesAnEvictionOfAnotherZone(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no hook call for a pod of zone-a")
 	}
-	e.waitRolledToTag("ingester", "r2", 60*time.Second)
+	e.Eventually(60*time.Second, "zone-a rolled to r2 and the group complete", func() (bool, error) {
+		return e.podRevisions("zone-a")["r2"] == 2 && e.GetGroup("ingester").Status.Phase == v1alpha1.PhaseComplete, nil
+	})
 	expectNoBreaches(t, mon)
 	// The batch was decided after the hook answered, on zone-b-0 taken: the
 	// budget refused it at least once before zone-b was whole again.

@@ -377,4 +377,3 @@ func TestDecideZoneBudget(t *testing.T) {
 			want: granted(shrink("zone-a", "zone-a-2", "zone-a-1"))},
 	})
 }
-
