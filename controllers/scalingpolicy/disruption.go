@@ -104,7 +104,11 @@ func fenced(ctx context.Context, in scaling.Input, plan scaling.Plan) (context.C
 // or, for a downscale refused for the state of another zone's pods, after
 // disruptionRecheck.
 func requeueAfter(in scaling.Input, plan scaling.Plan) time.Duration {
-	if plan.RequeueAfter == 0 && plan.Phase == v1alpha1.ScalingPhaseWaiting && in.Disruption != nil && !in.Disruption.Allowed {
+	if plan.Phase == v1alpha1.ScalingPhaseWaiting && in.Disruption != nil && !in.Disruption.Allowed &&
+		(plan.RequeueAfter == 0 || plan.RequeueAfter > disruptionRecheck) {
+		// A refusal for another zone's pods ends on evidence (a pod seen
+		// going, then back), which no watch of this controller may show:
+		// an intent's expiry is only its latest end.
 		return disruptionRecheck
 	}
 	return plan.RequeueAfter

@@ -332,8 +332,8 @@ func (st intentState) pendingIn(zone *Zone, partition string) int {
 // to take at 12:00:01Z, not seen going yet".
 func (st intentState) describePending(zone string, n int) string {
 	in := st.blocking[zone]
-	return fmt.Sprintf("%s that a %s (%s) was allowed to take at %s, not seen going yet",
-		plural(n, "pod"), strings.ToLower(string(in.Reason)), orSomeone(in.Holder), in.Decided.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("%s that %s (%s) was allowed to take at %s, not seen going yet",
+		plural(n, "pod"), withArticle(strings.ToLower(string(in.Reason))), orSomeone(in.Holder), in.Decided.UTC().Format(time.RFC3339))
 }
 
 // earliestExpiry is how long until the first intent with a pod pending
@@ -433,8 +433,8 @@ func Decide(v View, req Request) Verdict {
 	for i := range v.Intents {
 		in := &v.Intents[i]
 		if crosses(req.Reason, in.Reason) && !st.done(in) {
-			return deny(CodeHeldByOtherZone, fmt.Sprintf("a %s of zone %s (%s, decided at %s) is not seen done; a %s waits for it",
-				strings.ToLower(string(in.Reason)), in.Zone, orSomeone(in.Holder), in.Decided.UTC().Format(time.RFC3339), strings.ToLower(string(req.Reason))),
+			return deny(CodeHeldByOtherZone, fmt.Sprintf("%s of zone %s (%s, decided at %s) is not seen done; a %s waits for it",
+				withArticle(strings.ToLower(string(in.Reason))), in.Zone, orSomeone(in.Holder), in.Decided.UTC().Format(time.RFC3339), strings.ToLower(string(req.Reason))),
 				max(in.Expires.Sub(v.Now), 0))
 		}
 	}
@@ -572,6 +572,14 @@ func zoneNamed(v View, name string) *Zone {
 		return z
 	}
 	return &Zone{Name: name}
+}
+
+// withArticle is "an eviction", "a rollout".
+func withArticle(what string) string {
+	if strings.IndexAny(what[:1], "aeiou") == 0 {
+		return "an " + what
+	}
+	return "a " + what
 }
 
 func plural(n int, what string) string {

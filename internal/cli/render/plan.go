@@ -108,13 +108,10 @@ func writeDecision(b *strings.Builder, label string, p rollout.Plan, v PlanView,
 	fmt.Fprintf(b, "Why: %s\n", why)
 	if p.Budget != nil {
 		verdict := p.Budget.Verdict
-		switch {
-		case !verdict.Allowed:
+		if verdict.Allowed {
+			fmt.Fprintf(b, "Budget: allowed; the operator records the batch of zone %s in status.disruption, on a fresh read, before deleting\n", p.Current)
+		} else {
 			fmt.Fprintf(b, "Budget: refused: %s\n", verdict.Message)
-		case p.Budget.Record():
-			fmt.Fprintf(b, "Budget: allowed; the operator records zone %s's hold in status.disruption before deleting\n", p.Current)
-		default:
-			fmt.Fprintf(b, "Budget: allowed under the hold zone %s already has\n", p.Current)
 		}
 	}
 }
