@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/egress"
 	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
@@ -188,7 +189,7 @@ func (r *pendingDownscales) cancel(ctx context.Context, sp *v1alpha1.ScalingPoli
 		targets = append(targets, podcall.Target{Pod: pod.Name, URL: pod.URL, TLS: endpointTLS})
 	}
 	fmt.Fprintf(&note, "; told the prepared pods %s to cancel", podList(targets))
-	results := r.pods.Cancel(ctx, targets, timeout)
+	results := r.pods.Cancel(egress.WithField(ctx, "spec.downscale.prepare"), targets, timeout)
 	for _, t := range targets {
 		if err := results[t.Pod].Err; err != nil {
 			fmt.Fprintf(&note, "; cancelling pod %s failed: %v", t.Pod, err)
