@@ -48,11 +48,26 @@ func grantedPermissions(m manifest) map[string][]string {
 	return out
 }
 
+// grafanaConfigs names the Grafana operator's webhook configurations, as
+// an install with compat mode and webhooks must.
+var grafanaConfigs = []string{
+	"--set", "grafanaCompatWebhookConfigurations.validating={no-downscale-mimir,pod-eviction-mimir}",
+	"--set", "grafanaCompatWebhookConfigurations.mutating={prepare-downscale-mimir}",
+}
+
+// grafanaConfigPermissions are the patches grafanaConfigs grants: by name.
+var grafanaConfigPermissions = []string{
+	`"admissionregistration.k8s.io" validatingwebhookconfigurations patch no-downscale-mimir`,
+	`"admissionregistration.k8s.io" validatingwebhookconfigurations patch pod-eviction-mimir`,
+	`"admissionregistration.k8s.io" mutatingwebhookconfigurations patch prepare-downscale-mimir`,
+}
+
 // TestGrafanaCompatRBAC: the permissions only compat mode needs (reading
 // ZoneAwarePodDisruptionBudgets, keeping ZoneDisruptionBudgets, patching the
-// caBundle of webhook configurations of any name) are granted with
-// grafanaCompat and only then; per watched namespace when there are some;
-// and the arguments name the Grafana Service.
+// caBundle of the webhook configurations grafanaCompatWebhookConfigurations
+// names, and no other) are granted with grafanaCompat and only then; per
+// watched namespace when there are some; and the arguments name the
+// Grafana Service.
 func TestGrafanaCompatRBAC(t *testing.T) {
 	t.Parallel()
 	compat := permissions(compatRules(t))
@@ -64,16 +79,37 @@ func TestGrafanaCompatRBAC(t *testing.T) {
 		noWebhooks bool
 	}{
 		{name: "off", args: nil},
-		{name: "on", args: []string{"--set", "grafanaCompat=true"}, compat: true, namespaces: []string{""}},
-		{name: "on, some namespaces", args: []string{"--set", "grafanaCompat=true", "--set", "watchNamespaces={a,b}"}, compat: true, namespaces: []string{"a", "b"}},
+		{name: "on", args: append([]string{"--set", "grafanaCompat=true"}, grafanaConfigs...), compat: true, namespaces: []string{""}},
+		{name: "on, some namespaces", args: append([]string{"--set", "grafanaCompat=true", "--set", "watchNamespaces={a,b}"}, grafanaConfigs...), compat: true, namespaces: []string{"a", "b"}},
 		{name: "on, some namespaces, no webhooks", args: []string{"--set", "grafanaCompat=true", "--set", "watchNamespaces={a}", "--set", "webhooks.enabled=false"},
 			compat: true, namespaces: []string{"a"}, noWebhooks: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := render(t, tc.args...)
 			granted := grantedPermissions(m)
+			for ns, perms := range granted {
+				for _, p := range perms {
+					// The operator's own configurations are patched by their
+					// names too; none of any name.
+					unrestricted := strings.Contains(p, "webhookconfigurations patch *")
+					grafanas := slices.Contains(grafanaConfigPermissions, p)
+					if unrestricted || grafanas && (!tc.compat || tc.noWebhooks || ns != "") {
+						t.Errorf("%s granted in namespace %q, want only %q cluster-wide with compat and webhooks", p, ns, grafanaConfigPermissions)
+					}
+				}
+				if tc.compat && !tc.noWebhooks && ns == "" {
+					for _, p := range grafanaConfigPermissions {
+						if !slices.Contains(perms, p) {
+							t.Errorf("%s not granted", p)
+						}
+					}
+				}
+			}
 			for _, p := range compat {
 				clusterScoped := strings.Contains(p, "webhookconfigurations")
+				if clusterScoped {
+					continue // by name, above
+				}
 				for ns, perms := range granted {
 					want := tc.compat && (clusterScoped && ns == "" && !tc.noWebhooks || !clusterScoped && slices.Contains(tc.namespaces, ns))
 					if has := slices.Contains(perms, p); has != want {
@@ -127,10 +163,10 @@ func TestGrafanaCompatService(t *testing.T) {
 	if s := named(render(t, "--set", "grafanaCompatService.create=true"), "rollout-operator"); s != nil {
 		t.Error("a Service rollout-operator without grafanaCompat")
 	}
-	if s := named(render(t, "--set", "grafanaCompat=true"), "rollout-operator"); s != nil {
+	if s := named(render(t, append([]string{"--set", "grafanaCompat=true"}, grafanaConfigs...)...), "rollout-operator"); s != nil {
 		t.Error("a Service rollout-operator without grafanaCompatService.create")
 	}
-	m := render(t, "--set", "grafanaCompat=true", "--set", "grafanaCompatService.create=true", "--set", "grafanaCompatService.name=ro")
+	m := render(t, append([]string{"--set", "grafanaCompat=true", "--set", "grafanaCompatService.create=true", "--set", "grafanaCompatService.name=ro"}, grafanaConfigs...)...)
 	s := named(m, "ro")
 	if s == nil {
 		t.Fatal("no Service ro with grafanaCompatService.create")
@@ -163,7 +199,7 @@ func TestGrafanaCompatAlert(t *testing.T) {
 	if has(renderedAlerts(t, "--set", "prometheusRule.enabled=true")) != nil {
 		t.Errorf("%s without grafanaCompat", name)
 	}
-	r := has(renderedAlerts(t, "--set", "prometheusRule.enabled=true", "--set", "grafanaCompat=true"))
+	r := has(renderedAlerts(t, append([]string{"--set", "prometheusRule.enabled=true", "--set", "grafanaCompat=true"}, grafanaConfigs...)...))
 	if r == nil {
 		t.Fatalf("no %s with grafanaCompat", name)
 	}
@@ -173,4 +209,16 @@ func TestGrafanaCompatAlert(t *testing.T) {
 	if err := checkPromQL(r.Expr); err != nil || !strings.Contains(r.Expr, "echelon_grafana_compat_zpdbs_readable") {
 		t.Errorf("%s: expr %q: %v", name, r.Expr, err)
 	}
+}
+
+// TestGrafanaCompatNeedsConfigurationNames: compat mode with webhooks does
+// not install without the names of the configurations it may patch, and
+// says where to find them.
+func TestGrafanaCompatNeedsConfigurationNames(t *testing.T) {
+	t.Parallel()
+	_, stderr, err := runHelm(t, "template", releaseName, chartDir, "--set", "grafanaCompat=true")
+	if err == nil || !strings.Contains(stderr, "grafanaCompatWebhookConfigurations") || !strings.Contains(stderr, "grafana.com/inject-rollout-operator-ca=true") {
+		t.Errorf("grafanaCompat=true without configuration names: err %v, stderr %s; want a failure naming the value and how to list the names", err, stderr)
+	}
+	render(t, "--set", "grafanaCompat=true", "--set", "webhooks.enabled=false")
 }

@@ -315,7 +315,7 @@ func TestDashboard(t *testing.T) {
 func monitoringQueries(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	for _, r := range renderedAlerts(t, "--set", "prometheusRule.enabled=true", "--set", "grafanaCompat=true") {
+	for _, r := range renderedAlerts(t, append([]string{"--set", "prometheusRule.enabled=true", "--set", "grafanaCompat=true"}, grafanaConfigs...)...) {
 		out["alert "+r.Alert] = r.Expr
 	}
 	_, d := renderedDashboard(t, "--set", "dashboard.enabled=true")

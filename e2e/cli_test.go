@@ -36,6 +36,7 @@ var _ = Describe("the echelon command line", func() {
 		Entry(nil, "--pod-address=dns", `--pod-address="dns": must be "fqdn" or "ip"`),
 		Entry(nil, "--log-format=yaml", `--log-format="yaml": must be json or text`),
 		Entry(nil, "--http-port=0", `--http-port=0: must be between 1 and 65535`),
+		Entry(nil, "--egress-allow=10.0.0.0/33", `--egress-allow: "10.0.0.0/33" is neither a CIDR, an IP address nor a host name`),
 		Entry(nil, "--namespaces=Bad_NS", `--namespaces: "Bad_NS" is not a valid namespace name: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`),
 	)
 

@@ -258,6 +258,29 @@ var _ = Describe("HTTP gates and hooks", func() {
 		Eventually(func() map[string]int { return g.eventReasons(ctx) }).Should(HaveKeyWithValue("GatePassed", 3))
 	})
 
+	It("refuses, with the guard's default, an http check to a loopback address: holds the zone with an error naming the field and the rule, and never calls it", func(ctx SpecContext) {
+		recv := startHookReceiver()
+		recv.setHealthy(true)
+		g := newZoneGroup(ctx, 3, func(s *v1alpha1.RolloutGroupSpec) {
+			s.Analysis = &v1alpha1.RolloutAnalysis{Checks: []v1alpha1.AnalysisCheck{{
+				Name: "metrics", Gate: v1alpha1.GateAfterMember,
+				HTTP:      &v1alpha1.HTTPCheck{URL: recv.url("/health/{{ .Member }}") + "?passing", JSONPath: "#"},
+				Condition: v1alpha1.CheckCondition{Compare: &v1alpha1.Comparison{Operator: v1alpha1.OperatorGreaterOrEqual, Threshold: "2"}},
+				Interval:  &metav1.Duration{Duration: time.Second}, FailureThreshold: 1000, ErrorThreshold: 1000,
+			}}}
+		})
+		// A later flag wins: the allowlist is empty again, as in production.
+		startOperator(ctx, "echelon", g.ns, append([]string{"--egress-allow="}, fastLeaderElection...)...)
+		g.waitPhase(ctx, v1alpha1.PhaseComplete, time.Minute)
+
+		g.setVersion(ctx, "v2")
+		lastError := func(gm Gomega) string { return checkOf(gm, g.get(ctx).Status.Analysis, "metrics").LastError }
+		Eventually(lastError).WithContext(ctx).WithTimeout(time.Minute).Should(And(
+			ContainSubstring(`spec.analysis.checks[metrics].http.url: refused by the egress guard (rule "loopback")`),
+			ContainSubstring("--egress-allow")))
+		Expect(recv.healthRequests("/health/ingester-zone-a")).To(BeZero(), "the guard refuses before connecting")
+	})
+
 	It("trusts a private CA from a Secret for an https check: holds the zone with an error naming the field while the Secret is missing or holds another CA, rolls on once it holds the right one", func(ctx SpecContext) {
 		ca, err := httptlstest.NewCA("consul-ca")
 		Expect(err).NotTo(HaveOccurred())

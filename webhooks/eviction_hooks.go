@@ -3,7 +3,6 @@ package webhooks
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/egress"
 	"github.com/echelon-operator/echelon/internal/hooks"
 	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/lookup"
@@ -101,7 +101,7 @@ func (h *Eviction) callRemovalHook(ctx context.Context, pod *corev1.Pod) (refusa
 		callErr = fmt.Errorf("pod %s cannot be called: %w", pod.Name, tlsErr)
 	} else {
 		call := hooks.Call{Key: pod.Name, URL: hooks.RemovalURL(found.Hook.Endpoint, host, payload), Body: payload, TLS: endpointTLS}
-		callErr = h.Caller.Do(ctx, hooks.BeforePodRemoval, string(v1alpha1.RemovalEviction), s, []hooks.Call{call})[pod.Name].Err
+		callErr = h.Caller.Do(egress.WithField(ctx, "spec.hooks.beforePodRemoval.endpoint"), hooks.BeforePodRemoval, string(v1alpha1.RemovalEviction), s, []hooks.Call{call})[pod.Name].Err
 	}
 	if callErr == nil {
 		return nil, nil
@@ -119,4 +119,4 @@ func (h *Eviction) callRemovalHook(ctx context.Context, pod *corev1.Pod) (refusa
 
 // newHookCaller is the eviction webhook's caller: no client timeout, each
 // call carries one.
-func newHookCaller() *hooks.Caller { return &hooks.Caller{HTTP: &http.Client{}} }
+func newHookCaller() *hooks.Caller { return &hooks.Caller{HTTP: httptls.NewClient(0)} }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/delayed"
+	"github.com/echelon-operator/echelon/internal/egress"
 	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
@@ -210,7 +211,7 @@ func (r *pendingDownscales) sendCancels(ctx context.Context, sp *v1alpha1.Scalin
 			targets[i].TLS = endpointTLS
 		}
 	}
-	return r.pods.Cancel(ctx, targets, timeout), note
+	return r.pods.Cancel(egress.WithField(ctx, "spec.downscale.prepare"), targets, timeout), note
 }
 
 // failedCancel is c after one more failed DELETE at now: told again after

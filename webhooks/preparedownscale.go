@@ -19,6 +19,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/budget"
+	"github.com/echelon-operator/echelon/internal/egress"
 	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
@@ -89,11 +90,7 @@ type PrepareDownscale struct {
 // called through its own transport, verified as the block says and observed
 // alike (Wrap).
 func NewPodClient() *podcall.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if tr.TLSClientConfig == nil {
-		tr.TLSClientConfig = &tls.Config{}
-	}
-	tr.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // documented on spec.downscale.prepare.scheme
+	tr := httptls.NewTransport(&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // documented on spec.downscale.prepare.scheme
 	// The per-call timeout bounds each call; this only bounds one that lost its deadline.
 	return &podcall.Client{Wrap: func(next http.RoundTripper) http.RoundTripper { return observedTransport{next: next} }, HTTP: &http.Client{
 		Transport: observedTransport{next: tr},
@@ -144,7 +141,7 @@ func (h *PrepareDownscale) decide(ctx context.Context, req *admissionv1.Admissio
 		}
 		return allow(reasonDryRun, warnings...)
 	}
-	callCtx, cancel := withAnswerMargin(ctx)
+	callCtx, cancel := withAnswerMargin(egress.WithField(ctx, "spec.downscale.prepare"))
 	defer cancel()
 	timeout, clampWarning := callTimeout(callCtx, policy.Spec.Downscale.Prepare.Timeout)
 	if clampWarning != "" {

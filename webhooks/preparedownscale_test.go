@@ -21,6 +21,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/disruption"
+	"github.com/echelon-operator/echelon/internal/egress"
 	"github.com/echelon-operator/echelon/internal/httptls/httptlstest"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
@@ -624,5 +625,34 @@ func TestPrepareOperatorExemptionOnlyForScalingPolicies(t *testing.T) {
 			message: []string{"after StatefulSet b was downscaled"}, event: EventReasonDownscaleTooEarly},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runPrepareCase(t, tc) })
+	}
+}
+
+// TestPrepareRefusedByTheEgressGuard: with the guard's default (loopback
+// not allowed), a pod endpoint on a loopback address is not called, and the
+// denial names the field and the rule.
+func TestPrepareRefusedByTheEgressGuard(t *testing.T) {
+	var calls []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls = append(calls, r.Method+" "+r.URL.Path)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	strict, err := egress.New(egress.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := egress.Default()
+	egress.SetDefault(strict)
+	defer egress.SetDefault(restore)
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	p := *builders.MakeScalingPolicy(testNS, "a-scaling").Target("StatefulSet", "a").Prepare("/prepare", int32(port), time.Second).Obj()
+	cluster := &fakeCluster{policies: []v1alpha1.ScalingPolicy{p}, pods: []corev1.Pod{*builders.MakePod(testNS, "a", 4).IP("127.0.0.1").Obj()}}
+	prep := &PrepareDownscale{Cluster: cluster, Pods: NewPodClient(), Addressing: podcall.Addressing{PodAddressIP: true}, Now: time.Now}
+	req := stsUpdate("a", 5, 4)
+	v := prep.decide(context.Background(), &req.r)
+	want := `spec.downscale.prepare: refused by the egress guard (rule "loopback"): 127.0.0.1 is a loopback address`
+	if v.allowed || !strings.Contains(v.message, want) || len(calls) != 0 {
+		t.Errorf("verdict %+v, calls %q; want denied with a message containing %q and no call", v, calls, want)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +16,7 @@ import (
 	"github.com/echelon-operator/echelon/controllers/internal/patch"
 	"github.com/echelon-operator/echelon/controllers/internal/source"
 	"github.com/echelon-operator/echelon/internal/delayed"
+	"github.com/echelon-operator/echelon/internal/egress"
 	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
@@ -107,6 +107,7 @@ func (r *Reconciler) callAndDecide(ctx context.Context, dd *v1alpha1.DelayedDown
 		endpointTLS, tlsErr = httptls.Load(ctx, r.apiReader, dd.Namespace, dd.Spec.PrepareEndpoint.TLS, "spec.prepareEndpoint.tls")
 	}
 	answers := map[string]delayed.Record{}
+	ctx = egress.WithField(ctx, "spec.prepareEndpoint")
 	if len(calls.Prepare) > 0 {
 		targets, results := obs.targets(calls.Prepare, endpointTLS, tlsErr)
 		for pod, res := range r.pods.Prepare(ctx, targets, timeout) {
@@ -175,7 +176,7 @@ func New(mgr ctrl.Manager, addressing podcall.Addressing) *Reconciler {
 		events:    source.Recorder(mgr.GetEventRecorder("echelon")),
 		// The per-call timeout bounds each call; this one only bounds a call
 		// whose context lost its deadline.
-		pods:   &podcall.Client{HTTP: &http.Client{Timeout: 5 * time.Minute}},
+		pods:   &podcall.Client{HTTP: httptls.NewClient(5 * time.Minute)},
 		config: addressing,
 		now:    time.Now,
 	}

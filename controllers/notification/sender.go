@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/httptls"
 )
 
 // maxErrorBody bounds the part of an error answer quoted in status.
@@ -36,6 +37,7 @@ type sender struct {
 
 func newSender(secrets client.Reader) *sender {
 	return &sender{secrets: secrets, client: &http.Client{
+		Transport: httptls.Plain(),
 		// A redirect is not followed: the Secret names the endpoint, and a
 		// token must not go anywhere else.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

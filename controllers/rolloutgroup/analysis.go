@@ -15,6 +15,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/analysis"
+	"github.com/echelon-operator/echelon/internal/egress"
 	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
@@ -139,7 +140,7 @@ func runCheck(ctx context.Context, q analysis.Querier, c v1alpha1.AnalysisCheck,
 		return analysis.Outcome{Err: err}
 	}
 	start := time.Now()
-	samples, err := q.Query(ctx, query, now())
+	samples, err := q.Query(egress.WithField(ctx, "spec.analysis.prometheus.address"), query, now())
 	metrics.AnalysisQueryDuration.WithLabelValues(vars.Namespace, vars.Group).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return analysis.Outcome{Query: query, Err: err}
@@ -179,7 +180,7 @@ func (r *Reconciler) runHTTPCheck(ctx context.Context, rg *v1alpha1.RolloutGroup
 		return analysis.Outcome{Query: shown, Err: err}
 	}
 	start := time.Now()
-	ans, err := r.httpChecks.Get(ctx, req)
+	ans, err := r.httpChecks.Get(egress.WithField(ctx, fmt.Sprintf("spec.analysis.checks[%s].http.url", c.Name)), req)
 	metrics.AnalysisHTTPDuration.WithLabelValues(vars.Namespace, vars.Group).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return analysis.Outcome{Query: shown, Err: err}

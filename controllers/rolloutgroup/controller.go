@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +20,7 @@ import (
 	"github.com/echelon-operator/echelon/controllers/internal/source"
 	"github.com/echelon-operator/echelon/internal/analysis"
 	"github.com/echelon-operator/echelon/internal/hooks"
+	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
@@ -353,8 +353,8 @@ func New(mgr ctrl.Manager) *Reconciler {
 		status:    newStatusLedger(),
 		queriers:  newQuerierCache(),
 		// Each request carries its own timeout (spec); none on the client.
-		httpChecks: analysis.NewHTTPGetter(&http.Client{}),
-		hookCaller: &hooks.Caller{HTTP: &http.Client{}},
+		httpChecks: analysis.NewHTTPGetter(httptls.NewClient(0)),
+		hookCaller: &hooks.Caller{HTTP: httptls.NewClient(0)},
 		hooksDone:  hooks.NewMemo(),
 		podHost:    podcall.Addressing{ClusterDomain: "cluster.local"}.Host,
 		now:        time.Now,

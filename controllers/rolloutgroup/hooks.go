@@ -15,6 +15,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/analysis"
+	"github.com/echelon-operator/echelon/internal/egress"
 	"github.com/echelon-operator/echelon/internal/hooks"
 	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/metrics"
@@ -127,7 +128,7 @@ func (r *Reconciler) callMemberHook(ctx context.Context, rg *v1alpha1.RolloutGro
 			metrics.HookCalls.WithLabelValues(name, "member", "error").Inc()
 			return err
 		}
-		return r.hookCaller.Do(ctx, name, "member", s, []hooks.Call{call})[m.Name].Err
+		return r.hookCaller.Do(egress.WithField(ctx, field+".url"), name, "member", s, []hooks.Call{call})[m.Name].Err
 	}()
 	switch {
 	case err == nil:
@@ -197,7 +198,7 @@ func (r *Reconciler) beforePodRemoval(ctx context.Context, rg *v1alpha1.RolloutG
 		payload := hooks.RemovalPayload{Reason: reason, Pod: pod.Name, Namespace: pod.Namespace, Group: rg.Name, Member: plan.Current, Revision: revision, RolloutID: rg.Spec.RolloutID}
 		calls = append(calls, hooks.Call{Key: pod.Name, URL: hooks.RemovalURL(h.Endpoint, host, payload), Body: payload, TLS: tlsMaterial})
 	}
-	results := r.hookCaller.Do(ctx, hooks.BeforePodRemoval, string(reason), s, calls)
+	results := r.hookCaller.Do(egress.WithField(ctx, "spec.hooks.beforePodRemoval.endpoint"), hooks.BeforePodRemoval, string(reason), s, calls)
 	var called []string
 	for _, pod := range plan.Delete {
 		res, ok := results[pod.Name]

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +20,7 @@ import (
 	"github.com/echelon-operator/echelon/controllers/internal/patch"
 	"github.com/echelon-operator/echelon/controllers/internal/source"
 	"github.com/echelon-operator/echelon/internal/hooks"
+	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/metrics"
@@ -253,7 +253,7 @@ func New(mgr ctrl.Manager) *Reconciler {
 		events:    source.Recorder(mgr.GetEventRecorder("echelon")),
 		now:       time.Now,
 		// Each hook call carries its own timeout.
-		hookCaller: &hooks.Caller{HTTP: &http.Client{}},
+		hookCaller: &hooks.Caller{HTTP: httptls.NewClient(0)},
 		hooksDone:  hooks.NewMemo(),
 		podHost:    podcall.Addressing{ClusterDomain: "cluster.local"}.Host,
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/egress"
 	"github.com/echelon-operator/echelon/internal/hooks"
 	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/metrics"
@@ -100,7 +101,7 @@ func (r *Reconciler) beforeDownscale(ctx context.Context, sp *v1alpha1.ScalingPo
 		}
 	}
 	var called []string
-	for name, res := range r.hookCaller.Do(ctx, hooks.BeforePodRemoval, reason, s, calls) {
+	for name, res := range r.hookCaller.Do(egress.WithField(ctx, "spec.hooks.beforePodRemoval.endpoint"), hooks.BeforePodRemoval, reason, s, calls) {
 		if res.Err != nil {
 			errs[name] = res.Err
 			continue

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/echelon-operator/echelon/internal/egress/egresstest"
 )
 
 // BuildOperator compiles the echelon binary from the repository at root into
@@ -61,6 +63,10 @@ func StartOperator(binary, kubeconfig, logDir, name string, flags ...string) (*O
 		"--log-format=text",
 		"--log-level=debug",
 		"--webhook-port=0",
+		// Tests run receivers, hooks, Prometheus and fake pods on
+		// loopback, which the egress guard refuses by default; a test of
+		// the default passes --egress-allow= after this.
+		egresstest.AllowFlag,
 	}, flags...)
 	return StartProcess(Process{Name: name, Binary: binary, Args: args, LogDir: logDir, HTTPPort: port})
 }

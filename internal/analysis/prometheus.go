@@ -13,6 +13,7 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
+	"github.com/echelon-operator/echelon/internal/egress"
 	"github.com/echelon-operator/echelon/internal/httptls"
 )
 
@@ -65,19 +66,13 @@ type prometheusQuerier struct {
 // NewPrometheus returns a Querier for the server cfg describes. It keeps its
 // connections open between queries.
 func NewPrometheus(cfg PrometheusConfig) (Querier, error) {
-	transport, ok := http.DefaultTransport.(*http.Transport)
-	if !ok {
-		return nil, errors.New("http.DefaultTransport is not an *http.Transport")
-	}
-	transport = transport.Clone()
 	// The same verification as the tls blocks of http checks and hooks.
 	tlsConfig, err := httptls.Config(&httptls.Material{Field: "spec.analysis.prometheus.tls", CAField: "spec.analysis.prometheus.tls.caSecretRef",
 		CAPEM: cfg.CAPEM, ServerName: cfg.ServerName, InsecureSkipVerify: cfg.InsecureSkipVerify})
 	if err != nil {
 		return nil, err
 	}
-	transport.TLSClientConfig = tlsConfig
-	return newPrometheus(cfg, transport, MaxResponseBytes)
+	return newPrometheus(cfg, httptls.NewTransport(tlsConfig), MaxResponseBytes)
 }
 
 // newPrometheus is NewPrometheus over transport, reading at most maxBody
@@ -90,7 +85,7 @@ func newPrometheus(cfg PrometheusConfig, transport http.RoundTripper, maxBody in
 	case cfg.Username != "":
 		rt = authRoundTripper{next: rt, set: func(r *http.Request) { r.SetBasicAuth(cfg.Username, cfg.Password) }}
 	}
-	client, err := api.NewClient(api.Config{Address: cfg.Address, RoundTripper: rt})
+	client, err := api.NewClient(api.Config{Address: cfg.Address, Client: &http.Client{Transport: rt, CheckRedirect: egress.CheckRedirect}})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus address %q: %w", cfg.Address, err)
 	}

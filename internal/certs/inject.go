@@ -201,6 +201,8 @@ func (in *injector) sync(ctx context.Context, key configKey) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("patch caBundle: %w (compat mode may patch only the webhook configurations it is granted by name: add %s to the Helm value grafanaCompatWebhookConfigurations)", err, key.name)
 	case err != nil:
 		// A Conflict means the configuration changed since the informer saw
 		// it; the change is on its way as an event, and the retry uses it.

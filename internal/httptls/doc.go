@@ -5,5 +5,7 @@
 // bounded number of them, so connections are reused between calls and a
 // rotated Secret, whose content differs, gets a transport of its own on the
 // next call, without a restart. Http gate checks, hooks and pod calls all
-// go through Default.
+// go through Default. Every transport here dials through the egress guard
+// (internal/egress), which refuses loopback, link-local, metadata and the
+// operator's own addresses unless --egress-allow opens them.
 package httptls

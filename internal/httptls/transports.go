@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
+
+	"github.com/echelon-operator/echelon/internal/egress"
 )
 
 // DefaultMaxTransports bounds the transports Default keeps: one per distinct
@@ -48,18 +50,26 @@ func (t *Transports) Len() int {
 	return t.order.Len()
 }
 
-// Client returns base with the transport of m, wrapped by wrap when wrap is
-// not nil (a caller's metrics); base itself when m is nil. The copy keeps
-// base's timeout and redirect policy.
+// Client returns a copy of base with the transport of m, wrapped by wrap
+// when wrap is not nil (a caller's metrics). When m is nil the copy keeps
+// base's transport, or has the guarded Plain one when base has none. The
+// copy keeps base's timeout and redirect policy; without one, redirects
+// stay on the first host (egress.CheckRedirect).
 func (t *Transports) Client(base *http.Client, m *Material, wrap func(http.RoundTripper) http.RoundTripper) (*http.Client, error) {
+	c := *base
+	if c.CheckRedirect == nil {
+		c.CheckRedirect = egress.CheckRedirect
+	}
 	if m == nil {
-		return base, nil
+		if c.Transport == nil {
+			c.Transport = Plain()
+		}
+		return &c, nil
 	}
 	tr, err := t.Transport(m)
 	if err != nil {
 		return nil, err
 	}
-	c := *base
 	c.Transport = tr
 	if wrap != nil {
 		c.Transport = wrap(tr)
@@ -143,13 +153,35 @@ func build(m *Material) (*http.Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	base, ok := http.DefaultTransport.(*http.Transport)
-	if !ok {
-		return nil, errors.New("http.DefaultTransport is not an *http.Transport")
+	return NewTransport(cfg), nil
+}
+
+// NewTransport is a transport with net/http's defaults (timeouts, HTTP/2,
+// the proxy of the environment) whose every connection goes through the
+// process's egress guard: built with tlsConfig (nil for the system's
+// authorities). Every transport that calls a URL a user wrote is one.
+func NewTransport(tlsConfig *tls.Config) *http.Transport {
+	tr := &http.Transport{}
+	if base, ok := http.DefaultTransport.(*http.Transport); ok {
+		tr = base.Clone()
 	}
-	tr := base.Clone()
-	tr.TLSClientConfig = cfg
-	return tr, nil
+	tr.DialContext = egress.DialContext
+	tr.Proxy = egress.Proxy
+	tr.TLSClientConfig = tlsConfig
+	return tr
+}
+
+var plain = sync.OnceValue(func() *http.Transport { return NewTransport(nil) })
+
+// Plain is the guarded transport shared by calls without a tls block, so
+// that they reuse connections.
+func Plain() *http.Transport { return plain() }
+
+// NewClient is an HTTP client through the guarded Plain transport that
+// follows redirects only on the same host; timeout 0 leaves each request's
+// context to bound it.
+func NewClient(timeout time.Duration) *http.Client {
+	return &http.Client{Transport: Plain(), Timeout: timeout, CheckRedirect: egress.CheckRedirect}
 }
 
 func fieldOr(field, fallback string) string {

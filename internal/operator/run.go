@@ -27,6 +27,7 @@ import (
 	"github.com/echelon-operator/echelon/controllers"
 	"github.com/echelon-operator/echelon/controllers/grafanacompat"
 	"github.com/echelon-operator/echelon/internal/certs"
+	"github.com/echelon-operator/echelon/internal/egress"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/options"
 	"github.com/echelon-operator/echelon/internal/podcall"
@@ -55,6 +56,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 	if err := checkAPIServer(cfg); err != nil {
 		return err
 	}
+
+	guard, err := egress.New(egress.Config{Allow: opts.EgressAllow})
+	if err != nil {
+		return err
+	}
+	egress.SetDefault(guard)
 
 	ready := &atomic.Bool{}
 	// The webhook server's check joins both maps once it exists (before the
@@ -114,7 +121,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 		healthChecks["webhook"], readyChecks["webhook"] = check, check
 	}
 	ctrl.Log.Info("starting echelon", "httpPort", opts.HTTPPort, "webhookPort", opts.Webhook.Port, "leaderElect", opts.LeaderElect,
-		"namespaces", opts.Namespaces, "podAddress", opts.PodAddress, "pprofBindAddress", opts.PprofBindAddress, "cacheTransforms", opts.CacheTransforms)
+		"namespaces", opts.Namespaces, "podAddress", opts.PodAddress, "pprofBindAddress", opts.PprofBindAddress, "cacheTransforms", opts.CacheTransforms, "egressAllow", opts.EgressAllow)
 	return mgr.Start(ctx)
 }
 

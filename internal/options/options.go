@@ -7,11 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/echelon-operator/echelon/internal/egress"
 )
 
 // Pod address modes: how Echelon reaches a pod's HTTP endpoint.
@@ -56,6 +59,11 @@ type Options struct {
 	// the self-signed serving certificate names it too, and its CA is
 	// injected into the configurations labelled for the Grafana operator.
 	GrafanaCompatService string
+
+	// EgressAllow lists the CIDRs, addresses and host names the URLs of
+	// specs may reach although the egress guard refuses their class
+	// (loopback, link-local, metadata, the operator's own addresses).
+	EgressAllow []string
 
 	// PprofBindAddress serves Go's /debug/pprof endpoints on host:port; empty
 	// (the default) serves none. For measuring where memory and CPU go.
@@ -140,6 +148,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		o.Namespaces = splitList(v)
 		return nil
 	})
+	fs.Func("egress-allow", "Comma-separated CIDRs, IP addresses and host names that the URLs in specs (http checks, hooks, notification receivers, the Prometheus address, pod endpoints) may reach although the egress guard refuses them by default: loopback, link-local and cloud metadata addresses, unspecified addresses and the operator's own addresses. Host names match exactly. Empty allows none of those.", func(v string) error {
+		o.EgressAllow = splitList(v)
+		return nil
+	})
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", o.ClusterDomain, "DNS domain of the cluster, used to build pod addresses in fqdn mode.")
 	fs.StringVar(&o.PodAddress, "pod-address", o.PodAddress, "How pods are addressed: fqdn (<pod>.<service>.<namespace>.svc.<cluster-domain>) or ip (the pod IP).")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Sustained requests per second to the Kubernetes API.")
@@ -180,6 +192,9 @@ func (o *Options) Validate() error {
 	}
 	if o.PodAddress != PodAddressFQDN && o.PodAddress != PodAddressIP {
 		errs = append(errs, fmt.Errorf("--pod-address=%q: must be %q or %q", o.PodAddress, PodAddressFQDN, PodAddressIP))
+	}
+	if _, err := egress.New(egress.Config{Allow: o.EgressAllow, OwnAddrs: []netip.Addr{}}); err != nil {
+		errs = append(errs, err)
 	}
 	if o.KubeAPIQPS <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps=%v: must be greater than 0", o.KubeAPIQPS))

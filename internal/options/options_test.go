@@ -39,6 +39,17 @@ func TestParseAndValidate(t *testing.T) {
 				t.Errorf("pprof = %q, cache transforms = %v", o.PprofBindAddress, o.CacheTransforms)
 			}
 		}},
+		{name: "egress allowlist split", args: []string{"--egress-allow=127.0.0.0/8, ::1,prometheus.monitoring.svc"}, check: func(t *testing.T, o Options) {
+			if strings.Join(o.EgressAllow, "|") != "127.0.0.0/8|::1|prometheus.monitoring.svc" {
+				t.Errorf("egress allow = %q", o.EgressAllow)
+			}
+		}},
+		{name: "egress allows nothing by default", check: func(t *testing.T, o Options) {
+			if len(o.EgressAllow) != 0 {
+				t.Errorf("egress allow = %q", o.EgressAllow)
+			}
+		}},
+		{name: "bad egress allow entry", args: []string{"--egress-allow=10.0.0.0/33"}, wantErr: `--egress-allow: "10.0.0.0/33"`},
 		{name: "bad pprof address", args: []string{"--pprof-bind-address=6060"}, wantErr: `--pprof-bind-address="6060"`},
 		{name: "bad pod address", args: []string{"--pod-address=dns"}, wantErr: `--pod-address="dns"`},
 		{name: "bad namespace", args: []string{"--namespaces=ok,Not_OK"}, wantErr: `--namespaces: "Not_OK"`},

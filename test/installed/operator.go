@@ -29,6 +29,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/echelon-operator/echelon/e2e/framework"
+	"github.com/echelon-operator/echelon/internal/egress/egresstest"
 	"github.com/echelon-operator/echelon/test/controlplane"
 )
 
@@ -141,6 +142,9 @@ func StartFromDeployment(t controlplane.TB, admin *rest.Config, binary, namespac
 		"--kubeconfig="+kubeconfig,
 		"--http-port="+strconv.Itoa(port),
 		"--http-bind-host=127.0.0.1",
+		// The tests' hooks and pods listen on loopback, which the guard
+		// refuses by default.
+		egresstest.AllowFlag,
 	), webhookArgs...)
 	proc, err := framework.StartProcess(framework.Process{Name: "echelon-" + namespace, Binary: binary, Args: args, Env: env, LogDir: dir, HTTPPort: port})
 	if err != nil {

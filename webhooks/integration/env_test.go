@@ -32,6 +32,7 @@ import (
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/controllers"
+	"github.com/echelon-operator/echelon/internal/egress/egresstest"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/operator"
 	"github.com/echelon-operator/echelon/internal/podcall"
@@ -58,6 +59,9 @@ var (
 
 // TestMain stops the control plane the tests share, if one started.
 func TestMain(m *testing.M) {
+	// The fake pods listen on loopback, which the egress guard refuses by
+	// default.
+	egresstest.AllowLoopback()
 	code := m.Run()
 	if shared != nil {
 		shared.stop()

@@ -93,6 +93,7 @@ until a feature uses them.
 - --grafana-compat-service={{ .Values.grafanaCompatService.name }}
 {{- end }}
 - --cluster-domain={{ .Values.clusterDomain }}
+- --egress-allow={{ join "," .Values.egress.allow }}
 - --kube-api-qps={{ .Values.kubeAPI.qps }}
 - --kube-api-burst={{ .Values.kubeAPI.burst }}
 - --log-format={{ .Values.logging.format }}
@@ -132,6 +133,9 @@ cannot express clearly. Its output is empty.
 {{- if not .Values.webhooks.certificates.secret.caBundle }}
 {{- fail "webhooks.certificates.mode=secret needs webhooks.certificates.secret.caBundle: the base64 PEM of the CA that signed the Secret's certificate, which the API server must trust" }}
 {{- end }}
+{{- end }}
+{{- if and .Values.grafanaCompat .Values.webhooks.enabled .Values.rbac.create (not .Values.grafanaCompatWebhookConfigurations.validating) (not .Values.grafanaCompatWebhookConfigurations.mutating) }}
+{{- fail "grafanaCompat with webhooks.enabled needs grafanaCompatWebhookConfigurations.validating and/or .mutating: the names of the Grafana rollout-operator's webhook configurations, the only ones the operator may patch (list them with: kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations -l grafana.com/inject-rollout-operator-ca=true)" }}
 {{- end }}
 {{- if and .Values.rbac.analysisSecretsClusterWide .Values.rbac.analysisSecretNamespaces }}
 {{- fail "rbac.analysisSecretsClusterWide grants get on Secrets in every namespace: leave rbac.analysisSecretNamespaces empty, or turn it off to grant only those namespaces" }}

@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/egress/egresstest"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/test/controlplane"
 )
@@ -37,8 +38,10 @@ var (
 )
 
 // Main runs a package's tests, then stops the API server they shared, if one
-// started. Call it from TestMain.
+// started. Call it from TestMain. The egress guard allows loopback, where
+// the tests' receivers, hooks and checks listen, as --egress-allow would.
 func Main(m *testing.M) {
+	egresstest.AllowLoopback()
 	code := m.Run()
 	if sharedCP != nil {
 		if err := sharedCP.Stop(); err != nil {
