@@ -109,22 +109,30 @@ var _ = Describe("One disruption budget", func() {
 			d := startDrain(ctx, b.nodes.first(zoneA), drainTimeout)
 			Eventually(func() int { return rollsOf(b.mon, zoneA) }).Should(BeNumerically(">=", 1), "the drain evicts zone-a's pods")
 			b.setVersion(ctx, "v2", zoneB)
+			// The rollout waits while zone-a has pods taken, and goes the
+			// moment zone-a is whole again, whether or not kubectl drain
+			// has exited yet: the monitor, judging every moment, fails the
+			// spec if zone-b lost a pod while zone-a was short.
 			Eventually(func(gm Gomega) {
 				if rollsOf(b.mon, zoneB) > 0 {
-					StopTrying(fmt.Sprintf("zone-b was rolled while zone-a is drained; breaches: %v", b.mon.Breaches())).Now()
+					return // zone-a was whole again: the monitor judged it
 				}
 				rg := b.get(ctx)
 				gm.Expect(conditionReasons(rg)).To(ContainElement(v1alpha1.ReasonWaitingForDisruption))
 				gm.Expect(rg.Status.Message).To(ContainSubstring(zoneA))
-			}).WithTimeout(30*time.Second).Should(Succeed(), "the group says it waits for the disruption of zone-a")
+			}).WithTimeout(30*time.Second).Should(Succeed(), "the group waits for the disruption of zone-a, or zone-a is whole again")
 			AddReportEntry("the group waiting", b.get(ctx).Status.Message)
 			d.wait(ctx, drainTimeout+10*time.Second)
 
 			b.waitComplete(ctx, time.Minute)
 			b.only(zoneB).waitPodsOn(ctx, "v2")
 			b.only(zoneA, zoneC).waitPodsOn(ctx, "v1")
+			// Zones may take turns (an evicted pod of zone-a back and Ready
+			// before the drain's next eviction lets zone-b's rollout go,
+			// and the drain then waits for zone-b): no clock holds a zone
+			// between two evictions. What holds is the monitor's: never two
+			// zones short at once.
 			expectNoBreaches(b.mon)
-			Expect(b.mon.MemberOrder()).To(Equal([]string{zoneA, zoneB}), "zone-b was rolled only once zone-a was drained: %v", b.mon.Rolls())
 			Expect(rollsOf(b.mon, zoneA)).To(Equal(3))
 			Expect(rollsOf(b.mon, zoneB)).To(Equal(3))
 		})
