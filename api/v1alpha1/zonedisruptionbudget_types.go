@@ -60,7 +60,7 @@ type ZoneDisruptionBudgetStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=zdb,categories=echelon
 // +kubebuilder:printcolumn:name="Max Unavailable",type=string,JSONPath=`.spec.maxUnavailable`
-// +kubebuilder:printcolumn:name="Disrupted Zone",type=string,JSONPath=`.status.disruption.zone`
+// +kubebuilder:printcolumn:name="Recorded Zone",type=string,JSONPath=`.status.disruption.intents[0].zone`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ZoneDisruptionBudget struct {
 	metav1.TypeMeta   `json:",inline"`
