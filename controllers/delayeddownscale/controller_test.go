@@ -19,6 +19,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -283,9 +284,13 @@ func TestDelayedDownscaleRetriesAFailedCancel(t *testing.T) {
 	pods.mu.Lock()
 	pods.failDeletes[podIP(3)] = 1
 	pods.mu.Unlock()
-	sp := e.GetPolicy("ing")
-	sp.Spec.Replicas = ptr.To[int32](4)
-	if err := e.Admin.Update(e.Ctx, sp); err != nil {
+	// The controller writes the policy's status meanwhile: retry the
+	// spec's update on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sp := e.GetPolicy("ing")
+		sp.Spec.Replicas = ptr.To[int32](4)
+		return e.Admin.Update(e.Ctx, sp)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	e.Eventually(10*time.Second, "status naming ing-3, whose DELETE failed", func() (bool, error) {
