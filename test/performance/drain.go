@@ -24,13 +24,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/echelon-operator/echelon/e2e/framework"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/test/controlplane"
 )
@@ -329,23 +326,11 @@ func measureDrainFloor(ctx context.Context, cfg runConfig, c client.Client, w *w
 // the pod watches saw. It uncordons the nodes at the end.
 func drainAll(ctx context.Context, cfg runConfig, o drainOptions, cp *controlplane.ControlPlane, cs kubernetes.Interface, w *watcher, ns string,
 	nodes []string, spare map[string]string, ops operators, res *drainResult) (retErr error) {
-	var members []framework.WatchedMember
-	for _, m := range memberNames[:cfg.members] {
-		members = append(members, framework.WatchedMember{Name: m, Replicas: int(cfg.replicas), MaxUnavailable: intstr.FromInt32(cfg.maxUnavailable)})
-	}
-	mon, err := framework.StartMonitor(ctx, cs, ns, members)
+	mon, err := startPodMonitor(ctx, cfg, cs, ns, memberNames[:cfg.members])
 	if err != nil {
 		return err
 	}
 	defer mon.Stop()
-	// Two zones short at once is a breach whoever made it, not only when
-	// seen at an eviction.
-	mon.JudgeEveryMoment()
-	if err := withTimeout(ctx, cfg.timeout, func(ctx context.Context) error {
-		return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) { return mon.Armed(), nil })
-	}); err != nil {
-		return fmt.Errorf("wait for the pod monitor to see every zone whole: %w", err)
-	}
 	in := ops[0]
 	before, err := scrapeMetrics(in)
 	if err != nil {

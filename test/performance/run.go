@@ -331,21 +331,11 @@ func measureBatches(ctx context.Context, cfg runConfig, c client.Client, w *watc
 func roll(ctx context.Context, cfg runConfig, c client.Client, cs kubernetes.Interface, w *watcher, ns string, g group, ops operators, leader *instance, res *result) error {
 	// The pod monitor of the e2e tests watches every pod of the group while
 	// it rolls: a breach fails the bench, whatever the figures.
-	var members []framework.WatchedMember
-	for _, m := range g.members {
-		members = append(members, framework.WatchedMember{Name: m, Replicas: int(cfg.replicas), MaxUnavailable: intstr.FromInt32(cfg.maxUnavailable)})
-	}
-	mon, err := framework.StartMonitor(ctx, cs, ns, members)
+	mon, err := startPodMonitor(ctx, cfg, cs, ns, g.members)
 	if err != nil {
 		return err
 	}
 	defer mon.Stop()
-	mon.JudgeEveryMoment()
-	if err := withTimeout(ctx, cfg.timeout, func(ctx context.Context) error {
-		return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) { return mon.Armed(), nil })
-	}); err != nil {
-		return fmt.Errorf("wait for the pod monitor to see every zone whole: %w", err)
-	}
 	countsBefore := ops.counts()
 	usageBefore, err := ops.usage()
 	if err != nil {
@@ -413,6 +403,29 @@ func roll(ctx context.Context, cfg runConfig, c client.Client, cs kubernetes.Int
 		res.Handover.TakeoverSeconds, res.Handover.GapSeconds = takeover.Seconds(), gap.Seconds()
 	}
 	return nil
+}
+
+// startPodMonitor starts the e2e tests' pod monitor on members, judging
+// every moment (two zones short at once is a breach whoever made it, not
+// only when seen at a deletion), and waits until it has seen every zone
+// whole.
+func startPodMonitor(ctx context.Context, cfg runConfig, cs kubernetes.Interface, ns string, names []string) (*framework.Monitor, error) {
+	var members []framework.WatchedMember
+	for _, m := range names {
+		members = append(members, framework.WatchedMember{Name: m, Replicas: int(cfg.replicas), MaxUnavailable: intstr.FromInt32(cfg.maxUnavailable)})
+	}
+	mon, err := framework.StartMonitor(ctx, cs, ns, members)
+	if err != nil {
+		return nil, err
+	}
+	mon.JudgeEveryMoment()
+	if err := withTimeout(ctx, cfg.timeout, func(ctx context.Context) error {
+		return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) { return mon.Armed(), nil })
+	}); err != nil {
+		mon.Stop()
+		return nil, fmt.Errorf("wait for the pod monitor to see every zone whole: %w", err)
+	}
+	return mon, nil
 }
 
 func leaderLog(leader *instance) string {
