@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-
 )
 
 // printDrain prints the drain scenario's figures.
