@@ -25,6 +25,7 @@ import (
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 	"github.com/echelon-operator/echelon/internal/rollout"
+	"github.com/echelon-operator/echelon/internal/rollout/gate"
 )
 
 const (
@@ -129,21 +130,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		plan = r.withoutUnheard(rg, plan, heard)
 	}
+	// What must be on record before the batch goes (its AfterBatch gate, its
+	// ordinals for the version-leak report) is written in one patch: the
+	// batch's intent's, when the budget allows it.
+	pre, preDue := preActRecord(ap, written, in, plan, now)
 	if len(plan.Delete) > 0 {
 		var held *v1alpha1.DisruptionHold
-		if plan, held, err = r.acquireBudget(ctx, rg, in, plan, now); err != nil {
+		var recorded *v1alpha1.RolloutGroupStatus
+		var carried *v1alpha1.RolloutGroupStatus
+		if preDue {
+			carried = &pre
+		}
+		if plan, held, recorded, err = r.acquireBudget(ctx, rg, in, plan, carried); err != nil {
 			return ctrl.Result{}, err
 		}
-		rg.Status.Disruption, written.Disruption = held, held.DeepCopy()
-	}
-	// What must be on record before the batch goes (its AfterBatch gate, its
-	// ordinals for the version-leak report) is written in one patch.
-	pre, preDue := written, ap.OpenBatchGateBefore(plan)
-	if preDue {
-		pre = ap.GateRecord(written)
-	}
-	if next, ok := withRemovals(pre, in, plan, now); ok {
-		pre, preDue = next, true
+		switch {
+		case recorded != nil:
+			written, preDue = *recorded, false
+			r.status.Wrote(rg, written, now)
+			rg.Status.Disruption, rg.Status.LeakRecords = written.Disruption.DeepCopy(), written.LeakRecords
+		default:
+			// Refused: the plan waits, and what it needs on record is
+			// judged again on it.
+			rg.Status.Disruption, written.Disruption = held, held.DeepCopy()
+			pre, preDue = preActRecord(ap, written, in, plan, now)
+		}
 	}
 	if preDue {
 		if written, err = r.recordGate(ctx, rg, written, pre, now); err != nil {
@@ -206,6 +217,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		after = rollout.MinPositive(after, staleViewRetryInterval)
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// preActRecord is written with what must be on record before plan's batch
+// goes (its AfterBatch gate, its ordinals for the version-leak report), and
+// whether that differs from written.
+func preActRecord(ap *gate.Pass, written v1alpha1.RolloutGroupStatus, in rollout.Input, plan rollout.Plan, now time.Time) (v1alpha1.RolloutGroupStatus, bool) {
+	pre, due := written, ap.OpenBatchGateBefore(plan)
+	if due {
+		pre = ap.GateRecord(written)
+	}
+	if next, ok := withRemovals(pre, in, plan, now); ok {
+		pre, due = next, true
+	}
+	return pre, due
 }
 
 // withoutStaleViews is err without the errors that wrap errStaleView, nil

@@ -24,10 +24,15 @@ import (
 // nothing. It returns the plan and the record the API server now holds, to
 // serve as written status. The batch's hooks have been called before: the
 // act follows the decision at once, under budget.Fence.
-func (r *Reconciler) acquireBudget(ctx context.Context, rg *v1alpha1.RolloutGroup, in rollout.Input, plan rollout.Plan, now time.Time) (rollout.Plan, *v1alpha1.DisruptionHold, error) {
-	held := rg.Status.Disruption
+//
+// When pre is set (what must be on record before the batch goes: its
+// AfterBatch gate, its ordinals for the version-leak report), the intent's
+// write carries it too, and recorded is the status that write left: one
+// write before the act, not two. recorded is nil when nothing was written.
+func (r *Reconciler) acquireBudget(ctx context.Context, rg *v1alpha1.RolloutGroup, in rollout.Input, plan rollout.Plan, pre *v1alpha1.RolloutGroupStatus) (_ rollout.Plan, held *v1alpha1.DisruptionHold, recorded *v1alpha1.RolloutGroupStatus, _ error) {
+	held = rg.Status.Disruption
 	if !plan.Budget.Record() {
-		return plan, held, nil
+		return plan, held, nil, nil
 	}
 	req := plan.Budget.Request
 	decide := func(ctx context.Context, live *v1alpha1.RolloutGroup) (disruption.Verdict, error) {
@@ -42,18 +47,25 @@ func (r *Reconciler) acquireBudget(ctx context.Context, rg *v1alpha1.RolloutGrou
 		}
 		return disruption.Decide(v, req), nil
 	}
+	also := func(patched *v1alpha1.RolloutGroup) {
+		if pre != nil {
+			patched.Status = keepHold(patched.Status, *pre)
+		}
+		st := patched.Status
+		recorded = &st
+	}
 	key := types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}
-	verdict, err := budget.Acquire(ctx, r.Client, r.apiReader, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },
-		decide, false, metrics.RequesterRollout)
+	verdict, err := budget.AcquireWith(ctx, r.Client, r.apiReader, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },
+		decide, false, metrics.RequesterRollout, also)
 	if err != nil {
-		return plan, rg.Status.Disruption, err
+		return plan, rg.Status.Disruption, nil, err
 	}
 	if !verdict.Allowed {
 		plan.WaitForBudget(verdict)
-		return plan, held, nil
+		return plan, held, nil, nil
 	}
 	plan.Budget.Verdict = verdict
-	return plan, disruption.RecordOf(verdict.Record), nil
+	return plan, disruption.RecordOf(verdict.Record), recorded, nil
 }
 
 // withLivePods is members with each one's pods listed from the API server:

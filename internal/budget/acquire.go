@@ -48,6 +48,13 @@ type Decider[H Holder] func(ctx context.Context, holder H) (disruption.Verdict, 
 // an allowed verdict only after Acquire returns it without error, and
 // under Fence.
 func Acquire[H Holder](ctx context.Context, c client.Client, live client.Reader, key types.NamespacedName, newHolder func() H, decide Decider[H], dryRun bool, requester string) (disruption.Verdict, error) {
+	return AcquireWith(ctx, c, live, key, newHolder, decide, dryRun, requester, nil)
+}
+
+// AcquireWith is Acquire whose write also carries what also sets on the
+// holder as read (after its intents are set): what the caller must have on
+// record before it acts, in the same write as the intent.
+func AcquireWith[H Holder](ctx context.Context, c client.Client, live client.Reader, key types.NamespacedName, newHolder func() H, decide Decider[H], dryRun bool, requester string, also func(H)) (disruption.Verdict, error) {
 	for attempt := 1; ; attempt++ {
 		holder := newHolder()
 		if err := live.Get(ctx, key, holder); err != nil {
@@ -59,6 +66,9 @@ func Acquire[H Holder](ctx context.Context, c client.Client, live client.Reader,
 		}
 		patched := holder.DeepCopyObject().(H)
 		patched.SetDisruptionHold(disruption.RecordOf(v.Record))
+		if also != nil {
+			also(patched)
+		}
 		err = c.Status().Patch(ctx, patched, client.MergeFromWithOptions(holder, client.MergeFromWithOptimisticLock{}))
 		switch {
 		case err == nil:
