@@ -166,8 +166,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	acted, actErr := r.removePods(actCtx, rg, plan, now)
 	released, partitionErr := r.writePartitions(actCtx, rg, plan, in.Members)
 	cancelAct()
+	actErr = errors.Join(actErr, partitionErr, r.withdrawUntaken(ctx, rg, plan, acted.deleted+released))
 	acted.deleted += released
-	actErr = errors.Join(actErr, partitionErr)
 	if controllerutil.ContainsFinalizer(rg, partitionFinalizer) && len(rg.Spec.StatefulSets) > 0 {
 		// Only a StatefulSet removed from an explicit list leaves the
 		// group. A selector that matches a StatefulSet no more (a label

@@ -97,6 +97,25 @@ func fenced(ctx context.Context, plan rollout.Plan) (context.Context, context.Ca
 	return ctx, func() {}
 }
 
+// withdrawUntaken withdraws from the batch's recorded intent the pods the
+// act did not take (taken is how many it did, in the batch's order): a
+// partition write refused because the StatefulSet changed, a deletion that
+// found the pod gone or replaced, a failed request. Those pods are not on
+// their way out, and must not stop the other zones until the intent
+// expires.
+func (r *Reconciler) withdrawUntaken(ctx context.Context, rg *v1alpha1.RolloutGroup, plan rollout.Plan, taken int32) error {
+	b := plan.Budget
+	if b == nil || !b.Verdict.Allowed || int(taken) >= len(plan.Delete) {
+		return nil
+	}
+	var untaken []string
+	for _, pod := range plan.Delete[taken:] {
+		untaken = append(untaken, pod.Name)
+	}
+	key := types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}
+	return budget.Withdraw(ctx, r.Client, r.apiReader, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} }, b.Verdict.Intent, untaken)
+}
+
 // countBudgetDecision counts the budget's answer to the pass's batch: a
 // refusal, or a batch allowed and (at least partly) deleted.
 func countBudgetDecision(plan rollout.Plan, acted actionResult) {

@@ -89,3 +89,33 @@ func AcquireWith[H Holder](ctx context.Context, c client.Client, live client.Rea
 func Fence(ctx context.Context, v disruption.Verdict) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(ctx, disruption.ActDeadline(v.Intent.Decided))
 }
+
+// Withdraw removes pods from the recorded intent in (matched by zone,
+// reason, holder and the second it was decided) after its holder's act
+// failed for them for certain (a refused write, a pod already gone): a pod
+// it did not take must not stop other zones until the intent expires. An
+// intent left with no pod is dropped. It reads the holder from the API
+// server and writes with an optimistic lock, deciding again on a Conflict.
+func Withdraw[H Holder](ctx context.Context, c client.Client, live client.Reader, key types.NamespacedName, newHolder func() H, in disruption.Intent, pods []string) error {
+	for attempt := 1; ; attempt++ {
+		holder := newHolder()
+		if err := live.Get(ctx, key, holder); err != nil {
+			return fmt.Errorf("live read of %s: %w", key.Name, err)
+		}
+		intents, changed := disruption.Withdrawn(disruption.IntentsOf(holder.DisruptionHold()), in, pods)
+		if !changed {
+			return nil
+		}
+		patched := holder.DeepCopyObject().(H)
+		patched.SetDisruptionHold(disruption.RecordOf(intents))
+		err := c.Status().Patch(ctx, patched, client.MergeFromWithOptions(holder, client.MergeFromWithOptimisticLock{}))
+		switch {
+		case err == nil:
+			return nil
+		case apierrors.IsConflict(err) && attempt < maxAttempts && ctx.Err() == nil:
+			continue
+		default:
+			return fmt.Errorf("withdraw the pods %v of zone %s not taken from %s: %w", pods, in.Zone, key.Name, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package disruption
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -169,4 +170,23 @@ func released(sts *appsv1.StatefulSet, pod *corev1.Pod, ord int) bool {
 		partition = int(*ru.Partition)
 	}
 	return ord >= int(podname.Start(sts))+partition
+}
+
+// Withdrawn is intents with pods removed from the one that is in (the same
+// zone, reason and holder, decided in the same second: as recorded), and
+// that intent dropped if no pod is left; changed says whether any was.
+func Withdrawn(intents []Intent, in Intent, pods []string) (_ []Intent, changed bool) {
+	out := make([]Intent, 0, len(intents))
+	for _, r := range intents {
+		if r.Zone == in.Zone && r.Reason == in.Reason && r.Holder == in.Holder && r.Decided.Truncate(time.Second).Equal(in.Decided.Truncate(time.Second)) {
+			n := len(r.Pods)
+			r.Pods = slices.DeleteFunc(slices.Clone(r.Pods), func(p IntentPod) bool { return slices.Contains(pods, p.Name) })
+			changed = changed || len(r.Pods) != n
+			if len(r.Pods) == 0 && n > 0 {
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out, changed
 }

@@ -255,3 +255,26 @@ func TestZoneOfReleased(t *testing.T) {
 		"ing-zone-b-0": {Wanted: true, Available: true, AvailableSince: testNow.Add(-time.Minute)},
 	})
 }
+
+// TestWithdrawn: pods an act did not take leave their intent, which goes
+// once empty; other intents, and one decided in another second, stay.
+func TestWithdrawn(t *testing.T) {
+	in := Intent{Zone: "zone-a", Reason: v1alpha1.DisruptionRollout, Holder: "RolloutGroup ingester", Decided: testNow.Add(300 * time.Millisecond),
+		Pods: []IntentPod{{Name: "zone-a-0", UID: "u0"}, {Name: "zone-a-1", UID: "u1"}}}
+	other := Intent{Zone: "zone-b", Reason: v1alpha1.DisruptionEviction, Holder: "eviction of pod zone-b-0", Decided: testNow, Pods: []IntentPod{{Name: "zone-b-0"}}}
+	older := in
+	older.Decided = testNow.Add(-time.Second)
+	record := IntentsOf(RecordOf([]Intent{older, in, other}))
+
+	got, changed := Withdrawn(record, in, []string{"zone-a-1"})
+	if !changed || len(got) != 3 || len(got[1].Pods) != 1 || got[1].Pods[0].Name != "zone-a-0" || len(got[0].Pods) != 2 {
+		t.Errorf("withdrawing zone-a-1: %+v (changed %v), want it gone from the intent decided then alone", got, changed)
+	}
+	got, changed = Withdrawn(got, in, []string{"zone-a-0"})
+	if !changed || len(got) != 2 || got[0].Decided != older.Decided || got[1].Zone != "zone-b" {
+		t.Errorf("withdrawing its last pod: %+v (changed %v), want the intent dropped", got, changed)
+	}
+	if _, changed := Withdrawn(got, in, []string{"zone-a-0"}); changed {
+		t.Errorf("withdrawing again changed the record")
+	}
+}
