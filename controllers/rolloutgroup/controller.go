@@ -211,9 +211,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, actErr
 	}
 	if actErr != nil {
-		// Only stale views: not a failure of Echelon's. Log it and plan again
-		// soon, without the error backoff.
-		ctrl.LoggerFrom(ctx).Info("acted on a stale view (a batch or a template restore); planning again", "reason", actErr.Error())
+		// Only stale views: not a failure of Echelon's, and resolved by
+		// planning again soon, without the error backoff. Counted; logged
+		// at debug level (issue 31, item 9).
+		metrics.StaleActs.Inc()
+		ctrl.LoggerFrom(ctx).V(1).Info("acted on a stale view (a batch or a template restore); planning again", "reason", actErr.Error())
 		after = rollout.MinPositive(after, staleViewRetryInterval)
 	}
 	return ctrl.Result{RequeueAfter: after}, nil

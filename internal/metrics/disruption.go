@@ -41,8 +41,16 @@ var (
 		Name: "echelon_disruption_hold_conflicts_total",
 		Help: "Writes of a group's disruption hold that met a concurrent decision (Conflict) and were decided again, by requester.",
 	}, []string{"requester"})
+	// StaleActs counts the passes of a group whose act met a view the API
+	// server had moved past (a pod already gone or replaced, a partition
+	// write on a StatefulSet whose spec changed): resolved by planning
+	// again, so logged at debug level only.
+	StaleActs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "echelon_rollout_stale_acts_total",
+		Help: "Rollout passes whose deletions or partition writes met a view the API server had moved past, planned again within a second.",
+	})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(Evictions, DisruptionDecisions, DisruptionHoldConflicts)
+	crmetrics.Registry.MustRegister(Evictions, DisruptionDecisions, DisruptionHoldConflicts, StaleActs)
 }
