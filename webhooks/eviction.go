@@ -138,7 +138,6 @@ func (h *Eviction) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 	// before the answer, on the API server, recording the eviction's
 	// intent: nothing slow sits between the recorded decision and the
 	// eviction the API server then carries out.
-	judged := false
 	for _, b := range budgets {
 		v, err := h.Budgets.Judge(ctx, b, pod)
 		if errors.Is(err, errBudgetGone) {
@@ -147,7 +146,6 @@ func (h *Eviction) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		if err != nil {
 			return failed(reasonLookupFailed, http.StatusInternalServerError, err)
 		}
-		judged = true
 		if !v.Allowed {
 			metrics.DisruptionDecisions.WithLabelValues(metrics.RequesterEviction, metrics.DecisionDenied, v.Code).Inc()
 			return refuseEviction(b, pod, v, dryRun)
@@ -160,7 +158,7 @@ func (h *Eviction) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 			return *refusal
 		}
 	}
-	judged = false
+	judged := false
 	for _, b := range budgets {
 		v, err := h.Budgets.Acquire(ctx, b, pod, dryRun)
 		switch {

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -289,8 +290,7 @@ func (w *simWorld) act(d *simDecision) {
 }
 
 func ordinalOf(name string) int {
-	var ord int
-	fmt.Sscanf(name[strings.LastIndex(name, "-")+1:], "%d", &ord)
+	ord, _ := strconv.Atoi(name[strings.LastIndex(name, "-")+1:])
 	return ord
 }
 

@@ -38,16 +38,6 @@ func intentOn(in Input, zone string, reason v1alpha1.DisruptionReason, holder st
 	return it
 }
 
-// replacedSince is an intent of intentOn whose pods in shows replaced: the
-// UIDs it names are those of pods gone since.
-func replacedSince(it disruption.Intent) disruption.Intent {
-	it.Pods = slices.Clone(it.Pods)
-	for i := range it.Pods {
-		it.Pods[i].UID += "-before"
-	}
-	return it
-}
-
 func TestDecideDisruptionBudget(t *testing.T) {
 	const holder = "RolloutGroup ingester"
 	rolling2 := func(change ...func(in *Input)) Input {
