@@ -525,6 +525,18 @@ func (g fuzzGroup) checkBudget(plan Plan) error {
 	return nil
 }
 
+// budgetAllows is want, or 0 when checkBudgetWait finds the batch refused.
+func (g fuzzGroup) budgetAllows(plan Plan, zone string, want int) (int, error) {
+	if want == 0 {
+		return 0, nil
+	}
+	refused, err := g.checkBudgetWait(plan, zone, want)
+	if refused {
+		want = 0
+	}
+	return want, err
+}
+
 // checkBudgetWait: a batch of want pods of zone that no intent stops is
 // refused only for the zone's own pending pods, which take it past its
 // maxUnavailable; it reports whether it was.
@@ -1004,6 +1016,7 @@ func (g fuzzGroup) check(plan Plan) error {
 	if held {
 		want = 0
 	}
+	var err error
 	if stop, until := g.intentsStop(v.name); want > 0 && stop {
 		if plan.Reason != v1alpha1.ReasonWaitingForDisruption {
 			return fmt.Errorf("%s stopped by intents %+v: reason %s, want %s", v.name, g.in.Intents, plan.Reason, v1alpha1.ReasonWaitingForDisruption)
@@ -1012,14 +1025,8 @@ func (g fuzzGroup) check(plan Plan) error {
 			return fmt.Errorf("%s stopped by intents expiring within %v: RequeueAfter = %v", v.name, until, plan.RequeueAfter)
 		}
 		want = 0
-	} else if want > 0 {
-		refused, err := g.checkBudgetWait(plan, v.name, want)
-		if err != nil {
-			return err
-		}
-		if refused {
-			want = 0
-		}
+	} else if want, err = g.budgetAllows(plan, v.name, want); err != nil {
+		return err
 	}
 	if len(plan.Delete) != want {
 		return fmt.Errorf("%s: deletes %d pods %v, want %d (maxUnavailable %d)", v.name, len(plan.Delete), podNames(plan.Delete), want, v.maxUnav)

@@ -161,16 +161,11 @@ func (g fuzzGroup) checkRotation(r fuzzRotation, plan Plan) error {
 		}
 		sts := g.in.Members[i].StatefulSet
 		want := min(len(pods), v.maxUnav)
+		var err error
 		if stop, _ := g.intentsStop(v.name); (IsPartitioned(sts) && sts.Status.CurrentRevision != sts.Status.UpdateRevision) || stop {
 			want = 0
-		} else if want > 0 {
-			refused, err := g.checkBudgetWait(plan, v.name, want)
-			if err != nil {
-				return err
-			}
-			if refused {
-				want = 0
-			}
+		} else if want, err = g.budgetAllows(plan, v.name, want); err != nil {
+			return err
 		}
 		if len(plan.Delete) != want {
 			return fmt.Errorf("%s: restarts %v, want %d pods (maxUnavailable %d)", v.name, podNames(plan.Delete), want, v.maxUnav)
