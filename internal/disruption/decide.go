@@ -105,9 +105,18 @@ func (p Pod) unavailable() bool {
 	return !p.Wanted || p.Missing || p.Terminating || !p.Available
 }
 
-// Zone is one StatefulSet of the group.
+// Zone is one StatefulSet of the group, or of a group sharing its budget.
 type Zone struct {
 	Name string
+	// Domain is the failure domain the StatefulSet is in when several
+	// StatefulSets share one budget (ingesters and store-gateways of zone
+	// a): StatefulSets of one domain go down together, those of two never
+	// do. "" is a domain of its own, named Name.
+	Domain string
+	// Group tells the StatefulSets of one RolloutGroup from those of others
+	// sharing its budget: a rollout and a downscale of the same group never
+	// overlap, in any zone. "" for every zone of a budget not shared.
+	Group string
 	// Pods are the zone's pods, wanted ordinals without a pod included
 	// (Missing), and pods left above the wanted ordinals (not Wanted).
 	Pods []Pod
@@ -120,6 +129,14 @@ type Zone struct {
 	// MaxUnavailable is the zone's budget: how many of its pods may be
 	// unavailable at once. 0 allows no disruption that costs availability.
 	MaxUnavailable int32
+}
+
+// domain is the failure domain of the zone: Domain, or its Name.
+func (z *Zone) domain() string {
+	if z.Domain != "" {
+		return z.Domain
+	}
+	return z.Name
 }
 
 // Unavailable counts the zone's pods that use its availability.
@@ -254,15 +271,25 @@ func fateOf(in *Intent, p IntentPod, zone *Zone, now time.Time) podFate {
 	switch {
 	case vp.Missing:
 		return fateUnderWay
-	case vp.UID == p.UID && !vp.unavailable():
+	case vp.UID == p.UID && !vp.unavailable(), olderThan(vp, in) && !vp.unavailable():
+		// Untouched; or a view older than the pod the intent took (a
+		// cache showing the pod it replaced, still available), which
+		// says nothing of that pod.
 		if expired {
 			return fateDone
 		}
 		return fatePending
-	case vp.UID != p.UID && !vp.unavailable() && !vp.Created.Before(in.Decided.Truncate(time.Second)):
+	case vp.UID != p.UID && !vp.unavailable():
 		return fateDone
 	}
 	return fateUnderWay
+}
+
+// olderThan reports whether the view's pod vp is another pod than the one
+// in took and was created before in was decided (to the second): an
+// incarnation the intent's pod replaced, shown by a view older than it.
+func olderThan(vp Pod, in *Intent) bool {
+	return vp.UID != "" && vp.Created.Before(in.Decided.Truncate(time.Second))
 }
 
 // intentState sums up, for one decision, what the view shows of the
@@ -403,7 +430,7 @@ type Verdict struct {
 //  1. the zone is one of the group's;
 //  2. a downscale asks while no rollout of the group is open, and neither
 //     a downscale nor a rollout asks while an intent of the other is
-//     recorded and not seen done, in any zone;
+//     recorded and not seen done, in any zone of the group;
 //  3. no other zone has a pod a recorded intent let go that the view shows
 //     untouched (with a partition, of that partition);
 //  4. no other zone is disrupted (pods missing, terminating, not available,
@@ -416,6 +443,10 @@ type Verdict struct {
 //     now stay within its maxUnavailable (replacing a pod that is already
 //     unavailable costs nothing);
 //  7. the record has room for one more intent.
+//
+// "Other zone" means a zone of another failure domain (Zone.Domain): when
+// several groups share a budget, their StatefulSets of one domain may be
+// disrupted together, each within its own maxUnavailable.
 func Decide(v View, req Request) Verdict {
 	zi := slices.IndexFunc(v.Zones, func(z Zone) bool { return z.Name == req.Zone })
 	if zi < 0 {
@@ -432,7 +463,7 @@ func Decide(v View, req Request) Verdict {
 	// overlap, in any zone.
 	for i := range v.Intents {
 		in := &v.Intents[i]
-		if crosses(req.Reason, in.Reason) && !st.done(in) {
+		if crosses(req.Reason, in.Reason) && sameGroup(v, in.Zone, zone) && !st.done(in) {
 			return deny(CodeHeldByOtherZone, fmt.Sprintf("%s of zone %s (%s, decided at %s) is not seen done; a %s waits for it",
 				withArticle(strings.ToLower(string(in.Reason))), in.Zone, orSomeone(in.Holder), in.Decided.UTC().Format(time.RFC3339), strings.ToLower(string(req.Reason))),
 				max(in.Expires.Sub(v.Now), 0))
@@ -444,10 +475,10 @@ func Decide(v View, req Request) Verdict {
 	}
 	var held, heldZones []string
 	for z := range st.pending {
-		if z == req.Zone {
+		other := zoneOrNil(v, z)
+		if z == req.Zone || (other != nil && other.domain() == zone.domain()) {
 			continue
 		}
-		other := zoneOrNil(v, z)
 		n := len(st.pending[z])
 		if other != nil {
 			n = st.pendingIn(other, partition)
@@ -464,7 +495,7 @@ func Decide(v View, req Request) Verdict {
 	var disrupted []string
 	for i := range v.Zones {
 		other := &v.Zones[i]
-		if other.Name == req.Zone {
+		if other.domain() == zone.domain() {
 			continue
 		}
 		if d := other.Disrupted(partition); d != "" {
@@ -481,7 +512,7 @@ func Decide(v View, req Request) Verdict {
 	if req.Reason == v1alpha1.DisruptionEviction && v.CrossZoneDelay > 0 {
 		for i := range v.Zones {
 			other := &v.Zones[i]
-			if other.Name == req.Zone {
+			if other.domain() == zone.domain() {
 				continue
 			}
 			if since := other.wholeSince(partition); !since.IsZero() && v.Now.Before(since.Add(v.CrossZoneDelay)) {
@@ -546,6 +577,13 @@ func allow(v View, st intentState, req Request) Verdict {
 // ActDeadline is when the holder of an intent decided at decided must have
 // acted: the deadline of the context its act runs under.
 func ActDeadline(decided time.Time) time.Time { return decided.Add(ActWindow) }
+
+// sameGroup reports whether the zone an intent names is of zone's group:
+// a zone the view does not show (a member gone since) is taken to be.
+func sameGroup(v View, intentZone string, zone *Zone) bool {
+	other := zoneOrNil(v, intentZone)
+	return other == nil || other.Group == zone.Group
+}
 
 // crosses reports whether a request of one reason must wait for an intent
 // of another even in the same zone: a rollout and a downscale.

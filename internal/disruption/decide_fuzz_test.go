@@ -1,6 +1,7 @@
 package disruption
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -25,7 +26,9 @@ import (
 // new pods and become available, in any order the input picks. After every
 // step it checks, on the world itself rather than on any view, what
 // docs/safety.md promises: at most one zone has pods disrupted, and no zone
-// has more of its wanted pods unavailable than its maxUnavailable.
+// has more of its wanted pods unavailable than its maxUnavailable. Some
+// worlds have two groups sharing one budget: their StatefulSets of a failure
+// domain go down together, and two domains never do.
 func FuzzDecide(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("printable bytes make another world: zones, requests, acts, crashes and pods coming back"))
@@ -72,6 +75,8 @@ type simPod struct {
 
 type simZone struct {
 	name     string
+	domain   string
+	group    string
 	replicas int
 	max      int32
 	pods     map[int]*simPod
@@ -110,12 +115,19 @@ type simSnapshot struct {
 
 func newSimWorld(b *fuzzinput.Bytes) *simWorld {
 	w := &simWorld{now: testNow}
-	for i := range 2 + b.Intn(3) {
-		z := &simZone{name: fmt.Sprintf("zone-%c", 'a'+i), replicas: 1 + b.Intn(5), max: int32(b.Intn(3)), pods: map[int]*simPod{}}
-		for ord := range z.replicas {
-			z.pods[ord] = &simPod{created: testNow.Add(-time.Hour), since: testNow.Add(-time.Hour)}
+	domains, groups := 2+b.Intn(3), 1+b.Intn(2)
+	for g := range groups {
+		for i := range domains {
+			z := &simZone{name: fmt.Sprintf("zone-%c", 'a'+i), replicas: 1 + b.Intn(5), max: int32(b.Intn(3)), pods: map[int]*simPod{}}
+			if groups > 1 {
+				z.domain, z.group = z.name, fmt.Sprintf("g%d", g)
+				z.name = z.group + "-" + z.name
+			}
+			for ord := range z.replicas {
+				z.pods[ord] = &simPod{created: testNow.Add(-time.Hour), since: testNow.Add(-time.Hour)}
+			}
+			w.zones = append(w.zones, z)
 		}
-		w.zones = append(w.zones, z)
 	}
 	w.snapshot()
 	return w
@@ -125,7 +137,7 @@ func newSimWorld(b *fuzzinput.Bytes) *simWorld {
 func (w *simWorld) view() []Zone {
 	var out []Zone
 	for _, z := range w.zones {
-		vz := Zone{Name: z.name, Replicas: int32(z.replicas), MaxUnavailable: z.max}
+		vz := Zone{Name: z.name, Domain: z.domain, Group: z.group, Replicas: int32(z.replicas), MaxUnavailable: z.max}
 		for _, ord := range slices.Sorted(maps.Keys(z.pods)) {
 			p := z.pods[ord]
 			vp := Pod{Name: z.podName(ord), Wanted: !p.leaving, Created: p.created}
@@ -324,7 +336,7 @@ func (w *simWorld) progress(b *fuzzinput.Bytes) {
 	}
 }
 
-// check is the guarantees, on the world.
+// check is the guarantees, on the world: disrupted counts failure domains.
 func (w *simWorld) check() error {
 	var disrupted []string
 	for _, z := range w.zones {
@@ -338,8 +350,8 @@ func (w *simWorld) check() error {
 				unavailable++
 			}
 		}
-		if down {
-			disrupted = append(disrupted, z.name)
+		if name := cmp.Or(z.domain, z.name); down && !slices.Contains(disrupted, name) {
+			disrupted = append(disrupted, name)
 		}
 		if unavailable > z.max {
 			return fmt.Errorf("zone %s has %d wanted pods unavailable, maxUnavailable %d", z.name, unavailable, z.max)
