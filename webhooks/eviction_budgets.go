@@ -49,6 +49,10 @@ type Budget struct {
 	UID       types.UID
 	// Zone is the pod's zone: the StatefulSet that owns it.
 	Zone string
+	// Group is, for a ZoneDisruptionBudget that a RolloutGroup shares
+	// (spec.sharedDisruptionBudget), the group that claims the pod: its
+	// budget judges the pod, in the shared record.
+	Group string
 }
 
 // String is "RolloutGroup ingester", for messages.
@@ -153,6 +157,10 @@ func groupBudgets(groups []v1alpha1.RolloutGroup, zone string) (budgets []Budget
 			unusable = append(unusable, fmt.Sprintf("RolloutGroup %s: spec.disruptionBudget.%v; it judges no eviction until fixed", rg.Name, err))
 			continue
 		}
+		if shared, ok := budget.SharedKey(rg); ok {
+			budgets = append(budgets, Budget{Kind: KindZoneDisruptionBudget, Namespace: rg.Namespace, Name: shared.Name, Zone: zone, Group: rg.Name})
+			continue
+		}
 		budgets = append(budgets, Budget{Kind: KindRolloutGroup, Namespace: rg.Namespace, Name: rg.Name, UID: rg.UID, Zone: zone})
 	}
 	return budgets, unusable
@@ -197,9 +205,26 @@ func (b *liveBudgets) Acquire(ctx context.Context, bud Budget, pod *corev1.Pod, 
 		return disruption.Verdict{}, fmt.Errorf("budget kind %q", bud.Kind)
 	}
 	if apierrors.IsNotFound(err) {
-		return v, fmt.Errorf("%s: %w", bud, errBudgetGone)
+		return b.gone(ctx, bud, v, err)
 	}
 	return v, err
+}
+
+// gone is the answer when bud's object was not found: errBudgetGone, but
+// for a budget a group shares, whose absence refuses (budget.MissingShared)
+// as long as the group still names it.
+func (b *liveBudgets) gone(ctx context.Context, bud Budget, v disruption.Verdict, err error) (disruption.Verdict, error) {
+	if bud.Group == "" {
+		return v, fmt.Errorf("%s: %w", bud, errBudgetGone)
+	}
+	rg := &v1alpha1.RolloutGroup{}
+	if gerr := b.live.Get(ctx, types.NamespacedName{Namespace: bud.Namespace, Name: bud.Group}, rg); gerr != nil {
+		return v, fmt.Errorf("%s: %w", bud, errors.Join(err, gerr))
+	}
+	if rg.Spec.SharedDisruptionBudget != bud.Name {
+		return v, fmt.Errorf("%s: %w", bud, errBudgetGone)
+	}
+	return budget.MissingShared(rg), nil
 }
 
 func (b *liveBudgets) Judge(ctx context.Context, bud Budget, pod *corev1.Pod) (disruption.Verdict, error) {
@@ -221,7 +246,7 @@ func (b *liveBudgets) Judge(ctx context.Context, bud Budget, pod *corev1.Pod) (d
 		return disruption.Verdict{}, fmt.Errorf("budget kind %q", bud.Kind)
 	}
 	if apierrors.IsNotFound(err) {
-		return v, fmt.Errorf("%s: %w", bud, errBudgetGone)
+		return b.gone(ctx, bud, v, err)
 	}
 	return v, err
 }
@@ -243,11 +268,26 @@ func (b *liveBudgets) decideGroup(r client.Reader, bud Budget, pod *corev1.Pod) 
 // bud, its zones and their pods as r holds them.
 func (b *liveBudgets) decideZDB(r client.Reader, bud Budget, pod *corev1.Pod) budget.Decider[*v1alpha1.ZoneDisruptionBudget] {
 	return func(ctx context.Context, zdb *v1alpha1.ZoneDisruptionBudget) (disruption.Verdict, error) {
-		view, err := budget.ZDBView(ctx, r, zdb, b.now(), b.judgedByGroup)
+		// Every ZoneDisruptionBudget may be shared: its view holds the
+		// StatefulSets of the groups sharing it (none, most often: one
+		// list of the groups more).
+		var asking budget.Requester
+		if bud.Group != "" {
+			asking.Group = &v1alpha1.RolloutGroup{}
+			if err := r.Get(ctx, types.NamespacedName{Namespace: bud.Namespace, Name: bud.Group}, asking.Group); err != nil {
+				return disruption.Verdict{}, fmt.Errorf("RolloutGroup %s: %w", bud.Group, err)
+			}
+		}
+		view, err := budget.SharedView(ctx, r, zdb, v1alpha1.DisruptionEviction, b.now(), asking, b.judgedByGroup)
 		if err != nil {
 			return disruption.Verdict{}, fmt.Errorf("ZoneDisruptionBudget %s: %w", zdb.Name, err)
 		}
-		partition, _ := budget.PartitionOf(&zdb.Spec.ZoneBudget) // ZDBView has refused an invalid one
+		// A budget that groups share orders whole zones: a partition of a
+		// pod says nothing of the groups' pods.
+		var partition func(string) string
+		if !slices.ContainsFunc(view.Zones, func(z disruption.Zone) bool { return z.Group != "" }) {
+			partition, _ = budget.PartitionOf(&zdb.Spec.ZoneBudget) // SharedView has refused an invalid one
+		}
 		return disruption.Decide(view, evictionRequest(bud.Zone, pod.Name, partition)), nil
 	}
 }

@@ -9,11 +9,18 @@ import (
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 )
 
-// ValidateZoneDisruptionBudget checks the rule of zdb that CEL cannot: its
-// partition regex is one Go's regexp compiles, with the group it names.
-// (Its other rules are CEL rules; it needs no other object.)
+// ValidateZoneDisruptionBudget checks the rules of zdb that CEL cannot: its
+// partition regex and its spec.zoneFrom.nameRegex are ones Go's regexp
+// compiles, the first with the group it names. (Its other rules are CEL
+// rules; it needs no other object.)
 func ValidateZoneDisruptionBudget(zdb *v1alpha1.ZoneDisruptionBudget, _ NamespaceObjects) field.ErrorList {
-	return validateZoneBudget(&zdb.Spec.ZoneBudget, field.NewPath("spec"))
+	errs := validateZoneBudget(&zdb.Spec.ZoneBudget, field.NewPath("spec"))
+	if from := zdb.Spec.ZoneFrom; from != nil && from.NameRegex != "" {
+		if _, err := regexp.Compile(from.NameRegex); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "zoneFrom", "nameRegex"), from.NameRegex, err.Error()))
+		}
+	}
+	return errs
 }
 
 // validateZoneBudget checks a zone budget's partition regex: a budget whose

@@ -7,6 +7,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/test/builders"
 )
 
@@ -61,4 +62,26 @@ func TestValidateZoneDisruptionBudgetThroughTheWebhook(t *testing.T) {
 	checkAnswer(t, serve(t, h, echelonRequest(admissionv1.Create, "zonedisruptionbudgets", nil, bad).review(), ""), false,
 		http.StatusUnprocessableEntity, `ZoneDisruptionBudget.echelon.dev "store" is invalid: spec.podNamePartitionRegex: Invalid value: "(": error parsing regexp`, "")
 	checkAnswer(t, serve(t, h, echelonRequest(admissionv1.Create, "zonedisruptionbudgets", nil, good).review(), ""), true, 0, "", "")
+}
+
+// TestValidateZoneFrom: a spec.zoneFrom.nameRegex Go cannot compile is
+// refused naming the field; a label or a regex that compiles is not.
+func TestValidateZoneFrom(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		from *v1alpha1.ZoneFrom
+		want []string
+	}{
+		{name: "none"},
+		{name: "a label", from: &v1alpha1.ZoneFrom{Label: "topology.kubernetes.io/zone"}},
+		{name: "a name suffix", from: &v1alpha1.ZoneFrom{NameRegex: `zone-[a-z]$`}},
+		{name: "does not compile", from: &v1alpha1.ZoneFrom{NameRegex: `zone-(`},
+			want: []string{"spec.zoneFrom.nameRegex: error parsing regexp: missing closing ): `zone-(`"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			zdb := builders.MakeZoneDisruptionBudget(testNS, "mimir", "app", "mimir", builders.MakeZoneBudget())
+			zdb.Spec.ZoneFrom = tc.from
+			sameErrors(t, ValidateZoneDisruptionBudget(zdb, NamespaceObjects{}), tc.want)
+		})
+	}
 }

@@ -19,6 +19,7 @@ const (
 
 // RolloutGroupSpec declares which StatefulSets roll together and how fast.
 // +kubebuilder:validation:XValidation:rule="has(self.statefulSets) != has(self.selector)",message="exactly one of spec.statefulSets or spec.selector must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.sharedDisruptionBudget) || !has(self.disruptionBudget) || !has(self.disruptionBudget.podNamePartitionRegex)",message="spec.disruptionBudget.podNamePartitionRegex cannot be used with spec.sharedDisruptionBudget: a shared budget orders whole zones"
 type RolloutGroupSpec struct {
 	// statefulSets lists the member StatefulSets, in the namespace of the group, in
 	// rollout order: the first member with outdated pods is rolled first.
@@ -67,6 +68,19 @@ type RolloutGroupSpec struct {
 	// with the members' rollout maxUnavailable and no delay between zones.
 	// +optional
 	DisruptionBudget *ZoneBudget `json:"disruptionBudget,omitempty"`
+
+	// sharedDisruptionBudget names a ZoneDisruptionBudget in the group's
+	// namespace whose record the group's rollouts, downscales and evictions
+	// share with every other group that names it and with the pods it
+	// selects: the components of one service (ingesters, store-gateways, ...)
+	// then lose pods in one zone at a time between them, zones matched as
+	// the budget's spec.zoneFrom says. Each member keeps its own budget
+	// (maxUnavailable) within its zone. While the named budget does not
+	// exist, the group takes no pod and evictions of its pods are refused.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	SharedDisruptionBudget string `json:"sharedDisruptionBudget,omitempty"`
 
 	// steps rolls the group in stages, each up to a share of the group's pods
 	// (counted over every member together, members in rollout order), then

@@ -19,6 +19,36 @@ type ZoneDisruptionBudgetSpec struct {
 	// ZoneBudget holds maxUnavailable (default 1), crossZoneDelay and the
 	// partition regex.
 	ZoneBudget `json:",inline"`
+
+	// zoneFrom says which zone (failure domain) each StatefulSet is in,
+	// when RolloutGroups share this budget (their
+	// spec.sharedDisruptionBudget) or it selects pods of several
+	// StatefulSets per zone: StatefulSets of one zone may be disrupted
+	// together, each within its own budget, and StatefulSets of two zones
+	// never are. Without it, or for a StatefulSet it finds no zone for, each
+	// StatefulSet is a zone of its own.
+	// +optional
+	ZoneFrom *ZoneFrom `json:"zoneFrom,omitempty"`
+}
+
+// ZoneFrom finds a StatefulSet's zone: from one of its labels, or from its
+// name.
+// +kubebuilder:validation:XValidation:rule="has(self.label) != has(self.nameRegex)",message="spec.zoneFrom: set exactly one of label or nameRegex"
+type ZoneFrom struct {
+	// label is a label of the StatefulSet whose value is its zone, for
+	// example topology.kubernetes.io/zone.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	Label string `json:"label,omitempty"`
+	// nameRegex is a regular expression (RE2) on the StatefulSet's name: its
+	// first capture group is the zone, or the whole match when it has none.
+	// For example "zone-[a-z]$" puts ingester-zone-a and
+	// store-gateway-zone-a in zone "zone-a".
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	NameRegex string `json:"nameRegex,omitempty"`
 }
 
 // Condition types and reasons of a ZoneDisruptionBudget.

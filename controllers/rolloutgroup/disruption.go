@@ -35,6 +35,9 @@ func (r *Reconciler) acquireBudget(ctx context.Context, rg *v1alpha1.RolloutGrou
 		return plan, held, nil, nil
 	}
 	req := plan.Budget.Request
+	if _, shared := budget.SharedKey(rg); shared {
+		return r.acquireShared(ctx, rg, in, plan)
+	}
 	decide := func(ctx context.Context, live *v1alpha1.RolloutGroup) (disruption.Verdict, error) {
 		held = live.Status.Disruption
 		members, err := r.withLivePods(ctx, in.Members)
@@ -66,6 +69,47 @@ func (r *Reconciler) acquireBudget(ctx context.Context, rg *v1alpha1.RolloutGrou
 	}
 	plan.Budget.Verdict = verdict
 	return plan, disruption.RecordOf(verdict.Record), recorded, nil
+}
+
+// acquireShared is acquireBudget for a group that shares a
+// ZoneDisruptionBudget: the intent is recorded in that budget's status,
+// decided on every sharing group's members and pods as read live, and the
+// group's own hold stays as it is. What must be on record in the group
+// before the batch goes is then written after the intent, in a write of its
+// own (recorded is nil): the act still waits for both.
+func (r *Reconciler) acquireShared(ctx context.Context, rg *v1alpha1.RolloutGroup, in rollout.Input, plan rollout.Plan) (rollout.Plan, *v1alpha1.DisruptionHold, *v1alpha1.RolloutGroupStatus, error) {
+	req := plan.Budget.Request
+	decide := func(ctx context.Context, zdb *v1alpha1.ZoneDisruptionBudget) (disruption.Verdict, error) {
+		members, err := r.withLivePods(ctx, in.Members)
+		if err != nil {
+			return disruption.Verdict{}, err
+		}
+		v, err := budget.SharedView(ctx, r.apiReader, zdb, v1alpha1.DisruptionRollout, r.now(),
+			budget.Requester{Group: rg, Members: members, Deleting: in.Deleting.Has}, nil)
+		if err != nil {
+			return disruption.Verdict{}, err
+		}
+		return disruption.Decide(v, req), nil
+	}
+	verdict, err := budget.AcquireShared(ctx, r.Client, r.apiReader, rg, decide, false, metrics.RequesterRollout)
+	if err != nil {
+		return plan, rg.Status.Disruption, nil, err
+	}
+	if !verdict.Allowed {
+		plan.WaitForBudget(verdict)
+		return plan, rg.Status.Disruption, nil, nil
+	}
+	plan.Budget.Verdict = verdict
+	return plan, rg.Status.Disruption, nil, nil
+}
+
+// budgetKey is where the group's intents are recorded: the
+// ZoneDisruptionBudget it shares, or the group itself.
+func budgetKey(rg *v1alpha1.RolloutGroup) (types.NamespacedName, bool) {
+	if key, shared := budget.SharedKey(rg); shared {
+		return key, true
+	}
+	return types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}, false
 }
 
 // withLivePods is members with each one's pods listed from the API server:
@@ -112,7 +156,10 @@ func (r *Reconciler) withdrawUntaken(ctx context.Context, rg *v1alpha1.RolloutGr
 	for _, pod := range plan.Delete[taken:] {
 		untaken = append(untaken, pod.Name)
 	}
-	key := types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}
+	key, shared := budgetKey(rg)
+	if shared {
+		return budget.Withdraw(ctx, r.Client, r.apiReader, key, budget.NewZDB, b.Verdict.Intent, untaken)
+	}
 	return budget.Withdraw(ctx, r.Client, r.apiReader, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} }, b.Verdict.Intent, untaken)
 }
 

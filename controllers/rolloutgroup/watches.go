@@ -48,6 +48,49 @@ func (r *Reconciler) requestsForStatefulSet(ctx context.Context, o client.Object
 			}
 		}
 	}
+	return toRequests(r.withSharing(ctx, sts.Namespace, groups))
+}
+
+// withSharing is groups with every group that shares a budget with one of
+// them (spec.sharedDisruptionBudget): a pod of one becoming available may
+// be what another waits for.
+func (r *Reconciler) withSharing(ctx context.Context, namespace string, groups []v1alpha1.RolloutGroup) []v1alpha1.RolloutGroup {
+	shared := map[string]bool{}
+	for _, g := range groups {
+		if g.Spec.SharedDisruptionBudget != "" {
+			shared[g.Spec.SharedDisruptionBudget] = true
+		}
+	}
+	if len(shared) == 0 {
+		return groups
+	}
+	var all v1alpha1.RolloutGroupList
+	if err := r.List(ctx, &all, client.InNamespace(namespace)); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "map to RolloutGroups sharing a budget")
+		return groups
+	}
+	for _, g := range all.Items {
+		if shared[g.Spec.SharedDisruptionBudget] {
+			groups = append(groups, g)
+		}
+	}
+	return groups
+}
+
+// requestsForSharedBudget maps a ZoneDisruptionBudget event (an intent
+// recorded or withdrawn) to the groups that share it.
+func (r *Reconciler) requestsForSharedBudget(ctx context.Context, o client.Object) []reconcile.Request {
+	var all v1alpha1.RolloutGroupList
+	if err := r.List(ctx, &all, client.InNamespace(o.GetNamespace())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "map ZoneDisruptionBudget to RolloutGroups", "zonedisruptionbudget", o.GetName())
+		return nil
+	}
+	var groups []v1alpha1.RolloutGroup
+	for _, g := range all.Items {
+		if g.Spec.SharedDisruptionBudget == o.GetName() {
+			groups = append(groups, g)
+		}
+	}
 	return toRequests(groups)
 }
 
@@ -66,7 +109,7 @@ func (r *Reconciler) requestsForPod(ctx context.Context, o client.Object) []reco
 		ctrl.LoggerFrom(ctx).Error(err, "map pod to RolloutGroups", "pod", o.GetName())
 		return nil
 	}
-	return toRequests(groups)
+	return toRequests(r.withSharing(ctx, o.GetNamespace(), groups))
 }
 
 // requestsForGroupsSharingMembers maps a RolloutGroup event to the other groups
@@ -188,6 +231,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(podChanged)).
 		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.requestsForBudget),
 			builder.WithPredicates(budgetChanged)).
+		Watches(&v1alpha1.ZoneDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.requestsForSharedBudget)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
 		Named(controllerName).
 		Complete(r)

@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -32,6 +33,10 @@ func DecideDownscale(view disruption.View, req disruption.Request) disruption.Ve
 	return v
 }
 
+// errShared stops a decision on a group's own record when the group shares
+// a budget: the decision is made on that budget's record instead.
+var errShared = errors.New("the group shares a ZoneDisruptionBudget")
+
 // DownscaleRequest asks, for holder, to shrink sts from replicas from to
 // to: the pods of the ordinals it removes.
 func DownscaleRequest(sts *appsv1.StatefulSet, from, to int32, holder string) disruption.Request {
@@ -51,7 +56,12 @@ func DownscaleRequest(sts *appsv1.StatefulSet, from, to int32, holder string) di
 // it. The answer is counted in echelon_disruption_decisions_total with
 // requester "downscale".
 func AcquireDownscale(ctx context.Context, c client.Client, live client.Reader, group client.ObjectKey, req disruption.Request, dryRun bool, now func() time.Time) (disruption.Verdict, error) {
+	var sharing *v1alpha1.RolloutGroup
 	decide := func(ctx context.Context, rg *v1alpha1.RolloutGroup) (disruption.Verdict, error) {
+		if _, shared := SharedKey(rg); shared {
+			sharing = rg
+			return disruption.Verdict{}, errShared
+		}
 		view, err := GroupView(ctx, live, rg, v1alpha1.DisruptionDownscale, now())
 		if err != nil {
 			return disruption.Verdict{}, err
@@ -59,6 +69,16 @@ func AcquireDownscale(ctx context.Context, c client.Client, live client.Reader, 
 		return DecideDownscale(view, req), nil
 	}
 	v, err := Acquire(ctx, c, live, group, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} }, decide, dryRun, metrics.RequesterDownscale)
+	if errors.Is(err, errShared) {
+		// The group's disruptions are recorded in the budget it shares.
+		v, err = AcquireShared(ctx, c, live, sharing, func(ctx context.Context, zdb *v1alpha1.ZoneDisruptionBudget) (disruption.Verdict, error) {
+			view, err := SharedView(ctx, live, zdb, v1alpha1.DisruptionDownscale, now(), Requester{Group: sharing}, nil)
+			if err != nil {
+				return disruption.Verdict{}, err
+			}
+			return DecideDownscale(view, req), nil
+		}, dryRun, metrics.RequesterDownscale)
+	}
 	if err != nil {
 		return v, fmt.Errorf("RolloutGroup %s: %w", group.Name, err)
 	}

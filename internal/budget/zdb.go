@@ -72,13 +72,24 @@ type ZDBZone struct {
 // in no zone.
 func ZDBView(ctx context.Context, r client.Reader, zdb *v1alpha1.ZoneDisruptionBudget, now time.Time,
 	skip func(context.Context, *appsv1.StatefulSet) (bool, error)) (disruption.View, error) {
-	sel, err := ZDBSelector(zdb)
+	zones, err := zdbZones(ctx, r, zdb, skip)
 	if err != nil {
 		return disruption.View{}, err
 	}
+	return ViewOfZDB(zdb, zones, now)
+}
+
+// zdbZones reads from r the StatefulSets that own the pods zdb selects and
+// every pod of those, but those skip is true for.
+func zdbZones(ctx context.Context, r client.Reader, zdb *v1alpha1.ZoneDisruptionBudget,
+	skip func(context.Context, *appsv1.StatefulSet) (bool, error)) ([]ZDBZone, error) {
+	sel, err := ZDBSelector(zdb)
+	if err != nil {
+		return nil, err
+	}
 	var selected corev1.PodList
 	if err := r.List(ctx, &selected, client.InNamespace(zdb.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return disruption.View{}, fmt.Errorf("live read of the pods ZoneDisruptionBudget %s selects: %w", zdb.Name, err)
+		return nil, fmt.Errorf("live read of the pods ZoneDisruptionBudget %s selects: %w", zdb.Name, err)
 	}
 	var owners []string
 	for i := range selected.Items {
@@ -96,12 +107,12 @@ func ZDBView(ctx context.Context, r client.Reader, zdb *v1alpha1.ZoneDisruptionB
 			continue
 		}
 		if err != nil {
-			return disruption.View{}, fmt.Errorf("live read of StatefulSet %s: %w", name, err)
+			return nil, fmt.Errorf("live read of StatefulSet %s: %w", name, err)
 		}
 		if skip != nil {
 			skipped, err := skip(ctx, sts)
 			if err != nil {
-				return disruption.View{}, err
+				return nil, err
 			}
 			if skipped {
 				continue
@@ -109,11 +120,11 @@ func ZDBView(ctx context.Context, r client.Reader, zdb *v1alpha1.ZoneDisruptionB
 		}
 		pods, err := statefulSetPods(ctx, r, sts)
 		if err != nil {
-			return disruption.View{}, err
+			return nil, err
 		}
 		zones = append(zones, ZDBZone{StatefulSet: sts, Pods: pods})
 	}
-	return ViewOfZDB(zdb, zones, now)
+	return zones, nil
 }
 
 // ViewOfZDB builds the view of a ZoneDisruptionBudget from its zones, read

@@ -69,6 +69,9 @@ const (
 	CodeCrossZoneDelay = "CrossZoneDelay"
 	// CodeZoneBudget: the zone would have more pods unavailable than its maxUnavailable.
 	CodeZoneBudget = "ZoneBudgetExhausted"
+	// CodeSharedBudgetNotFound: the group shares a ZoneDisruptionBudget
+	// that does not exist.
+	CodeSharedBudgetNotFound = "SharedBudgetNotFound"
 )
 
 // Pod is one pod of a zone as the decision sees it. A pod the zone wants but
