@@ -31,6 +31,17 @@ type WatchedMember struct {
 	// MaxUnavailable is the member's limit as the group's spec states it,
 	// resolved against Replicas whenever a roll is judged.
 	MaxUnavailable intstr.IntOrString
+	// Domain is the failure domain of a member of several groups that
+	// share one budget (the ingesters and the store-gateways of zone a):
+	// members of one domain may be short together, each within its own
+	// limit. "" is a domain of its own.
+	Domain string
+}
+
+// sameDomain reports whether two members are in one failure domain: the
+// same member, or both of one named Domain.
+func sameDomain(a, b *WatchedMember) bool {
+	return a.Name == b.Name || (a.Domain != "" && a.Domain == b.Domain)
 }
 
 // Breach is one moment at which a guarantee did not hold.
@@ -50,7 +61,8 @@ type Breach struct {
 // A roll is a pod at a wanted ordinal that starts terminating (or vanishes).
 // Echelon is the only one that rolls pods in these tests, so every roll is
 // judged against the guarantees at the moment it is seen:
-//   - no other member has an unavailable pod (guarantees 1 and 2: members are
+//   - no other member (of another failure domain, when members have one)
+//     has an unavailable pod (guarantees 1 and 2: members are
 //     never rolled together, and a member is rolled only while every other one
 //     is fully available, including pods that are being scaled away);
 //   - the rolled member's unavailable pods, the rolled one included, do not
@@ -343,6 +355,9 @@ func (m *Monitor) judgeRoll(now time.Time, wm *WatchedMember, pod string) {
 			}
 			continue
 		}
+		if sameDomain(other, wm) {
+			continue
+		}
 		in := ""
 		if p := m.partitionOf(pod); p != "" {
 			gaps = slices.DeleteFunc(gaps, func(g gap) bool { return !samePartition(m.partitionOf(g.pod), p) })
@@ -359,24 +374,27 @@ func (m *Monitor) judgeRoll(now time.Time, wm *WatchedMember, pod string) {
 // partition, when partition-aware), once per episode. Caller holds mu.
 func (m *Monitor) judgeMoment(now time.Time) {
 	type short struct {
-		member string
+		member *WatchedMember
 		gaps   []gap
 	}
 	var shorts []short
 	for i := range m.members {
 		if gaps := m.lost(m.unavailable(&m.members[i])); len(gaps) > 0 {
-			shorts = append(shorts, short{m.members[i].Name, gaps})
+			shorts = append(shorts, short{&m.members[i], gaps})
 		}
 	}
 	var overlap []string
 	for i, a := range shorts {
 		for _, b := range shorts[i+1:] {
+			if sameDomain(a.member, b.member) {
+				continue
+			}
 			if p, ok := m.sharedPartition(a.gaps, b.gaps); ok {
 				where := ""
 				if p != "" {
 					where = " in partition " + p
 				}
-				overlap = append(overlap, fmt.Sprintf("%s and %s short at once%s: %s; %s", a.member, b.member, where, details(a.gaps), details(b.gaps)))
+				overlap = append(overlap, fmt.Sprintf("%s and %s short at once%s: %s; %s", a.member.Name, b.member.Name, where, details(a.gaps), details(b.gaps)))
 			}
 		}
 	}
