@@ -393,3 +393,44 @@ func evictWhileZoneDown(t *testing.T, e *env, g *WithT, ns string) error {
 	e.setReady(t, ns, "ingester-zone-a-1", false, time.Time{})
 	return e.evictor(t, ns).evict("ingester-zone-b-4")
 }
+
+// TestEvictionSharedBudget: two groups sharing a ZoneDisruptionBudget (issue
+// 29, item 6) and a StatefulSet the budget selects itself are one service:
+// an eviction of an ingester is refused while a store-gateway of another
+// zone is down, naming it, and admitted in the same zone; its intent is
+// recorded in the shared budget, not in the group; while the named budget
+// does not exist, evictions of the group's pods are refused.
+func TestEvictionSharedBudget(t *testing.T) {
+	e, g, ns := begin(t)
+	ctx := context.Background()
+	v := e.evictor(t, ns)
+	e.zones(t, ns, "mimir", 2, "ingester-zone-a", "ingester-zone-b")
+	e.zones(t, ns, "mimir", 2, "store-gateway-zone-a", "store-gateway-zone-b")
+	e.zones(t, ns, "mimir", 1, "compactor-zone-b")
+	ing := builders.MakeRolloutGroup(ns, "ingester").Members("ingester-zone-a", "ingester-zone-b").Obj()
+	ing.Spec.SharedDisruptionBudget = "mimir"
+	sg := builders.MakeRolloutGroup(ns, "store-gateway").Members("store-gateway-zone-a", "store-gateway-zone-b").Obj()
+	sg.Spec.SharedDisruptionBudget = "mimir"
+	g.Expect(e.admin.Create(ctx, ing)).To(Succeed())
+	g.Expect(e.admin.Create(ctx, sg)).To(Succeed())
+	e.waitForCache(t, ing, sg)
+	g.Expect(v.evict("ingester-zone-a-0")).To(refused("ZoneDisruptionBudget mimir, which RolloutGroup ingester shares (spec.sharedDisruptionBudget), does not exist"))
+
+	zdb := builders.MakeZoneDisruptionBudget(ns, "mimir", budgetLabel, "mimir", builders.MakeZoneBudget())
+	zdb.Spec.ZoneFrom = &v1alpha1.ZoneFrom{NameRegex: `zone-[a-z]$`}
+	g.Expect(e.admin.Create(ctx, zdb)).To(Succeed())
+	e.waitForCache(t, zdb)
+
+	e.setReady(t, ns, "store-gateway-zone-b-1", false, time.Time{})
+	g.Expect(v.evict("ingester-zone-a-0")).To(refused("zone store-gateway-zone-b (1 not available) is disrupted"))
+	g.Expect(v.evict("ingester-zone-b-0")).To(Succeed(), "the ingesters of the zone the store-gateway is down in may go")
+	g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(zdb), zdb)).To(Succeed())
+	g.Expect(zdb.Status.Disruption).To(PointTo(holdOf("ingester-zone-b", "ingester-zone-b-0")), "the intent is the shared budget's")
+	g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(ing), ing)).To(Succeed())
+	g.Expect(ing.Status.Disruption).To(BeNil(), "the group records nothing of its own")
+	g.Expect(v.evict("compactor-zone-b-0")).To(Succeed(), "the budget's own pod of the same zone")
+
+	e.setReady(t, ns, "store-gateway-zone-b-1", true, time.Time{})
+	g.Expect(v.evict("store-gateway-zone-a-0")).To(refused("zone compactor-zone-b (1 pod that an eviction (eviction of pod compactor-zone-b-0) was allowed to take"),
+		"zone b's recorded eviction, by the budget's own pod, holds zone a")
+}
