@@ -97,6 +97,8 @@ type rolloutGroupView struct {
 	rg   *v1alpha1.RolloutGroup
 	sets map[string]*appsv1.StatefulSet
 	pods map[string][]*corev1.Pod
+	// shared is the ZoneDisruptionBudget the group shares, when it exists.
+	shared *v1alpha1.ZoneDisruptionBudget
 }
 
 func (v *rolloutGroupView) read(ctx context.Context, s *session) error {
@@ -120,12 +122,23 @@ func (v *rolloutGroupView) read(ctx context.Context, s *session) error {
 			return explain(err, s.host, what)
 		}
 	}
+	v.shared = nil
+	if rg.Spec.SharedDisruptionBudget != "" {
+		zdb := &v1alpha1.ZoneDisruptionBudget{}
+		err := s.client.Get(ctx, types.NamespacedName{Namespace: rg.Namespace, Name: rg.Spec.SharedDisruptionBudget}, zdb)
+		switch {
+		case err == nil:
+			v.shared = zdb
+		case !apierrors.IsNotFound(err):
+			return explain(err, s.host, what)
+		}
+	}
 	v.rg, v.sets, v.pods = rg, sets, pods
 	return nil
 }
 
 func (v *rolloutGroupView) draw(w io.Writer, now time.Time, st render.Style) error {
-	return render.RolloutGroup(w, render.RolloutGroupView{Group: v.rg, StatefulSets: v.sets, Pods: v.pods, Now: now}, st)
+	return render.RolloutGroup(w, render.RolloutGroupView{Group: v.rg, StatefulSets: v.sets, Pods: v.pods, Shared: v.shared, Now: now}, st)
 }
 
 func (v *rolloutGroupView) object() client.Object { return v.rg }
@@ -135,6 +148,7 @@ func (v *rolloutGroupView) watches() []watched {
 		{list: &v1alpha1.RolloutGroupList{}, opts: byName(v.key)},
 		{list: &appsv1.StatefulSetList{}, opts: []client.ListOption{client.InNamespace(v.key.Namespace)}},
 		{list: &corev1.PodList{}, opts: []client.ListOption{client.InNamespace(v.key.Namespace)}},
+		{list: &v1alpha1.ZoneDisruptionBudgetList{}, opts: []client.ListOption{client.InNamespace(v.key.Namespace)}},
 	}
 }
 

@@ -416,3 +416,25 @@ func TestPlanWaitingForPromoteSaysWhatThePromoteStarts(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedBudgetLine: a group that shares a ZoneDisruptionBudget shows
+// that budget's record, or says it does not exist, not its own.
+func TestSharedBudgetLine(t *testing.T) {
+	rg, zones := rollingGroup()
+	shared := &v1alpha1.ZoneDisruptionBudget{Status: v1alpha1.ZoneDisruptionBudgetStatus{Disruption: rg.Status.Disruption.DeepCopy()}}
+	shared.Status.Disruption.Intents[1].Holder = "RolloutGroup store-gateway"
+	rg.Status.Disruption = nil
+	rg.Spec.SharedDisruptionBudget = "mimir"
+	v := groupView(rg, zones)
+	v.Shared = shared
+	out := draw(t, func(b *bytes.Buffer) error { return render.RolloutGroup(b, v, render.Style{Width: 400}) })
+	if want := "Disruption:   shared with ZoneDisruptionBudget mimir: zone ingester-zone-b: Rollout decided"; !strings.Contains(out, want) ||
+		!strings.Contains(out, "by RolloutGroup store-gateway") {
+		t.Errorf("want %q and the other group's intent in:\n%s", want, out)
+	}
+	v.Shared = nil
+	out = draw(t, func(b *bytes.Buffer) error { return render.RolloutGroup(b, v, render.Style{Width: 400}) })
+	if want := "shared with ZoneDisruptionBudget mimir, which does not exist"; !strings.Contains(out, want) {
+		t.Errorf("want %q in:\n%s", want, out)
+	}
+}

@@ -26,7 +26,11 @@ type RolloutGroupView struct {
 	StatefulSets map[string]*appsv1.StatefulSet
 	// Pods are the pods each member's StatefulSet controls, by member name.
 	Pods map[string][]*corev1.Pod
-	Now  time.Time
+	// Shared is the ZoneDisruptionBudget the group shares
+	// (spec.sharedDisruptionBudget), whose record holds its intents; nil
+	// when it shares none, or the one it names does not exist.
+	Shared *v1alpha1.ZoneDisruptionBudget
+	Now    time.Time
 }
 
 // liveTotals sums the members' counts from their pods; false when a member
@@ -111,7 +115,7 @@ func RolloutGroup(w io.Writer, v RolloutGroupView, s Style) error {
 		field("Restart", fmt.Sprintf("pods created before %s are replaced (spec.restartAt, %s)", stamp(at.Time), ago(v.Now, at.Time)))
 	}
 	field("Waiting for", wrap(waitingLine(rg, v.Now), s.Width-14, strings.Repeat(" ", 14)))
-	field("Disruption", holdLine(st.Disruption, v.Now))
+	field("Disruption", disruptionLine(v))
 	writeAnalysis(&b, field, rg, v.Now, s)
 	b.WriteString("\n")
 
@@ -175,6 +179,19 @@ func waitingSince(st v1alpha1.RolloutGroupStatus) time.Time {
 		since = st.LastProgressTime.Time
 	}
 	return since
+}
+
+// disruptionLine describes the record the group's disruptions are in: its
+// own, or that of the ZoneDisruptionBudget it shares.
+func disruptionLine(v RolloutGroupView) string {
+	name := v.Group.Spec.SharedDisruptionBudget
+	switch {
+	case name == "":
+		return holdLine(v.Group.Status.Disruption, v.Now)
+	case v.Shared == nil:
+		return fmt.Sprintf("shared with ZoneDisruptionBudget %s, which does not exist: the group takes no pod until it does", name)
+	}
+	return fmt.Sprintf("shared with ZoneDisruptionBudget %s: %s", name, holdLine(v.Shared.Status.Disruption, v.Now))
 }
 
 // holdLine describes the group's recorded disruptions: for each, which
