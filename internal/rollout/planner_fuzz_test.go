@@ -395,12 +395,15 @@ func (g fuzzGroup) fateOf(in disruption.Intent, ip disruption.IntentPod) fate {
 		return fateDone
 	}
 	p := g.in.Members[i].Pods[k]
+	// A pod created before the decision is the one the intent took, or
+	// one older than it (a view that lags the intent): untouched either way.
+	untouched := p.UID == ip.UID || p.CreationTimestamp.Time.Before(in.Decided.Truncate(time.Second))
 	switch {
-	case p.UID == ip.UID && g.shownAvailable(i, p) && expired:
+	case untouched && g.shownAvailable(i, p) && expired:
 		return fateDone
-	case p.UID == ip.UID && g.shownAvailable(i, p):
+	case untouched && g.shownAvailable(i, p):
 		return fatePending
-	case p.UID != ip.UID && g.shownAvailable(i, p) && !p.CreationTimestamp.Time.Before(in.Decided.Truncate(time.Second)):
+	case g.shownAvailable(i, p):
 		return fateDone
 	}
 	return fateUnderWay
