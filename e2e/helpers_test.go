@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -267,6 +268,24 @@ func expectNoBreaches(mon *framework.Monitor) {
 	Expect(mon.Breaches()).To(BeEmpty(), "the guarantees were breached during the rollout")
 	Expect(mon.ForcedDeletions()).To(BeEmpty(),
 		"pods vanished without terminating first: force-deleted by someone other than Echelon, which deletes gracefully")
+}
+
+// podsNamedIn lists the pods PodsRolled Events' notes name ("...: pod-0
+// (rev), pod-1 (rev)"), once each.
+func podsNamedIn(notes []string) []string {
+	var out []string
+	for _, note := range notes {
+		list := note
+		if i := strings.LastIndex(note, ": "); i >= 0 {
+			list = note[i+2:]
+		}
+		for _, entry := range strings.Split(list, ", ") {
+			if name, _, ok := strings.Cut(entry, " ("); ok && !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
 }
 
 // events lists the Events recorded on the group.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -71,29 +70,14 @@ batch:
 		r.recordRestarts(rg, plan, removed, evict)
 	} else if len(removed) > 0 {
 		metrics.PodsRolled.WithLabelValues(rg.Namespace, rg.Name, plan.Current).Add(float64(len(removed)))
-		// The first pod of the batch is the Event's related object. Besides
-		// linking it, that keeps batches apart: the Events API folds Events that
-		// agree on reason, action, regarding and related into one series, which
-		// would hide all but one batch's pods.
-		r.events.Eventf(rg, removed[0], corev1.EventTypeNormal, "PodsRolled", removalAction(evict), "%s",
-			describeBatch(plan, removed, evict))
+		verb := "deleted"
+		if evict {
+			verb = "evicted"
+		}
+		r.tellRolled(rg, rolledBatch{member: plan.Current, action: removalAction(evict), verb: verb,
+			revision: updateRevisionOf(plan), pods: removed}, now)
 	}
 	return res, stopErr
-}
-
-// describeBatch is the message of a batch's one Event: the member, the pods and
-// the revisions, so that `kubectl describe rg` reads as the rollout's log.
-func describeBatch(plan rollout.Plan, removed []*corev1.Pod, evict bool) string {
-	verb := "deleted"
-	if evict {
-		verb = "evicted"
-	}
-	names := make([]string, 0, len(removed))
-	for _, pod := range removed {
-		names = append(names, fmt.Sprintf("%s (%s)", pod.Name, podRevisionLabel(pod)))
-	}
-	return fmt.Sprintf("%s %s of StatefulSet %s, rolling to revision %s: %s",
-		verb, rollout.Plural(len(removed), "pod"), plan.Current, updateRevisionOf(plan), strings.Join(names, ", "))
 }
 
 func removalAction(evict bool) string {

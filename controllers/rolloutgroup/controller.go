@@ -58,6 +58,8 @@ type Reconciler struct {
 	deletions *deletionExpectations
 	revisions *revisionMemo
 	status    *statusLedger
+	// batches holds the batches not told in a PodsRolled Event yet.
+	batches *batchLog
 	queriers  *querierCache
 	// httpChecks sends the GETs of http analysis checks.
 	httpChecks analysis.HTTPGetter
@@ -189,6 +191,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		up.status.ObservedGeneration = written.ObservedGeneration
 	}
 	r.trackLeaks(rg, in, plan, &up.status, now)
+	tellAfter := r.tellDueBatches(rg, plan, now)
 	r.recordTransition(rg, plan, up)
 	r.recordStep(rg, rg.Status.Step, up.status.Step, plan.Step)
 	r.recordRotation(rg, up)
@@ -201,6 +204,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	after := rollout.MinPositive(plan.RequeueAfter, up.recheckAfter)
 	after = rollout.MinPositive(after, flushAfter)
 	after = rollout.MinPositive(after, ap.RequeueAfter())
+	after = rollout.MinPositive(after, tellAfter)
 	if acted.refused != "" {
 		after = rollout.MinPositive(after, evictionRetryInterval)
 	}
@@ -358,6 +362,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.deletions.ForgetGroup(key)
 	r.status.Forget(key)
 	r.queriers.forget(key)
+	r.batches.forget(key)
 	metrics.ForgetGroup(key.Namespace, key.Name)
 }
 
@@ -377,6 +382,7 @@ func New(mgr ctrl.Manager) *Reconciler {
 		apiReader: mgr.GetAPIReader(),
 		deletions: newDeletionExpectations(),
 		revisions: newRevisionMemo(),
+		batches:   newBatchLog(),
 		status:    newStatusLedger(),
 		queriers:  newQuerierCache(),
 		// Each request carries its own timeout (spec); none on the client.

@@ -66,7 +66,8 @@ func (r *Reconciler) writePartitions(ctx context.Context, rg *v1alpha1.RolloutGr
 		if c.Release {
 			released = int32(len(plan.Delete))
 			metrics.PodsRolled.WithLabelValues(rg.Namespace, rg.Name, plan.Current).Add(float64(released))
-			r.events.Eventf(rg, plan.Delete[0], corev1.EventTypeNormal, "PodsRolled", "Release", "%s", describeRelease(plan, c))
+			r.tellRolled(rg, rolledBatch{member: c.Member, action: "Release", verb: "released", partition: true, from: c.From, to: c.To,
+				revision: updateRevisionOf(plan), pods: plan.Delete}, r.now())
 			continue
 		}
 		r.events.Eventf(rg, sts, corev1.EventTypeNormal, "PartitionHeld", "HoldPartition",
@@ -74,16 +75,6 @@ func (r *Reconciler) writePartitions(ctx context.Context, rg *v1alpha1.RolloutGr
 			c.Member, c.From, c.To, sts.Status.UpdateRevision)
 	}
 	return released, errors.Join(errs...)
-}
-
-// describeRelease is the message of a release's one Event.
-func describeRelease(plan rollout.Plan, c rollout.PartitionChange) string {
-	names := make([]string, 0, len(plan.Delete))
-	for _, pod := range plan.Delete {
-		names = append(names, fmt.Sprintf("%s (%s)", pod.Name, podRevisionLabel(pod)))
-	}
-	return fmt.Sprintf("released %s of StatefulSet %s by lowering its partition from %d to %d, rolling to revision %s: %s",
-		rollout.Plural(len(plan.Delete), "pod"), c.Member, c.From, c.To, updateRevisionOf(plan), strings.Join(names, ", "))
 }
 
 func podRevisionLabel(pod *corev1.Pod) string {

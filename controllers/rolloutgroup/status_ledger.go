@@ -104,6 +104,12 @@ func (l *statusLedger) Forget(key types.NamespacedName) {
 	delete(l.entries, key)
 }
 
+// rollingOrWaiting reports whether a member's phase is one a rolling
+// member goes through at every batch.
+func rollingOrWaiting(p v1alpha1.MemberPhase) bool {
+	return p == v1alpha1.MemberRolling || p == v1alpha1.MemberWaiting
+}
+
 // urgentStatusChange reports whether next differs from written in anything a user
 // or the controller itself must see at once: phase, the member being rolled,
 // conditions (but the reason of a rollout's current step), member phases and
@@ -144,7 +150,11 @@ func urgentStatusChange(spec v1alpha1.RolloutGroupSpec, written, next v1alpha1.R
 	}
 	for i := range next.StatefulSets {
 		w, n := written.StatefulSets[i], next.StatefulSets[i]
-		if w.Name != n.Name || w.Phase != n.Phase || w.Replicas != n.Replicas ||
+		// A partitioned member is Waiting for its StatefulSet controller to
+		// observe each partition Echelon lowers, between two passes that
+		// find it Rolling: written at once, each release would cost two
+		// status writes more. An OnDelete member's wait is written at once.
+		if w.Name != n.Name || (w.Phase != n.Phase && !(bothProgressing && n.Partition != nil && rollingOrWaiting(w.Phase) && rollingOrWaiting(n.Phase))) || w.Replicas != n.Replicas ||
 			w.MaxUnavailable != n.MaxUnavailable || w.MaxUnavailableFrom != n.MaxUnavailableFrom ||
 			w.UpdateRevision != n.UpdateRevision || w.CurrentRevision != n.CurrentRevision ||
 			w.StableRevision != n.StableRevision || w.GatePassedRevision != n.GatePassedRevision {

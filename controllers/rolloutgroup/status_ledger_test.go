@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/lookup"
@@ -134,7 +135,20 @@ func TestUrgentStatusChange(t *testing.T) {
 			s.Phase, s.Conditions[0].Reason = v1alpha1.PhaseStalled, v1alpha1.ReasonProgressDeadlineExceeded
 		}, true},
 		{"a condition status is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) { s.Conditions[0].Status = metav1.ConditionTrue }, true},
-		{"member phase is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) { s.StatefulSets[0].Phase = v1alpha1.MemberWaiting }, true},
+		{"member phase is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) { s.StatefulSets[0].Phase = v1alpha1.MemberComplete }, true},
+		// Each partition release: the member waits for its StatefulSet
+		// controller to observe the new partition, for a pass (issue 29: two
+		// status writes more per release).
+		{"a partitioned member waiting for its StatefulSet controller waits", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) {
+			s.StatefulSets[0].Phase, s.Conditions[0].Reason = v1alpha1.MemberWaiting, v1alpha1.ReasonWaitingForStatefulSet
+			s.StatefulSets[0].Partition = ptr.To[int32](7)
+		}, false},
+		{"an OnDelete member waiting is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) {
+			s.StatefulSets[0].Phase, s.Conditions[0].Reason = v1alpha1.MemberWaiting, v1alpha1.ReasonWaitingForStatefulSet
+		}, true},
+		{"a member waiting while the group stops is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) {
+			s.Phase, s.StatefulSets[0].Phase = v1alpha1.PhasePaused, v1alpha1.MemberWaiting
+		}, true},
 		{"a wait for the disruption budget is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) {
 			s.Conditions[0].Reason = v1alpha1.ReasonWaitingForDisruption
 		}, true},
