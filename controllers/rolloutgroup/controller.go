@@ -59,8 +59,8 @@ type Reconciler struct {
 	revisions *revisionMemo
 	status    *statusLedger
 	// batches holds the batches not told in a PodsRolled Event yet.
-	batches *batchLog
-	queriers  *querierCache
+	batches  *batchLog
+	queriers *querierCache
 	// httpChecks sends the GETs of http analysis checks.
 	httpChecks analysis.HTTPGetter
 	// hookCaller makes the calls of spec.hooks; podHost says how a pod of a
