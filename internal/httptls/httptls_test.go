@@ -61,7 +61,13 @@ func caSecret(name string, pem []byte) *corev1.Secret { return httptlstest.CASec
 // call loads spec, takes the client for it from transports and GETs url.
 func call(t *testing.T, c client.Reader, transports *httptls.Transports, spec *v1alpha1.TLSConfig, url string) error {
 	t.Helper()
-	m, err := httptls.Load(context.Background(), c, ns, spec, field)
+	return callIn(t, c, ns, transports, spec, url)
+}
+
+// callIn is call with spec in namespace.
+func callIn(t *testing.T, c client.Reader, namespace string, transports *httptls.Transports, spec *v1alpha1.TLSConfig, url string) error {
+	t.Helper()
+	m, err := httptls.Load(context.Background(), c, namespace, spec, field)
 	if err != nil {
 		return err
 	}
