@@ -13,6 +13,7 @@ import (
 	"fmt"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/controllers/delayeddownscale"
 	"github.com/echelon-operator/echelon/controllers/notification"
@@ -25,21 +26,22 @@ import (
 
 // Setup registers Echelon's controllers with the manager, with the cache
 // indexes they and the webhooks share; addressing says how pods are called
-// over HTTP.
-func Setup(mgr ctrl.Manager, addressing podcall.Addressing) error {
+// over HTTP, tlsObjects reads the Secrets and ConfigMaps of tls blocks (the
+// process's httptls.Objects; nil reads them live).
+func Setup(mgr ctrl.Manager, addressing podcall.Addressing, tlsObjects client.Reader) error {
 	if err := lookup.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	if err := rolloutgroup.New(mgr).WithAddressing(addressing).SetupWithManager(mgr); err != nil {
+	if err := rolloutgroup.New(mgr).WithAddressing(addressing).WithTLSObjects(tlsObjects).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the RolloutGroup controller: %w", err)
 	}
 	if err := notification.Setup(mgr); err != nil {
 		return fmt.Errorf("set up the notification controller: %w", err)
 	}
-	if err := scalingpolicy.New(mgr).WithAddressing(addressing).SetupWithManager(mgr); err != nil {
+	if err := scalingpolicy.New(mgr).WithAddressing(addressing).WithTLSObjects(tlsObjects).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the ScalingPolicy controller: %w", err)
 	}
-	if err := delayeddownscale.New(mgr, addressing).SetupWithManager(mgr); err != nil {
+	if err := delayeddownscale.New(mgr, addressing).WithTLSObjects(tlsObjects).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the DelayedDownscale controller: %w", err)
 	}
 	if err := zonedisruptionbudget.New(mgr).SetupWithManager(mgr); err != nil {

@@ -77,10 +77,13 @@ type pendingDownscales struct {
 	client client.Client
 	// live reads the StatefulSet before a confirm or a cancel: the cache
 	// may lag behind the downscale, or behind an upscale before it.
-	live   client.Reader
-	pods   *podcall.Client
-	events events.EventRecorder
-	now    func() time.Time
+	live client.Reader
+	// tlsObjects reads the Secrets and ConfigMaps of the prepare endpoint's
+	// tls block (Config.TLSObjects).
+	tlsObjects client.Reader
+	pods       *podcall.Client
+	events     events.EventRecorder
+	now        func() time.Time
 }
 
 // setupPendingDownscales adds the controller (leader only: one replica
@@ -203,7 +206,7 @@ func (r *pendingDownscales) sendCancels(ctx context.Context, sp *v1alpha1.Scalin
 		if d.Prepare.Timeout != nil && d.Prepare.Timeout.Duration > 0 {
 			timeout = d.Prepare.Timeout.Duration
 		}
-		endpointTLS, err := httptls.Load(ctx, r.live, sp.Namespace, d.Prepare.TLS, "spec.downscale.prepare.tls")
+		endpointTLS, err := httptls.Load(ctx, r.tlsObjects, sp.Namespace, d.Prepare.TLS, "spec.downscale.prepare.tls")
 		if err != nil {
 			note = fmt.Sprintf("; %v", err)
 		}

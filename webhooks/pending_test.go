@@ -152,7 +152,7 @@ func TestPendingDownscalesReconcile(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1alpha1.ScalingPolicy{}).WithObjects(&sp, &cached).Build()
 			liveReader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&live).Build()
 			events := &eventRecorder{}
-			r := &pendingDownscales{client: c, live: liveReader, pods: NewPodClient(), events: events, now: func() time.Time { return tc.now }}
+			r := &pendingDownscales{client: c, live: liveReader, tlsObjects: liveReader, pods: NewPodClient(), events: events, now: func() time.Time { return tc.now }}
 			before := map[string]float64{}
 			for _, o := range []string{metrics.PendingDownscaleConfirmed, metrics.PendingDownscaleCancelled} {
 				before[o] = testutil.ToFloat64(metrics.WebhookPendingDownscales.WithLabelValues(o))
@@ -270,7 +270,7 @@ func TestPendingCancelRetried(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1alpha1.ScalingPolicy{}).WithObjects(sp, sts, pod4).Build()
 	live := fake.NewClientBuilder().WithScheme(scheme).WithObjects(sts.DeepCopy()).Build()
 	now := testNow
-	r := &pendingDownscales{client: c, live: live, pods: NewPodClient(), events: &eventRecorder{}, now: func() time.Time { return now }}
+	r := &pendingDownscales{client: c, live: live, tlsObjects: live, pods: NewPodClient(), events: &eventRecorder{}, now: func() time.Time { return now }}
 	pass := func() (time.Duration, *v1alpha1.ScalingPolicy) {
 		t.Helper()
 		res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(sp)})

@@ -10,6 +10,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -58,6 +59,9 @@ type Config struct {
 	// GrafanaCompat also answers the Grafana rollout-operator's paths that
 	// are not Echelon's (PathGrafanaPodEviction, PathGrafanaZPDBValidation).
 	GrafanaCompat bool
+	// TLSObjects reads the Secrets and ConfigMaps of tls blocks (the
+	// process's httptls.Objects); nil reads them live.
+	TLSObjects client.Reader
 }
 
 // Setup adds the HTTPS webhook server to the manager, serving the four
@@ -73,13 +77,17 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 		return nil, errors.New("webhook server: no certificate source")
 	}
 	srv := NewServer(cfg.Host, cfg.Port, cfg.Certificates)
+	tlsObjects := cfg.TLSObjects
+	if tlsObjects == nil {
+		tlsObjects = mgr.GetAPIReader()
+	}
 	cluster := NewCluster(mgr.GetClient(), mgr.GetClient(), cfg.Namespaces)
 	events := mgr.GetEventRecorder("echelon")
 	log := ctrl.Log.WithName("webhooks")
 	prepare := &PrepareDownscale{Cluster: cluster, Budget: NewDownscaleBudget(mgr.GetClient(), mgr.GetAPIReader()),
-		Identity: cfg.Identity, Pods: NewPodClient(), Addressing: cfg.Addressing, Secrets: mgr.GetAPIReader(), Now: time.Now}
+		Identity: cfg.Identity, Pods: NewPodClient(), Addressing: cfg.Addressing, Secrets: tlsObjects, Now: time.Now}
 	eviction := &Eviction{Cluster: cluster, Budgets: NewEvictionBudgets(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetClient(), time.Now),
-		Hooks: NewEvictionHooks(mgr.GetClient()), Caller: newHookCaller(), Addressing: cfg.Addressing, Secrets: mgr.GetAPIReader()}
+		Hooks: NewEvictionHooks(mgr.GetClient()), Caller: newHookCaller(), Addressing: cfg.Addressing, Secrets: tlsObjects}
 	type handler struct {
 		name string
 		decider
@@ -108,7 +116,7 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 	if err := mgr.Add(srv); err != nil {
 		return nil, fmt.Errorf("add the webhook server: %w", err)
 	}
-	pending := &pendingDownscales{client: mgr.GetClient(), live: mgr.GetAPIReader(), pods: prepare.Pods, events: events, now: time.Now}
+	pending := &pendingDownscales{client: mgr.GetClient(), live: mgr.GetAPIReader(), tlsObjects: tlsObjects, pods: prepare.Pods, events: events, now: time.Now}
 	if err := setupPendingDownscales(mgr, pending); err != nil {
 		return nil, fmt.Errorf("add the prepared-downscale controller: %w", err)
 	}

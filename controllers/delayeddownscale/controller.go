@@ -33,13 +33,14 @@ const (
 // and tells the target's ScalingPolicy how far it may shrink the StatefulSet.
 type Reconciler struct {
 	client.Client
-	// apiReader reads the Secrets and ConfigMaps of spec.prepareEndpoint.tls
-	// live: the cache holds none.
-	apiReader client.Reader
-	events    recorder.EventRecorder
-	pods      *podcall.Client
-	config    podcall.Addressing
-	now       func() time.Time
+	// tlsObjects reads the Secrets and ConfigMaps of
+	// spec.prepareEndpoint.tls: the process's httptls.Objects, which watches
+	// each one read (the manager's cache holds none).
+	tlsObjects client.Reader
+	events     recorder.EventRecorder
+	pods       *podcall.Client
+	config     podcall.Addressing
+	now        func() time.Time
 }
 
 // +kubebuilder:rbac:groups=echelon.dev,resources=delayeddownscales,verbs=list;watch
@@ -104,7 +105,7 @@ func (r *Reconciler) callAndDecide(ctx context.Context, dd *v1alpha1.DelayedDown
 	var tlsErr error
 	if len(calls.Prepare)+len(calls.Cancel) > 0 {
 		// Read live on each pass that calls, so that a rotated CA is used.
-		endpointTLS, tlsErr = httptls.Load(ctx, r.apiReader, dd.Namespace, dd.Spec.PrepareEndpoint.TLS, "spec.prepareEndpoint.tls")
+		endpointTLS, tlsErr = httptls.Load(ctx, r.tlsObjects, dd.Namespace, dd.Spec.PrepareEndpoint.TLS, "spec.prepareEndpoint.tls")
 	}
 	answers := map[string]delayed.Record{}
 	ctx = egress.WithField(ctx, "spec.prepareEndpoint")
@@ -167,13 +168,22 @@ func (r *Reconciler) recordTransition(dd *v1alpha1.DelayedDownscale, st v1alpha1
 	}
 }
 
+// WithTLSObjects reads the Secrets and ConfigMaps of tls blocks through
+// objects (the process's httptls.Objects) instead of live; nil keeps live.
+func (r *Reconciler) WithTLSObjects(objects client.Reader) *Reconciler {
+	if objects != nil {
+		r.tlsObjects = objects
+	}
+	return r
+}
+
 // New returns the reconciler, reading through the
 // manager's cache and calling pods as addressing says.
 func New(mgr ctrl.Manager, addressing podcall.Addressing) *Reconciler {
 	return &Reconciler{
-		Client:    mgr.GetClient(),
-		apiReader: mgr.GetAPIReader(),
-		events:    source.Recorder(mgr.GetEventRecorder("echelon")),
+		Client:     mgr.GetClient(),
+		tlsObjects: mgr.GetAPIReader(),
+		events:     source.Recorder(mgr.GetEventRecorder("echelon")),
 		// The per-call timeout bounds each call; this one only bounds a call
 		// whose context lost its deadline.
 		pods:   &podcall.Client{HTTP: httptls.NewClient(5 * time.Minute)},

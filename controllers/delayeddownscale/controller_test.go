@@ -14,6 +14,7 @@ import (
 
 	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
 	"github.com/echelon-operator/echelon/controllers/scalingpolicy"
+	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/httptls/httptlstest"
 	"github.com/echelon-operator/echelon/internal/podcall"
 
@@ -429,13 +430,19 @@ func TestDelayedDownscaleValidation(t *testing.T) {
 }
 
 // newScalingEnv runs the DelayedDownscale and ScalingPolicy controllers, which
-// work together on a downscale, in a fresh namespace. Pods are called on their
-// IPs: the tests' pods get loopback IPs that a test server answers on.
+// work together on a downscale, in a fresh namespace, reading tls blocks'
+// objects through the watches the operator uses (httptls.Objects). Pods are
+// called on their IPs: the tests' pods get loopback IPs that a test server
+// answers on.
 func newScalingEnv(t *testing.T) *controllertest.Env {
 	t.Helper()
 	e := controllertest.New(t, controllertest.Options{})
-	if err := errors.Join(New(e.Manager, podcall.Addressing{PodAddressIP: true}).SetupWithManager(e.Manager),
-		scalingpolicy.New(e.Manager).SetupWithManager(e.Manager)); err != nil {
+	tlsObjects, err := httptls.NewObjectsFor(e.Manager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(New(e.Manager, podcall.Addressing{PodAddressIP: true}).WithTLSObjects(tlsObjects).SetupWithManager(e.Manager),
+		scalingpolicy.New(e.Manager).WithTLSObjects(tlsObjects).SetupWithManager(e.Manager)); err != nil {
 		t.Fatal(err)
 	}
 	e.Start()

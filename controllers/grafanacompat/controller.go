@@ -80,7 +80,7 @@ func New(mgr ctrl.Manager) *Reconciler {
 }
 
 // Reconcile translates the namespace's keys, applies what no user resource
-// overrides, and deletes the compat resources nothing asks for any more.
+// overrides and is not stored as translated already (applied), and deletes the compat resources nothing asks for any more.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ns := req.Namespace
 	obs, err := r.observe(ctx, ns)
@@ -94,6 +94,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	keep := map[string]bool{}
 	counts := map[string]float64{}
+	stored := map[string]client.Object{}
+	for _, obj := range obs.compat {
+		stored[kindOf(obj)+"/"+obj.GetName()] = obj
+	}
 	for _, obj := range objs {
 		if owner := obs.overriddenBy(obj); owner != "" {
 			r.warnOverridden(obs, obj, owner)
@@ -103,11 +107,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		delete(labels, migrate.MigratedFromLabel)
 		labels[CompatLabel] = "true"
 		obj.SetLabels(labels)
+		if err := stampDigest(obj); err != nil {
+			return ctrl.Result{}, err
+		}
+		key := obj.GetKind() + "/" + obj.GetName()
+		keep[key] = true
+		counts[obj.GetKind()]++
+		if applied(obj, stored[key]) {
+			continue
+		}
 		if err := r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
 			return ctrl.Result{}, fmt.Errorf("apply %s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
-		keep[obj.GetKind()+"/"+obj.GetName()] = true
-		counts[obj.GetKind()]++
 	}
 	for _, kind := range metrics.GrafanaCompatKinds {
 		metrics.GrafanaCompatObjects.WithLabelValues(ns, kind).Set(counts[kind])

@@ -176,7 +176,7 @@ func (r *Reconciler) runHTTPCheck(ctx context.Context, rg *v1alpha1.RolloutGroup
 			return analysis.Outcome{Query: shown, Err: fmt.Errorf("%s: Secret %s has neither a token key nor a username key", field, ref.Name)}
 		}
 	}
-	if req.TLS, err = httptls.Load(ctx, r.apiReader, rg.Namespace, c.HTTP.TLS, fmt.Sprintf("spec.analysis.checks[%s].http.tls", c.Name)); err != nil {
+	if req.TLS, err = httptls.Load(ctx, r.tlsObjects, rg.Namespace, c.HTTP.TLS, fmt.Sprintf("spec.analysis.checks[%s].http.tls", c.Name)); err != nil {
 		return analysis.Outcome{Query: shown, Err: err}
 	}
 	start := time.Now()

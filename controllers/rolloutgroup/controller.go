@@ -63,6 +63,9 @@ type Reconciler struct {
 	queriers *querierCache
 	// httpChecks sends the GETs of http analysis checks.
 	httpChecks analysis.HTTPGetter
+	// tlsObjects reads the Secrets and ConfigMaps of tls blocks: the
+	// process's httptls.Objects, which watches each one read.
+	tlsObjects client.Reader
 	// hookCaller makes the calls of spec.hooks; podHost says how a pod of a
 	// StatefulSet with a service name is reached (podcall.Addressing.Host);
 	// hooksDone remembers the pods already called.
@@ -373,6 +376,15 @@ func (r *Reconciler) WithAddressing(a podcall.Addressing) *Reconciler {
 	return r
 }
 
+// WithTLSObjects reads the Secrets and ConfigMaps of tls blocks through
+// objects (the process's httptls.Objects) instead of live; nil keeps live.
+func (r *Reconciler) WithTLSObjects(objects client.Reader) *Reconciler {
+	if objects != nil {
+		r.tlsObjects = objects
+	}
+	return r
+}
+
 // New returns the reconciler, reading through the
 // manager's cache (whose indexes setupIndexes registers) and API reader.
 func New(mgr ctrl.Manager) *Reconciler {
@@ -387,6 +399,7 @@ func New(mgr ctrl.Manager) *Reconciler {
 		queriers:  newQuerierCache(),
 		// Each request carries its own timeout (spec); none on the client.
 		httpChecks: analysis.NewHTTPGetter(httptls.NewClient(0)),
+		tlsObjects: mgr.GetAPIReader(),
 		hookCaller: &hooks.Caller{HTTP: httptls.NewClient(0)},
 		hooksDone:  hooks.NewMemo(),
 		podHost:    podcall.Addressing{ClusterDomain: "cluster.local"}.Host,

@@ -122,7 +122,7 @@ func (r *Reconciler) callMemberHook(ctx context.Context, rg *v1alpha1.RolloutGro
 				return fmt.Errorf("%s.authSecretRef: Secret %s has no token key", field, ref.Name)
 			}
 		}
-		if call.TLS, err = httptls.Load(ctx, r.apiReader, rg.Namespace, h.TLS, field+".tls"); err != nil {
+		if call.TLS, err = httptls.Load(ctx, r.tlsObjects, rg.Namespace, h.TLS, field+".tls"); err != nil {
 			// Counted as a call without an answer, as an unreachable pod
 			// is: the hook-failure alert covers a CA Secret gone missing.
 			metrics.HookCalls.WithLabelValues(name, "member", "error").Inc()
@@ -176,7 +176,7 @@ func (r *Reconciler) beforePodRemoval(ctx context.Context, rg *v1alpha1.RolloutG
 	names := make([]string, 0, len(plan.Delete))
 	errs := map[string]error{}
 	var calls []hooks.Call
-	tlsMaterial, tlsErr := httptls.Load(ctx, r.apiReader, rg.Namespace, h.Endpoint.TLS, "spec.hooks.beforePodRemoval.endpoint.tls")
+	tlsMaterial, tlsErr := httptls.Load(ctx, r.tlsObjects, rg.Namespace, h.Endpoint.TLS, "spec.hooks.beforePodRemoval.endpoint.tls")
 	for _, pod := range plan.Delete {
 		names = append(names, pod.Name)
 		if r.hooksDone.Done(pod.UID) {

@@ -37,9 +37,12 @@ type Reconciler struct {
 	// apiReader reads what the cache does not hold: whether a source resource
 	// exists when its scale subresource cannot be read.
 	apiReader client.Reader
-	events    recorder.EventRecorder
-	sources   *sourceWatches
-	now       func() time.Time
+	// tlsObjects reads the Secrets and ConfigMaps of tls blocks: the
+	// process's httptls.Objects, which watches each one read.
+	tlsObjects client.Reader
+	events     recorder.EventRecorder
+	sources    *sourceWatches
+	now        func() time.Time
 	// hookCaller makes the beforePodRemoval calls of spec.hooks; podHost
 	// says how a pod is reached (podcall.Addressing.Host); hooksDone
 	// remembers the pods already called.
@@ -244,14 +247,24 @@ func (r *Reconciler) exportMetrics(sp *v1alpha1.ScalingPolicy, plan scaling.Plan
 	}
 }
 
+// WithTLSObjects reads the Secrets and ConfigMaps of tls blocks through
+// objects (the process's httptls.Objects) instead of live; nil keeps live.
+func (r *Reconciler) WithTLSObjects(objects client.Reader) *Reconciler {
+	if objects != nil {
+		r.tlsObjects = objects
+	}
+	return r
+}
+
 // New returns the reconciler, reading through the
 // manager's cache and API reader. The policy indexes must be registered.
 func New(mgr ctrl.Manager) *Reconciler {
 	r := &Reconciler{
-		Client:    mgr.GetClient(),
-		apiReader: mgr.GetAPIReader(),
-		events:    source.Recorder(mgr.GetEventRecorder("echelon")),
-		now:       time.Now,
+		Client:     mgr.GetClient(),
+		apiReader:  mgr.GetAPIReader(),
+		tlsObjects: mgr.GetAPIReader(),
+		events:     source.Recorder(mgr.GetEventRecorder("echelon")),
+		now:        time.Now,
 		// Each hook call carries its own timeout.
 		hookCaller: &hooks.Caller{HTTP: httptls.NewClient(0)},
 		hooksDone:  hooks.NewMemo(),

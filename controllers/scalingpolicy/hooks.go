@@ -64,7 +64,7 @@ func (r *Reconciler) beforeDownscale(ctx context.Context, sp *v1alpha1.ScalingPo
 	if obs.Group != nil {
 		group = obs.Group.Name
 	}
-	endpointTLS, tlsErr := httptls.Load(ctx, r.apiReader, sp.Namespace, h.Endpoint.TLS, "spec.hooks.beforePodRemoval.endpoint.tls")
+	endpointTLS, tlsErr := httptls.Load(ctx, r.tlsObjects, sp.Namespace, h.Endpoint.TLS, "spec.hooks.beforePodRemoval.endpoint.tls")
 	ordinals := map[string]int{}
 	var names []string
 	var calls []hooks.Call

@@ -2,9 +2,11 @@ package httptls_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,7 +61,13 @@ func caSecret(name string, pem []byte) *corev1.Secret { return httptlstest.CASec
 // call loads spec, takes the client for it from transports and GETs url.
 func call(t *testing.T, c client.Reader, transports *httptls.Transports, spec *v1alpha1.TLSConfig, url string) error {
 	t.Helper()
-	m, err := httptls.Load(context.Background(), c, ns, spec, field)
+	return callIn(t, c, ns, transports, spec, url)
+}
+
+// callIn is call with spec in namespace.
+func callIn(t *testing.T, c client.Reader, namespace string, transports *httptls.Transports, spec *v1alpha1.TLSConfig, url string) error {
+	t.Helper()
+	m, err := httptls.Load(context.Background(), c, namespace, spec, field)
 	if err != nil {
 		return err
 	}
@@ -93,7 +101,7 @@ func TestPrivateCA(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := call(t, c, httptls.NewTransports(4), tt.spec, srv.URL)
+			err := call(t, c, httptls.NewTransports(0), tt.spec, srv.URL)
 			checkErr(t, err, tt.want)
 		})
 	}
@@ -116,7 +124,7 @@ func TestServerName(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := call(t, c, httptls.NewTransports(4), &v1alpha1.TLSConfig{CASecretRef: ref, ServerName: tt.serverName}, srv.URL)
+			err := call(t, c, httptls.NewTransports(0), &v1alpha1.TLSConfig{CASecretRef: ref, ServerName: tt.serverName}, srv.URL)
 			checkErr(t, err, tt.want)
 		})
 	}
@@ -154,7 +162,7 @@ func TestClientCertificate(t *testing.T) {
 			if tt.client != "" {
 				spec.ClientCertSecretRef = &v1alpha1.LocalSecretReference{Name: tt.client}
 			}
-			checkErr(t, call(t, c, httptls.NewTransports(4), spec, srv.URL), tt.want)
+			checkErr(t, call(t, c, httptls.NewTransports(0), spec, srv.URL), tt.want)
 		})
 	}
 }
@@ -166,7 +174,7 @@ func TestRotation(t *testing.T) {
 	srv := newServer(t, serverPair(t, oldCA, "127.0.0.1"), nil)
 	c := fake.NewClientBuilder().WithObjects(caSecret("ca", oldCA.PEM)).Build()
 	spec := &v1alpha1.TLSConfig{CASecretRef: &v1alpha1.SecretKeyReference{Name: "ca"}}
-	transports := httptls.NewTransports(4)
+	transports := httptls.NewTransports(0)
 	checkErr(t, call(t, c, transports, spec, srv.URL), "")
 	checkErr(t, call(t, c, transports, spec, srv.URL), "")
 	if n := transports.Len(); n != 1 {
@@ -195,20 +203,39 @@ func TestRotation(t *testing.T) {
 	}
 }
 
-func TestTransportsBound(t *testing.T) {
-	transports := httptls.NewTransports(2)
-	for _, name := range []string{"a", "b", "c", "a"} {
-		if _, err := transports.Transport(&httptls.Material{ServerName: name}); err != nil {
+// A transport unused for the idle time goes at the next call (its block
+// was rotated or edited away); one in use stays, whatever the count.
+func TestTransportsExpireUnused(t *testing.T) {
+	now := time.Unix(0, 0)
+	transports := httptls.NewTransports(time.Minute)
+	transports.SetClock(func() time.Time { return now })
+	use := func(name string) *http.Transport {
+		t.Helper()
+		tr, err := transports.Transport(&httptls.Material{ServerName: name})
+		if err != nil {
 			t.Fatal(err)
 		}
+		return tr
 	}
-	if n := transports.Len(); n != 2 {
-		t.Fatalf("%d transports kept, want the bound of 2", n)
-	}
-	first, _ := transports.Transport(&httptls.Material{ServerName: "a"})
-	again, _ := transports.Transport(&httptls.Material{ServerName: "a"})
-	if first != again {
+	a := use("a")
+	use("b")
+	now = now.Add(40 * time.Second)
+	if use("a") != a {
 		t.Error("the same material got two transports")
+	}
+	use("c")
+	if n := transports.Len(); n != 3 {
+		t.Fatalf("%d transports kept, want 3: all used within the idle time", n)
+	}
+	now = now.Add(30 * time.Second) // b idle for 70 s, a and c for 30 s
+	use("c")
+	if n := transports.Len(); n != 2 {
+		t.Fatalf("%d transports kept, want 2: b unused for longer than the idle time", n)
+	}
+	now = now.Add(2 * time.Minute)
+	use("d")
+	if n := transports.Len(); n != 1 {
+		t.Fatalf("%d transports kept, want only d's", n)
 	}
 }
 
@@ -250,7 +277,7 @@ func TestLoadErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			checkErr(t, call(t, c, httptls.NewTransports(4), tt.spec, "https://127.0.0.1:1"), tt.want)
+			checkErr(t, call(t, c, httptls.NewTransports(0), tt.spec, "https://127.0.0.1:1"), tt.want)
 		})
 	}
 }
@@ -264,5 +291,27 @@ func checkErr(t *testing.T, err error, want string) {
 		t.Fatalf("succeeded, want an error containing %q", want)
 	case want != "" && !strings.Contains(err.Error(), want):
 		t.Fatalf("error %q, want one containing %q", err, want)
+	}
+}
+
+// The process's transports keep one per tls block in use however many
+// there are: a tenant's CA is not rebuilt, nor its connections lost, because
+// others were used since (a fixed bound of 64 rebuilt every one of 100
+// blocks called in turn).
+func TestDefaultTransportsFollowUse(t *testing.T) {
+	const blocks = 100
+	first := make([]*http.Transport, blocks)
+	for round := range 3 {
+		for i := range blocks {
+			tr, err := httptls.Default.Transport(&httptls.Material{ServerName: fmt.Sprintf("tenant-%d.svc", i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if round == 0 {
+				first[i] = tr
+			} else if tr != first[i] {
+				t.Fatalf("round %d: block %d got a new transport, want the one built in round 0", round, i)
+			}
+		}
 	}
 }

@@ -13,22 +13,32 @@ import (
 	"github.com/echelon-operator/echelon/internal/egress"
 )
 
-// DefaultMaxTransports bounds the transports Default keeps: one per distinct
-// tls block in use (most clusters have a handful), with room for rotations.
-const DefaultMaxTransports = 64
+// DefaultIdle is how long a Secret or ConfigMap of a tls block is watched
+// after its last read, and how long a transport is kept after its last use:
+// longer than the longest usual gap between two calls of one block (a check
+// interval, the time between two batches' hooks), so that a block in use
+// never pays for a new watch or a new transport, and short enough that a
+// block edited away stops costing a watch and its connections soon.
+const DefaultIdle = 15 * time.Minute
 
 // Default is the process's transports, shared by http gate checks, hooks
 // and pod calls.
-var Default = NewTransports(DefaultMaxTransports)
+var Default = NewTransports(DefaultIdle)
 
-// Transports keeps one *http.Transport per distinct Material, the least
-// recently used dropped (its idle connections closed) past max. The key is
-// a digest of the material's content, so a rotated CA or client certificate
-// gets a new transport on the first call after the rotation, and the old
-// one ages out.
+// Transports keeps one *http.Transport per distinct Material in use, so
+// that calls of one tls block reuse connections. The key is a digest of the
+// material's content, so a rotated CA or client certificate gets a new
+// transport on the first call after the rotation.
+//
+// How many are kept follows use, not a fixed bound: a transport not used
+// for the idle time is dropped (its idle connections closed) at the next
+// call, so a cluster with a CA per tenant keeps one per tenant (a bound
+// below that would rebuild one, and its connections, at nearly every call),
+// and a rotated or removed block's transport goes once unused.
 type Transports struct {
 	mu      sync.Mutex
-	max     int
+	idle    time.Duration
+	now     func() time.Time
 	order   *list.List // of *entry, most recently used first
 	entries map[[sha256.Size]byte]*list.Element
 }
@@ -36,11 +46,16 @@ type Transports struct {
 type entry struct {
 	key       [sha256.Size]byte
 	transport *http.Transport
+	lastUsed  time.Time
 }
 
-// NewTransports keeps at most limit transports (at least 1).
-func NewTransports(limit int) *Transports {
-	return &Transports{max: max(limit, 1), order: list.New(), entries: map[[sha256.Size]byte]*list.Element{}}
+// NewTransports keeps each transport until unused for idle (DefaultIdle
+// when 0).
+func NewTransports(idle time.Duration) *Transports {
+	if idle <= 0 {
+		idle = DefaultIdle
+	}
+	return &Transports{idle: idle, now: time.Now, order: list.New(), entries: map[[sha256.Size]byte]*list.Element{}}
 }
 
 // Len is how many transports are kept.
@@ -81,34 +96,50 @@ func (t *Transports) Client(base *http.Client, m *Material, wrap func(http.Round
 // error names the field whose content cannot be used.
 func (t *Transports) Transport(m *Material) (*http.Transport, error) {
 	key := digest(m)
-	t.mu.Lock()
-	if el, ok := t.entries[key]; ok {
-		t.order.MoveToFront(el)
-		t.mu.Unlock()
-		return el.Value.(*entry).transport, nil
+	if tr := t.use(key, nil); tr != nil {
+		return tr, nil
 	}
-	t.mu.Unlock()
 	// Build outside the lock: parsing is the slow part, and two callers
 	// racing build twice and keep one.
 	tr, err := build(m)
 	if err != nil {
 		return nil, err
 	}
+	return t.use(key, tr), nil
+}
+
+// use returns the transport kept under key, or keeps built under it when
+// none is (nil built: none), and drops the transports idle too long.
+func (t *Transports) use(key [sha256.Size]byte, built *http.Transport) *http.Transport {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := t.now()
+	defer t.expire(now)
 	if el, ok := t.entries[key]; ok {
+		e := el.Value.(*entry)
+		e.lastUsed = now
 		t.order.MoveToFront(el)
-		return el.Value.(*entry).transport, nil
+		return e.transport
 	}
-	t.entries[key] = t.order.PushFront(&entry{key: key, transport: tr})
-	for t.order.Len() > t.max {
-		oldest := t.order.Back()
-		t.order.Remove(oldest)
+	if built == nil {
+		return nil
+	}
+	t.entries[key] = t.order.PushFront(&entry{key: key, transport: built, lastUsed: now})
+	return built
+}
+
+// expire drops the least recently used transports idle for longer than
+// t.idle. Called with t.mu held.
+func (t *Transports) expire(now time.Time) {
+	for oldest := t.order.Back(); oldest != nil; oldest = t.order.Back() {
 		e := oldest.Value.(*entry)
+		if now.Sub(e.lastUsed) <= t.idle {
+			return
+		}
+		t.order.Remove(oldest)
 		delete(t.entries, e.key)
 		e.transport.CloseIdleConnections()
 	}
-	return tr, nil
 }
 
 // digest identifies a material by everything a transport is built from.

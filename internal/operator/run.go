@@ -19,6 +19,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -28,6 +29,7 @@ import (
 	"github.com/echelon-operator/echelon/controllers/grafanacompat"
 	"github.com/echelon-operator/echelon/internal/certs"
 	"github.com/echelon-operator/echelon/internal/egress"
+	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/options"
 	"github.com/echelon-operator/echelon/internal/podcall"
@@ -105,7 +107,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 		return fmt.Errorf("add cache sync watcher: %w", err)
 	}
 	addressing := podcall.Addressing{PodAddressIP: opts.PodAddress == options.PodAddressIP, ClusterDomain: opts.ClusterDomain}
-	if err := controllers.Setup(mgr, addressing); err != nil {
+	// One watch per Secret or ConfigMap a tls block names, shared by the
+	// controllers and the webhooks.
+	tlsObjects, err := httptls.NewObjectsFor(mgr)
+	if err != nil {
+		return err
+	}
+	if err := controllers.Setup(mgr, addressing, tlsObjects); err != nil {
 		return err
 	}
 	if opts.GrafanaCompat {
@@ -114,7 +122,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 		}
 	}
 	if opts.Webhook.Port != 0 {
-		check, err := setupWebhooks(ctx, cfg, mgr, opts, addressing)
+		check, err := setupWebhooks(ctx, cfg, mgr, opts, addressing, tlsObjects)
 		if err != nil {
 			return err
 		}
@@ -130,7 +138,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts options.Options) error {
 // starts, so the server never listens without one), the operator's own user
 // name (to tell its ScalingPolicy controller's downscales apart) and the
 // HTTPS server. It returns the server's health check.
-func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts options.Options, addressing podcall.Addressing) (healthz.Checker, error) {
+func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts options.Options, addressing podcall.Addressing, tlsObjects client.Reader) (healthz.Checker, error) {
 	provider, err := certs.New(cfg, opts)
 	if err != nil {
 		return nil, err
@@ -156,6 +164,7 @@ func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts
 		Namespaces:            opts.Namespaces,
 		GrafanaCompat:         opts.GrafanaCompat,
 		ValidateFailurePolicy: admissionregistrationv1.FailurePolicyType(opts.Webhook.ValidateFailurePolicy),
+		TLSObjects:            tlsObjects,
 	})
 }
 

@@ -137,7 +137,7 @@ func start() (*env, error) {
 		return fail(err)
 	}
 	e.cache = mgr.GetClient()
-	if err := controllers.Setup(mgr, podcall.Addressing{PodAddressIP: true}); err != nil {
+	if err := controllers.Setup(mgr, podcall.Addressing{PodAddressIP: true}, nil); err != nil {
 		return fail(err)
 	}
 	if err := lookup.WarmCaches(ctx, mgr.GetCache()); err != nil {
