@@ -190,8 +190,10 @@ func (r *Reconciler) runHTTPCheck(ctx context.Context, rg *v1alpha1.RolloutGroup
 }
 
 // querierFor returns the group's Prometheus querier, reading its Secrets each
-// time (live, so that no Secret is cached) and reusing the querier, with its
-// connections, while address, credentials and TLS settings stay the same.
+// time (through tlsObjects, which watches each Secret read alone, so that a
+// rotation applies at the next check without a GET per check) and reusing
+// the querier, with its connections, while address, credentials and TLS
+// settings stay the same.
 func (r *Reconciler) querierFor(ctx context.Context, rg *v1alpha1.RolloutGroup) (analysis.Querier, error) {
 	src := rg.Spec.Analysis.Prometheus
 	if src == nil {
@@ -231,14 +233,16 @@ func (r *Reconciler) querierFor(ctx context.Context, rg *v1alpha1.RolloutGroup) 
 	return r.queriers.get(types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}, cfg)
 }
 
-// secretData reads a Secret live. The operator's generated RBAC grants no
-// right on Secrets: reading one needs a Role the installer grants in the
-// group's namespace (config/rbac/analysis_secrets_role.yaml, or the chart's
+// secretData reads a Secret through tlsObjects (httptls.Objects: a watch of
+// that Secret alone; live where the Role grants only get). The operator's
+// generated RBAC grants no right on Secrets: reading one needs a Role the
+// installer grants in the group's namespace
+// (config/rbac/analysis_secrets_role.yaml, or the chart's
 // rbac.analysisSecretNamespaces), so that it cannot read every Secret of the
 // cluster.
 func (r *Reconciler) secretData(ctx context.Context, namespace, name string) (map[string][]byte, error) {
 	secret := &corev1.Secret{}
-	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, secret); err != nil {
+	if err := r.tlsObjects.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, secret); err != nil {
 		return nil, err
 	}
 	return secret.Data, nil

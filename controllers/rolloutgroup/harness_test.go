@@ -71,6 +71,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		if r.apiReader, err = client.New(e.liveReader.Config, client.Options{Scheme: controllertest.Scheme()}); err != nil {
 			t.Fatal(err)
 		}
+		r.tlsObjects = r.apiReader
 	}
 	e.liveReads = &countingReader{Reader: r.apiReader}
 	r.apiReader = e.liveReads
