@@ -156,6 +156,8 @@ func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts
 		Namespaces:            opts.Namespaces,
 		GrafanaCompat:         opts.GrafanaCompat,
 		ValidateFailurePolicy: admissionregistrationv1.FailurePolicyType(opts.Webhook.ValidateFailurePolicy),
+		KubeAPIQPS:            float32(opts.Webhook.KubeAPIQPS),
+		KubeAPIBurst:          opts.Webhook.KubeAPIBurst,
 	})
 }
 
