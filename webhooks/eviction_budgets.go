@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -86,6 +87,8 @@ type liveBudgets struct {
 	live   client.Reader
 	writer client.Client
 	now    func() time.Time
+	// turns holds, per budget, the turn to record an intent in it.
+	turns sync.Map
 }
 
 // NewEvictionBudgets returns the operator's EvictionBudgets: it finds
@@ -184,15 +187,22 @@ func zdbBudgets(zdbs []v1alpha1.ZoneDisruptionBudget, pod *corev1.Pod, owner str
 
 func (b *liveBudgets) Acquire(ctx context.Context, bud Budget, pod *corev1.Pod, dryRun bool) (disruption.Verdict, error) {
 	key := types.NamespacedName{Namespace: bud.Namespace, Name: bud.Name}
+	if !dryRun {
+		done, err := b.takeTurn(ctx, bud)
+		if err != nil {
+			return disruption.Verdict{}, err
+		}
+		defer done()
+	}
 	var v disruption.Verdict
 	var err error
 	switch bud.Kind {
 	case KindRolloutGroup:
 		v, err = budget.Acquire(ctx, b.writer, b.live, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },
-			b.decideGroup(b.live, bud, pod), dryRun, metrics.RequesterEviction)
+			b.confirmGroup(bud, pod), dryRun, metrics.RequesterEviction)
 	case KindZoneDisruptionBudget:
 		v, err = budget.Acquire(ctx, b.writer, b.live, key, func() *v1alpha1.ZoneDisruptionBudget { return &v1alpha1.ZoneDisruptionBudget{} },
-			b.decideZDB(b.live, bud, pod), dryRun, metrics.RequesterEviction)
+			b.confirmZDB(bud, pod), dryRun, metrics.RequesterEviction)
 	default:
 		return disruption.Verdict{}, fmt.Errorf("budget kind %q", bud.Kind)
 	}
@@ -200,6 +210,24 @@ func (b *liveBudgets) Acquire(ctx context.Context, bud Budget, pod *corev1.Pod, 
 		return v, fmt.Errorf("%s: %w", bud, errBudgetGone)
 	}
 	return v, err
+}
+
+// takeTurn waits, until ctx ends, for the budget's turn to record an
+// intent, and returns the function that hands it on. Evictions judged at
+// once by this replica (a node's pods) then record one after the other,
+// each deciding on the intents recorded before it, instead of all reading
+// the same record and all but one meeting a Conflict and deciding again:
+// a wave of n costs n decisions, not about n*n/2. Other replicas still
+// meet at the optimistic lock.
+func (b *liveBudgets) takeTurn(ctx context.Context, bud Budget) (func(), error) {
+	v, _ := b.turns.LoadOrStore(bud.UID, make(chan struct{}, 1))
+	turn := v.(chan struct{})
+	select {
+	case turn <- struct{}{}:
+		return func() { <-turn }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s: wait for the turn to record an intent: %w", bud, context.Cause(ctx))
+	}
 }
 
 func (b *liveBudgets) Judge(ctx context.Context, bud Budget, pod *corev1.Pod) (disruption.Verdict, error) {
@@ -224,6 +252,33 @@ func (b *liveBudgets) Judge(ctx context.Context, bud Budget, pod *corev1.Pod) (d
 		return v, fmt.Errorf("%s: %w", bud, errBudgetGone)
 	}
 	return v, err
+}
+
+// confirmGroup decides the eviction of pod on the RolloutGroup of bud as
+// read live, on a view whose pods of the zones that matter are read live
+// too (budget.ConfirmGroupView): the confirmation of the cache's allowance.
+func (b *liveBudgets) confirmGroup(bud Budget, pod *corev1.Pod) budget.Decider[*v1alpha1.RolloutGroup] {
+	return func(ctx context.Context, rg *v1alpha1.RolloutGroup) (disruption.Verdict, error) {
+		view, err := budget.ConfirmGroupView(ctx, b.cache, b.live, rg, v1alpha1.DisruptionEviction, bud.Zone, b.now())
+		if err != nil {
+			return disruption.Verdict{}, fmt.Errorf("RolloutGroup %s: %w", rg.Name, err)
+		}
+		partition, _ := budget.PartitionOf(rg.Spec.DisruptionBudget) // the view has refused an invalid one
+		return disruption.Decide(view, evictionRequest(bud.Zone, pod.Name, partition)), nil
+	}
+}
+
+// confirmZDB is confirmGroup for the ZoneDisruptionBudget of bud
+// (budget.ConfirmZDBView).
+func (b *liveBudgets) confirmZDB(bud Budget, pod *corev1.Pod) budget.Decider[*v1alpha1.ZoneDisruptionBudget] {
+	return func(ctx context.Context, zdb *v1alpha1.ZoneDisruptionBudget) (disruption.Verdict, error) {
+		view, err := budget.ConfirmZDBView(ctx, b.cache, b.live, zdb, bud.Zone, b.now(), b.judgedByGroup)
+		if err != nil {
+			return disruption.Verdict{}, fmt.Errorf("ZoneDisruptionBudget %s: %w", zdb.Name, err)
+		}
+		partition, _ := budget.PartitionOf(&zdb.Spec.ZoneBudget) // the view has refused an invalid one
+		return disruption.Decide(view, evictionRequest(bud.Zone, pod.Name, partition)), nil
+	}
 }
 
 // decideGroup decides the eviction of pod on the RolloutGroup of bud, its
