@@ -45,7 +45,7 @@ func printDrain(out io.Writer, results []*drainResult) {
 		row(fmt.Sprintf("  most pods unavailable at once (maxUnavailable %d)", r.MaxUnavailable), peakCell(r.PeakUnavailable))
 		row("  breaches: an eviction while another zone was short, or two zones short at once (must be 0)", fmt.Sprint(len(r.Breaches)))
 		row("operator CPU during the drain", fmt.Sprintf("%.2fs", r.OperatorCPUSeconds))
-		row("operator --kube-api-qps (its client-side limit, the webhook's live reads included)", fmt.Sprintf("%g", r.OperatorKubeAPIQPS))
+		row("operator --kube-api-qps (the controllers' client-side limit; the webhooks have their own)", fmt.Sprintf("%g", r.OperatorKubeAPIQPS))
 		_ = tw.Flush()
 		if r.DrainFailure != "" {
 			fmt.Fprintf(out, "  first failed drain: %s\n", r.DrainFailure)

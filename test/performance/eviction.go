@@ -87,7 +87,7 @@ type evictionResult struct {
 	Rounds          int     `json:"rounds"`
 	RoundSeconds    float64 `json:"roundSeconds"`
 	// OperatorKubeAPIQPS is the operator's client-side limit on its API
-	// requests, the webhook's live reads included.
+	// requests; the webhooks have their own (--webhook-kube-api-qps).
 	OperatorKubeAPIQPS float64 `json:"operatorKubeAPIQPS"`
 	// APIServerDenial is what the API server answered a dry-run scale down
 	// of a guarded StatefulSet: the no-downscale webhook works end to end.
