@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
@@ -87,8 +89,11 @@ type liveBudgets struct {
 	live   client.Reader
 	writer client.Client
 	now    func() time.Time
-	// turns holds, per budget, the turn to record an intent in it.
+	// turns holds, per budget (by UID), the turn to record an intent in it.
 	turns sync.Map
+	// written holds, per budget (by UID), the budget as this replica last
+	// wrote it: newer than the cache until the watch brings the write back.
+	written sync.Map
 }
 
 // NewEvictionBudgets returns the operator's EvictionBudgets: it finds
@@ -96,7 +101,9 @@ type liveBudgets struct {
 // decision needs from live (the API server) and records holds through
 // writer.
 func NewEvictionBudgets(cache, live client.Reader, writer client.Client, now func() time.Time) EvictionBudgets {
-	return &liveBudgets{cache: cache, live: live, writer: writer, now: now}
+	b := &liveBudgets{cache: cache, live: live, now: now}
+	b.writer = rememberingWriter{Client: writer, written: &b.written}
+	return b
 }
 
 func (b *liveBudgets) Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
@@ -198,10 +205,10 @@ func (b *liveBudgets) Acquire(ctx context.Context, bud Budget, pod *corev1.Pod, 
 	var err error
 	switch bud.Kind {
 	case KindRolloutGroup:
-		v, err = budget.Acquire(ctx, b.writer, b.live, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },
+		v, err = budget.Acquire(ctx, b.writer, b.firstKnown(ctx, bud, &v1alpha1.RolloutGroup{}), key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },
 			b.confirmGroup(bud, pod), dryRun, metrics.RequesterEviction)
 	case KindZoneDisruptionBudget:
-		v, err = budget.Acquire(ctx, b.writer, b.live, key, func() *v1alpha1.ZoneDisruptionBudget { return &v1alpha1.ZoneDisruptionBudget{} },
+		v, err = budget.Acquire(ctx, b.writer, b.firstKnown(ctx, bud, &v1alpha1.ZoneDisruptionBudget{}), key, func() *v1alpha1.ZoneDisruptionBudget { return &v1alpha1.ZoneDisruptionBudget{} },
 			b.confirmZDB(bud, pod), dryRun, metrics.RequesterEviction)
 	default:
 		return disruption.Verdict{}, fmt.Errorf("budget kind %q", bud.Kind)
@@ -210,6 +217,72 @@ func (b *liveBudgets) Acquire(ctx context.Context, bud Budget, pod *corev1.Pod, 
 		return v, fmt.Errorf("%s: %w", bud, errBudgetGone)
 	}
 	return v, err
+}
+
+// firstKnown is the reader budget.Acquire reads the budget through: its
+// first read answers, with no request, the newer (by resourceVersion) of
+// the cache's copy and the one this replica last wrote; every later read,
+// after a Conflict, goes to the API server. The intent is written with the
+// resourceVersion read, so a copy that was not the latest only costs a
+// Conflict and a live read; and the pods are read live after it, so no
+// recorded pod is judged on a view older than its record. A dry run, which
+// writes nothing, is judged on that copy as it is.
+func (b *liveBudgets) firstKnown(ctx context.Context, bud Budget, holder client.Object) client.Reader {
+	key := types.NamespacedName{Namespace: bud.Namespace, Name: bud.Name}
+	known := holder
+	if err := b.cache.Get(ctx, key, holder); err != nil || holder.GetUID() != bud.UID {
+		known = nil
+	}
+	if w, ok := b.written.Load(bud.UID); ok {
+		w := w.(client.Object)
+		if known == nil {
+			known = w
+		} else if newer, err := resourceversion.CompareResourceVersion(w.GetResourceVersion(), known.GetResourceVersion()); err == nil && newer > 0 {
+			known = w
+		}
+	}
+	return &firstRead{Reader: b.live, first: known}
+}
+
+// firstRead answers its first Get with first (when set), and every other
+// read from Reader.
+type firstRead struct {
+	client.Reader
+	first client.Object
+}
+
+func (r *firstRead) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	first := r.first
+	r.first = nil
+	if first == nil || reflect.TypeOf(first) != reflect.TypeOf(obj) || first.GetName() != key.Name || first.GetNamespace() != key.Namespace {
+		return r.Reader.Get(ctx, key, obj, opts...)
+	}
+	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(first.DeepCopyObject()).Elem())
+	return nil
+}
+
+// rememberingWriter is the webhook's writer: it keeps, by UID, the last
+// budget status it wrote (as the API server answered it).
+type rememberingWriter struct {
+	client.Client
+	written *sync.Map
+}
+
+func (w rememberingWriter) Status() client.SubResourceWriter {
+	return rememberingStatus{SubResourceWriter: w.Client.Status(), written: w.written}
+}
+
+type rememberingStatus struct {
+	client.SubResourceWriter
+	written *sync.Map
+}
+
+func (w rememberingStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	if err := w.SubResourceWriter.Patch(ctx, obj, patch, opts...); err != nil {
+		return err
+	}
+	w.written.Store(obj.GetUID(), obj.DeepCopyObject().(client.Object))
+	return nil
 }
 
 // takeTurn waits, until ctx ends, for the budget's turn to record an

@@ -86,10 +86,11 @@ func (e *env) countedGroup(t *testing.T, g *WithT, ns string) (*v1alpha1.Rollout
 }
 
 // TestEvictionLiveReads: an eviction the cache allows is confirmed on what
-// the API server holds with two reads, the group and the pods of the zones
-// that matter (its own zone, and those with recorded intents), and one
-// write, the intent; not the group's StatefulSets nor every zone's pods.
-// An eviction the cache refuses reads nothing live.
+// the API server holds with one read, the pods of the zones that matter
+// (its own zone, and those with recorded intents), and one write, the
+// intent, with the group's resourceVersion as cached; not the group's
+// StatefulSets nor every zone's pods. An eviction the cache refuses reads
+// nothing live.
 func TestEvictionLiveReads(t *testing.T) {
 	e, g, ns := begin(t)
 	ctx := context.Background()
@@ -113,13 +114,18 @@ func TestEvictionLiveReads(t *testing.T) {
 	}
 
 	g.Expect(evict("ingester-zone-a-0")).To(BeTrue())
-	// The group's controller may write its status meanwhile, and the
-	// decision be taken again: each attempt reads and writes as much.
+	// The first attempt takes the group from the cache: the intent's write
+	// with its resourceVersion fails if it was stale. The group's controller
+	// may write its status meanwhile, and the decision be taken again on
+	// the group read live.
 	counts := live.take()
 	attempts := counts["patch status v1alpha1.RolloutGroup"]
 	g.Expect(attempts).To(BeNumerically(">=", 1))
-	g.Expect(counts).To(Equal(map[string]int{"get v1alpha1.RolloutGroup": attempts, "list v1.PodList": attempts, "patch status v1alpha1.RolloutGroup": attempts}),
-		"the group and zone a's pods read, the intent written")
+	want := map[string]int{"list v1.PodList": attempts, "patch status v1alpha1.RolloutGroup": attempts}
+	if attempts > 1 {
+		want["get v1alpha1.RolloutGroup"] = attempts - 1
+	}
+	g.Expect(counts).To(Equal(want), "zone a's pods read, the intent written")
 
 	// Once the cache holds the intent, zone b is refused there, with no
 	// live read.
@@ -136,7 +142,8 @@ func TestEvictionLiveReads(t *testing.T) {
 
 // TestEvictionLiveReadsZoneWithIntents: the live confirmation also reads
 // the pods of every zone with a recorded intent, whose fate only a view
-// read after the record may tell.
+// read after the record may tell; the record is the one this replica
+// wrote last, newer than its cache.
 func TestEvictionLiveReadsZoneWithIntents(t *testing.T) {
 	e, g, ns := begin(t)
 	ctx := context.Background()
@@ -157,7 +164,7 @@ func TestEvictionLiveReadsZoneWithIntents(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(v.Allowed).To(BeFalse(), "zone b's recorded pod is not seen going")
 	g.Expect(v.Message).To(ContainSubstring("zone ingester-zone-b (1 pod that an eviction"))
-	g.Expect(live.take()).To(Equal(map[string]int{"get v1alpha1.RolloutGroup": 1, "list v1.PodList": 2}), "zone a's and zone b's pods")
+	g.Expect(live.take()).To(Equal(map[string]int{"list v1.PodList": 2}), "zone a's and zone b's pods, the group as last written")
 }
 
 // TestEvictionConcurrentOneZone: evictions of one zone asked at once (a
