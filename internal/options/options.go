@@ -134,9 +134,9 @@ func Default() Options {
 			CAValidity:   10 * 365 * 24 * time.Hour,
 			// As markers.go and the chart's default configure it.
 			ValidateFailurePolicy: "Ignore",
-			// An eviction the cache allows costs about 3 requests (the
-			// budget, its zone's pods, the intent): 100 evictions a second
-			// stay within the sustained rate.
+			// An eviction the cache allows costs about 2 requests (its
+			// zone's pods, the intent): 100 evictions a second stay well
+			// within the sustained rate.
 			KubeAPIQPS:   300,
 			KubeAPIBurst: 600,
 		},
