@@ -232,7 +232,7 @@ demo: test-assets kubectl-echelon ## Roll out a three-zone RolloutGroup on a loc
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: test-assets prometheus ## Time a 3 x 30-pod rollout against its floor (one operator; two with a SIGTERM or SIGKILL handover; among 100 groups of 150 pods, 15,000 pods, with the start-up to a warm cache, a heap profile, the idle CPU and the cache transforms' saving) with API requests, CPU and memory, ScalingPolicy followers tracking a leader, the no-downscale webhook, the eviction webhook through the API server beside it, a kubectl drain of 90 pods in three zones against its floor, and analysis gates against Prometheus. BENCH_FLAGS=--help lists the flags.
+bench: test-assets prometheus ## Time a 3 x 30-pod rollout against its floor (one operator; two with a SIGTERM or SIGKILL handover; among 100 groups of 150 pods, 15,000 pods, with the start-up to a warm cache, a heap profile, the idle CPU and the cache transforms' saving) with API requests, CPU and memory, ScalingPolicy followers tracking a leader, the no-downscale webhook, the eviction webhook through the API server beside it, a kubectl drain of 90 pods in three zones against its floor, one node in each of two zones drained at once against the same drained one after the other with PodDisruptionBudgets, and analysis gates against Prometheus. BENCH_FLAGS=--help lists the flags.
 	go build -o $(BIN)/echelon-bench ./test/performance
 	$(BIN)/echelon-bench $(BENCH_FLAGS)
 

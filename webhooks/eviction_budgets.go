@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
@@ -90,6 +93,11 @@ type liveBudgets struct {
 	live   client.Reader
 	writer client.Client
 	now    func() time.Time
+	// turns holds, per budget (by UID), the turn to record an intent in it.
+	turns sync.Map
+	// written holds, per budget (by UID), the budget as this replica last
+	// wrote it: newer than the cache until the watch brings the write back.
+	written sync.Map
 }
 
 // NewEvictionBudgets returns the operator's EvictionBudgets: it finds
@@ -97,7 +105,9 @@ type liveBudgets struct {
 // decision needs from live (the API server) and records holds through
 // writer.
 func NewEvictionBudgets(cache, live client.Reader, writer client.Client, now func() time.Time) EvictionBudgets {
-	return &liveBudgets{cache: cache, live: live, writer: writer, now: now}
+	b := &liveBudgets{cache: cache, live: live, now: now}
+	b.writer = rememberingWriter{Client: writer, written: &b.written}
+	return b
 }
 
 func (b *liveBudgets) Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
@@ -134,6 +144,20 @@ func (b *liveBudgets) Judging(ctx context.Context, pod *corev1.Pod) ([]Budget, [
 		}
 		if len(groups) > 0 {
 			budgets, unusable := groupBudgets(groups, owner)
+			// A shared budget is known by its UID (the record this replica
+			// last wrote, its turn to record); one not found has none, and
+			// refuses (budget.MissingShared).
+			for i := range budgets {
+				if budgets[i].Group == "" {
+					continue
+				}
+				zdb := &v1alpha1.ZoneDisruptionBudget{}
+				if err := b.cache.Get(ctx, types.NamespacedName{Namespace: budgets[i].Namespace, Name: budgets[i].Name}, zdb); err == nil {
+					budgets[i].UID = zdb.UID
+				} else if !apierrors.IsNotFound(err) {
+					return nil, nil, fmt.Errorf("get ZoneDisruptionBudget %s: %w", budgets[i].Name, err)
+				}
+			}
 			return budgets, unusable, nil
 		}
 	}
@@ -192,15 +216,22 @@ func zdbBudgets(zdbs []v1alpha1.ZoneDisruptionBudget, pod *corev1.Pod, owner str
 
 func (b *liveBudgets) Acquire(ctx context.Context, bud Budget, pod *corev1.Pod, dryRun bool) (disruption.Verdict, error) {
 	key := types.NamespacedName{Namespace: bud.Namespace, Name: bud.Name}
+	if !dryRun {
+		done, err := b.takeTurn(ctx, bud)
+		if err != nil {
+			return disruption.Verdict{}, err
+		}
+		defer done()
+	}
 	var v disruption.Verdict
 	var err error
 	switch bud.Kind {
 	case KindRolloutGroup:
-		v, err = budget.Acquire(ctx, b.writer, b.live, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },
-			b.decideGroup(b.live, bud, pod), dryRun, metrics.RequesterEviction)
+		v, err = budget.Acquire(ctx, b.writer, b.firstKnown(ctx, bud, &v1alpha1.RolloutGroup{}), key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },
+			b.confirmGroup(bud, pod), dryRun, metrics.RequesterEviction)
 	case KindZoneDisruptionBudget:
-		v, err = budget.Acquire(ctx, b.writer, b.live, key, func() *v1alpha1.ZoneDisruptionBudget { return &v1alpha1.ZoneDisruptionBudget{} },
-			b.decideZDB(b.live, bud, pod), dryRun, metrics.RequesterEviction)
+		v, err = budget.Acquire(ctx, b.writer, b.firstKnown(ctx, bud, &v1alpha1.ZoneDisruptionBudget{}), key, func() *v1alpha1.ZoneDisruptionBudget { return &v1alpha1.ZoneDisruptionBudget{} },
+			b.confirmZDB(bud, pod), dryRun, metrics.RequesterEviction)
 	default:
 		return disruption.Verdict{}, fmt.Errorf("budget kind %q", bud.Kind)
 	}
@@ -227,6 +258,90 @@ func (b *liveBudgets) gone(ctx context.Context, bud Budget, v disruption.Verdict
 	return budget.MissingShared(rg), nil
 }
 
+// firstKnown is the reader budget.Acquire reads the budget through: its
+// first read answers, with no request, the newer (by resourceVersion) of
+// the cache's copy and the one this replica last wrote; every later read,
+// after a Conflict, goes to the API server. The intent is written with the
+// resourceVersion read, so a copy that was not the latest only costs a
+// Conflict and a live read; and the pods are read live after it, so no
+// recorded pod is judged on a view older than its record. A dry run, which
+// writes nothing, is judged on that copy as it is.
+func (b *liveBudgets) firstKnown(ctx context.Context, bud Budget, holder client.Object) client.Reader {
+	key := types.NamespacedName{Namespace: bud.Namespace, Name: bud.Name}
+	known := holder
+	if err := b.cache.Get(ctx, key, holder); err != nil || holder.GetUID() != bud.UID {
+		known = nil
+	}
+	if w, ok := b.written.Load(bud.UID); ok {
+		w := w.(client.Object)
+		if known == nil {
+			known = w
+		} else if newer, err := resourceversion.CompareResourceVersion(w.GetResourceVersion(), known.GetResourceVersion()); err == nil && newer > 0 {
+			known = w
+		}
+	}
+	return &firstRead{Reader: b.live, first: known}
+}
+
+// firstRead answers its first Get with first (when set), and every other
+// read from Reader.
+type firstRead struct {
+	client.Reader
+	first client.Object
+}
+
+func (r *firstRead) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	first := r.first
+	r.first = nil
+	if first == nil || reflect.TypeOf(first) != reflect.TypeOf(obj) || first.GetName() != key.Name || first.GetNamespace() != key.Namespace {
+		return r.Reader.Get(ctx, key, obj, opts...)
+	}
+	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(first.DeepCopyObject()).Elem())
+	return nil
+}
+
+// rememberingWriter is the webhook's writer: it keeps, by UID, the last
+// budget status it wrote (as the API server answered it).
+type rememberingWriter struct {
+	client.Client
+	written *sync.Map
+}
+
+func (w rememberingWriter) Status() client.SubResourceWriter {
+	return rememberingStatus{SubResourceWriter: w.Client.Status(), written: w.written}
+}
+
+type rememberingStatus struct {
+	client.SubResourceWriter
+	written *sync.Map
+}
+
+func (w rememberingStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	if err := w.SubResourceWriter.Patch(ctx, obj, patch, opts...); err != nil {
+		return err
+	}
+	w.written.Store(obj.GetUID(), obj.DeepCopyObject().(client.Object))
+	return nil
+}
+
+// takeTurn waits, until ctx ends, for the budget's turn to record an
+// intent, and returns the function that hands it on. Evictions judged at
+// once by this replica (a node's pods) then record one after the other,
+// each deciding on the intents recorded before it, instead of all reading
+// the same record and all but one meeting a Conflict and deciding again:
+// a wave of n costs n decisions, not about n*n/2. Other replicas still
+// meet at the optimistic lock.
+func (b *liveBudgets) takeTurn(ctx context.Context, bud Budget) (func(), error) {
+	v, _ := b.turns.LoadOrStore(bud.UID, make(chan struct{}, 1))
+	turn := v.(chan struct{})
+	select {
+	case turn <- struct{}{}:
+		return func() { <-turn }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s: wait for the turn to record an intent: %w", bud, context.Cause(ctx))
+	}
+}
+
 func (b *liveBudgets) Judge(ctx context.Context, bud Budget, pod *corev1.Pod) (disruption.Verdict, error) {
 	key := types.NamespacedName{Namespace: bud.Namespace, Name: bud.Name}
 	var v disruption.Verdict
@@ -249,6 +364,45 @@ func (b *liveBudgets) Judge(ctx context.Context, bud Budget, pod *corev1.Pod) (d
 		return b.gone(ctx, bud, v, err)
 	}
 	return v, err
+}
+
+// confirmGroup decides the eviction of pod on the RolloutGroup of bud as
+// read live, on a view whose pods of the zones that matter are read live
+// too (budget.ConfirmGroupView): the confirmation of the cache's allowance.
+func (b *liveBudgets) confirmGroup(bud Budget, pod *corev1.Pod) budget.Decider[*v1alpha1.RolloutGroup] {
+	return func(ctx context.Context, rg *v1alpha1.RolloutGroup) (disruption.Verdict, error) {
+		view, err := budget.ConfirmGroupView(ctx, b.cache, b.live, rg, v1alpha1.DisruptionEviction, bud.Zone, b.now())
+		if err != nil {
+			return disruption.Verdict{}, fmt.Errorf("RolloutGroup %s: %w", rg.Name, err)
+		}
+		partition, _ := budget.PartitionOf(rg.Spec.DisruptionBudget) // the view has refused an invalid one
+		return disruption.Decide(view, evictionRequest(bud.Zone, pod.Name, partition)), nil
+	}
+}
+
+// confirmZDB is confirmGroup for the ZoneDisruptionBudget of bud
+// (budget.ConfirmZDBView).
+func (b *liveBudgets) confirmZDB(bud Budget, pod *corev1.Pod) budget.Decider[*v1alpha1.ZoneDisruptionBudget] {
+	return func(ctx context.Context, zdb *v1alpha1.ZoneDisruptionBudget) (disruption.Verdict, error) {
+		// A budget that groups share is decided on every sharing group's
+		// members and pods read live: their intents name zones the budget's
+		// own pods do not show. Whether any group shares it is the cache's
+		// answer: a group that starts sharing is ordered with the budget
+		// from the moment this replica sees it.
+		shared, err := b.sharedByAny(ctx, zdb)
+		if err != nil {
+			return disruption.Verdict{}, err
+		}
+		if bud.Group != "" || shared {
+			return b.decideZDB(b.live, bud, pod)(ctx, zdb)
+		}
+		view, err := budget.ConfirmZDBView(ctx, b.cache, b.live, zdb, bud.Zone, b.now(), b.judgedByGroup)
+		if err != nil {
+			return disruption.Verdict{}, fmt.Errorf("ZoneDisruptionBudget %s: %w", zdb.Name, err)
+		}
+		partition, _ := budget.PartitionOf(&zdb.Spec.ZoneBudget) // the view has refused an invalid one
+		return disruption.Decide(view, evictionRequest(bud.Zone, pod.Name, partition)), nil
+	}
 }
 
 // decideGroup decides the eviction of pod on the RolloutGroup of bud, its
@@ -290,6 +444,15 @@ func (b *liveBudgets) decideZDB(r client.Reader, bud Budget, pod *corev1.Pod) bu
 		}
 		return disruption.Decide(view, evictionRequest(bud.Zone, pod.Name, partition)), nil
 	}
+}
+
+// sharedByAny reports whether a RolloutGroup (in the cache) shares zdb.
+func (b *liveBudgets) sharedByAny(ctx context.Context, zdb *v1alpha1.ZoneDisruptionBudget) (bool, error) {
+	var groups v1alpha1.RolloutGroupList
+	if err := b.cache.List(ctx, &groups, client.InNamespace(zdb.Namespace)); err != nil {
+		return false, fmt.Errorf("list RolloutGroups: %w", err)
+	}
+	return slices.ContainsFunc(groups.Items, func(g v1alpha1.RolloutGroup) bool { return g.Spec.SharedDisruptionBudget == zdb.Name }), nil
 }
 
 // judgedByGroup says whether a RolloutGroup claims sts: a

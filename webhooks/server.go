@@ -9,6 +9,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -62,6 +63,13 @@ type Config struct {
 	// TLSObjects reads the Secrets and ConfigMaps of tls blocks (the
 	// process's httptls.Objects); nil reads them live.
 	TLSObjects client.Reader
+	// KubeAPIQPS and KubeAPIBurst limit the webhooks' own client: their
+	// live reads and writes go to the API server through it, apart from the
+	// manager's client and its limiter, so that an admission never waits
+	// behind the controllers' requests (nor they behind a drain's). Both
+	// must be positive.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
 }
 
 // Setup adds the HTTPS webhook server to the manager, serving the four
@@ -76,6 +84,10 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 	if cfg.Certificates == nil {
 		return nil, errors.New("webhook server: no certificate source")
 	}
+	api, err := apiClient(mgr, cfg.KubeAPIQPS, cfg.KubeAPIBurst)
+	if err != nil {
+		return nil, err
+	}
 	srv := NewServer(cfg.Host, cfg.Port, cfg.Certificates)
 	tlsObjects := cfg.TLSObjects
 	if tlsObjects == nil {
@@ -84,9 +96,9 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 	cluster := NewCluster(mgr.GetClient(), mgr.GetClient(), cfg.Namespaces)
 	events := mgr.GetEventRecorder("echelon")
 	log := ctrl.Log.WithName("webhooks")
-	prepare := &PrepareDownscale{Cluster: cluster, Budget: NewDownscaleBudget(mgr.GetClient(), mgr.GetAPIReader()),
+	prepare := &PrepareDownscale{Cluster: cluster, Budget: NewDownscaleBudget(api, api),
 		Identity: cfg.Identity, Pods: NewPodClient(), Addressing: cfg.Addressing, Secrets: tlsObjects, Now: time.Now}
-	eviction := &Eviction{Cluster: cluster, Budgets: NewEvictionBudgets(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetClient(), time.Now),
+	eviction := &Eviction{Cluster: cluster, Budgets: NewEvictionBudgets(mgr.GetClient(), api, api, time.Now),
 		Hooks: NewEvictionHooks(mgr.GetClient()), Caller: newHookCaller(), Addressing: cfg.Addressing, Secrets: tlsObjects}
 	type handler struct {
 		name string
@@ -124,6 +136,21 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 		return nil, fmt.Errorf("add the webhook's cancel drain: %w", err)
 	}
 	return HealthCheck(srv, cfg.Certificates), nil
+}
+
+// apiClient is the webhooks' own client to the API server: uncached, with
+// the manager's credentials and scheme and a rate limiter of its own.
+func apiClient(mgr ctrl.Manager, qps float32, burst int) (client.Client, error) {
+	if qps <= 0 || burst < 1 {
+		return nil, fmt.Errorf("webhooks' client: kube API qps %v and burst %d must be positive", qps, burst)
+	}
+	rc := rest.CopyConfig(mgr.GetConfig())
+	rc.QPS, rc.Burst = qps, burst
+	c, err := client.New(rc, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("webhooks' client: %w", err)
+	}
+	return c, nil
 }
 
 // NewServer returns controller-runtime's webhook server on host:port, TLS 1.2

@@ -165,6 +165,8 @@ func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts
 		GrafanaCompat:         opts.GrafanaCompat,
 		ValidateFailurePolicy: admissionregistrationv1.FailurePolicyType(opts.Webhook.ValidateFailurePolicy),
 		TLSObjects:            tlsObjects,
+		KubeAPIQPS:            float32(opts.Webhook.KubeAPIQPS),
+		KubeAPIBurst:          opts.Webhook.KubeAPIBurst,
 	})
 }
 

@@ -101,6 +101,12 @@ type WebhookOptions struct {
 	// configuration, Ignore or Fail: what the webhook answers when it cannot
 	// judge a request (a failed cache read, a panic).
 	ValidateFailurePolicy string
+	// KubeAPIQPS and KubeAPIBurst limit the webhooks' own requests to the
+	// Kubernetes API (the live reads that confirm a decision, the intents
+	// they record), apart from the controllers' --kube-api-qps: an admission
+	// waits neither behind a reconcile nor starves one.
+	KubeAPIQPS   float64
+	KubeAPIBurst int
 }
 
 // Default returns the options a flag-less start uses.
@@ -128,6 +134,11 @@ func Default() Options {
 			CAValidity:   10 * 365 * 24 * time.Hour,
 			// As markers.go and the chart's default configure it.
 			ValidateFailurePolicy: "Ignore",
+			// An eviction the cache allows costs about 2 requests (its
+			// zone's pods, the intent): 100 evictions a second stay well
+			// within the sustained rate.
+			KubeAPIQPS:   300,
+			KubeAPIBurst: 600,
 		},
 	}
 }
@@ -173,6 +184,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	})
 	fs.DurationVar(&w.CertValidity, "webhook-cert-validity", w.CertValidity, "Lifetime of the self-signed serving certificate; renewed after two thirds of it.")
 	fs.DurationVar(&w.CAValidity, "webhook-ca-validity", w.CAValidity, "Lifetime of the self-signed CA; renewed after two thirds of it.")
+	fs.Float64Var(&w.KubeAPIQPS, "webhook-kube-api-qps", w.KubeAPIQPS, "Sustained requests per second of the webhooks to the Kubernetes API (an eviction's live reads and its recorded intent), limited apart from --kube-api-qps so that admissions and reconciles never wait for each other.")
+	fs.IntVar(&w.KubeAPIBurst, "webhook-kube-api-burst", w.KubeAPIBurst, "Burst of the webhooks' requests to the Kubernetes API.")
 	fs.StringVar(&w.ValidateFailurePolicy, "validate-webhook-failure-policy", w.ValidateFailurePolicy, "failurePolicy of the validation webhook's configuration, Ignore or Fail: what it answers to a request it cannot judge (a failed cache read): Ignore allows it with a warning, Fail refuses it.")
 }
 
@@ -251,6 +264,12 @@ func (w *WebhookOptions) validate() []error {
 	}
 	if w.CAValidity < w.CertValidity {
 		errs = append(errs, fmt.Errorf("--webhook-ca-validity=%s: must be at least --webhook-cert-validity=%s", w.CAValidity, w.CertValidity))
+	}
+	if w.KubeAPIQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--webhook-kube-api-qps=%v: must be greater than 0", w.KubeAPIQPS))
+	}
+	if w.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--webhook-kube-api-burst=%d: must be at least 1", w.KubeAPIBurst))
 	}
 	if w.ValidateFailurePolicy != "Ignore" && w.ValidateFailurePolicy != "Fail" {
 		errs = append(errs, fmt.Errorf("--validate-webhook-failure-policy=%q: must be Ignore or Fail", w.ValidateFailurePolicy))

@@ -56,6 +56,13 @@ func TestParseAndValidate(t *testing.T) {
 		{name: "bad cluster domain", args: []string{"--cluster-domain=-bad-"}, wantErr: `--cluster-domain="-bad-"`},
 		{name: "bad qps", args: []string{"--kube-api-qps=0"}, wantErr: "--kube-api-qps=0"},
 		{name: "bad burst", args: []string{"--kube-api-burst=0"}, wantErr: "--kube-api-burst=0"},
+		{name: "webhooks limited apart", args: []string{"--kube-api-qps=5", "--webhook-kube-api-qps=150", "--webhook-kube-api-burst=300"}, check: func(t *testing.T, o Options) {
+			if o.KubeAPIQPS != 5 || o.Webhook.KubeAPIQPS != 150 || o.Webhook.KubeAPIBurst != 300 {
+				t.Errorf("controllers qps %v, webhooks qps %v burst %d", o.KubeAPIQPS, o.Webhook.KubeAPIQPS, o.Webhook.KubeAPIBurst)
+			}
+		}},
+		{name: "bad webhook qps", args: []string{"--webhook-kube-api-qps=0"}, wantErr: "--webhook-kube-api-qps=0"},
+		{name: "bad webhook burst", args: []string{"--webhook-kube-api-burst=0"}, wantErr: "--webhook-kube-api-burst=0"},
 		{name: "bad log level", args: []string{"--log-level=trace"}, wantErr: `--log-level="trace"`},
 		{name: "lease shorter than renew deadline", args: []string{"--leader-elect", "--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=10s"},
 			wantErr: "--leader-elect-lease-duration=5s"},

@@ -128,7 +128,7 @@ type drainResult struct {
 
 	OperatorCPUSeconds float64 `json:"operatorCPUSeconds"`
 	// OperatorKubeAPIQPS is the operator's client-side limit on its API
-	// requests, the webhook's live reads included.
+	// requests; the webhooks have their own (--webhook-kube-api-qps).
 	OperatorKubeAPIQPS float64  `json:"operatorKubeAPIQPS"`
 	OperatorLogs       []string `json:"operatorLogs"`
 	KubectlLogs        []string `json:"kubectlLogs"`

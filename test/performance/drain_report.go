@@ -45,7 +45,7 @@ func printDrain(out io.Writer, results []*drainResult) {
 		row(fmt.Sprintf("  most pods unavailable at once (maxUnavailable %d)", r.MaxUnavailable), peakCell(r.PeakUnavailable))
 		row("  breaches: an eviction while another zone was short, or two zones short at once (must be 0)", fmt.Sprint(len(r.Breaches)))
 		row("operator CPU during the drain", fmt.Sprintf("%.2fs", r.OperatorCPUSeconds))
-		row("operator --kube-api-qps (its client-side limit, the webhook's live reads included)", fmt.Sprintf("%g", r.OperatorKubeAPIQPS))
+		row("operator --kube-api-qps (the controllers' client-side limit; the webhooks have their own)", fmt.Sprintf("%g", r.OperatorKubeAPIQPS))
 		_ = tw.Flush()
 		if r.DrainFailure != "" {
 			fmt.Fprintf(out, "  first failed drain: %s\n", r.DrainFailure)
@@ -55,6 +55,33 @@ func printDrain(out io.Writer, results []*drainResult) {
 		}
 		for _, f := range r.ForcedDeletions {
 			fmt.Fprintf(out, "  pod removed without terminating first (someone force-deleted it): %s\n", f)
+		}
+	}
+}
+
+// printDrainZones prints the drain-zones scenario's figures.
+func printDrainZones(out io.Writer, results []*drainZonesResult) {
+	for _, r := range results {
+		fmt.Fprintf(out, "\nDrain of one node in each of zones %s (%s), %d pods a zone, maxUnavailable %d, pod start %s.\n"+
+			"One after the other: Kubernetes alone, a PodDisruptionBudget (maxUnavailable %d) per StatefulSet, the second zone's node\n"+
+			"drained once the first zone is whole again. At once: two other nodes of the same zones, one kubectl drain each, judged by\n"+
+			"the group's disruptionBudget alone. kubectl drain retries a refused eviction 5 s later.\n\n",
+			strings.Join(drainedZones, ", "), podsPerNodeCell(r.PodsPerNode), r.PodsPerZone, r.MaxUnavailable, seconds(r.PodStartSeconds), r.MaxUnavailable)
+		tw := tabwriter.NewWriter(out, 0, 0, 3, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "\tnodes\twall\tper zone\tevicted\t429s retried\tother errors\tdrains run again\tzones in order\tpeak unavailable\tbreaches\t\n")
+		phaseRow := func(label string, p drainPhase) {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t\n", label, strings.Join(p.Nodes, " "), seconds(p.WallSeconds),
+				secondsList(p.ZoneSeconds), p.Evicted, p.Retries, p.EvictionErrors, p.Restarts, strings.Join(p.ZoneOrder, " "), peakCell(p.PeakUnavailable), len(p.Breaches))
+		}
+		phaseRow("one after the other, PodDisruptionBudgets", r.Sequential)
+		phaseRow("at once, Echelon", r.AtOnce)
+		_ = tw.Flush()
+		fmt.Fprintf(out, "at once / one after the other: %.2f\n", r.Ratio)
+		fmt.Fprintf(out, "eviction webhook, at once: %d admitted / %d refused (429) / %d errors; 429s for a contended record %d (must be 0);\n"+
+			"  intent writes that met another %.0f; by reason: %s\n",
+			r.Admitted, r.Refused, r.Errors, r.Contended, r.HoldConflicts, decisionsCell(r.Decisions))
+		for _, b := range append(slices.Clone(r.Sequential.Breaches), r.AtOnce.Breaches...) {
+			fmt.Fprintf(out, "  breach: %s\n", b)
 		}
 	}
 }

@@ -42,7 +42,9 @@ import (
 
 // evictionOptions are the flags of the eviction scenario.
 type evictionOptions struct {
-	rate    float64
+	// rates are the offered rates the dry-run loads run at, one after the
+	// other; the real evictions run at the first.
+	rates   []float64
 	round   time.Duration
 	rounds  int
 	clients int
@@ -52,12 +54,9 @@ type evictionOptions struct {
 }
 
 func bindEvictionFlags(fs *flag.FlagSet, o *evictionOptions) {
-	// Each eviction the webhook judges reads the group, its StatefulSets
-	// and their pods from the API server (7 requests for 3 zones), through
-	// the operator's client-side limit of --kube-api-qps (50 by default):
-	// 5 evictions a second stay under it.
-	*o = evictionOptions{rate: 5, round: 20 * time.Second, rounds: 3, clients: 16, guarded: 10}
-	fs.Float64Var(&o.rate, "eviction-rate", o.rate, "Requests per second, through the API server, of the eviction scenario's loads: dry-run evictions, dry-run scales of guarded StatefulSets, and the real evictions of one zone.")
+	// The rates of issue 29's figures: p99 < 10 ms at 20/s, < 50 ms at 100/s.
+	*o = evictionOptions{rates: []float64{20, 100}, round: 20 * time.Second, rounds: 3, clients: 16, guarded: 10}
+	fs.Var((*rateList)(&o.rates), "eviction-rate", "Comma-separated requests per second, through the API server, of the eviction scenario's loads, each measured in turn and printed side by side: dry-run evictions and dry-run scales of guarded StatefulSets; the real evictions of one zone run at the first.")
 	fs.DurationVar(&o.round, "eviction-round", o.round, "How long each load of a round of the eviction scenario lasts.")
 	fs.IntVar(&o.rounds, "eviction-rounds", o.rounds, "Rounds of the eviction scenario; each runs both loads, in turn first.")
 	fs.IntVar(&o.clients, "eviction-clients", o.clients, "Concurrent clients of the eviction scenario's loads.")
@@ -67,7 +66,7 @@ func bindEvictionFlags(fs *flag.FlagSet, o *evictionOptions) {
 
 func (o evictionOptions) validate() error {
 	switch {
-	case o.rate <= 0 || o.round <= 0:
+	case len(o.rates) == 0 || slices.Min(o.rates) <= 0 || o.round <= 0:
 		return errors.New("--eviction-rate and --eviction-round must be positive")
 	case o.rounds < 1 || o.clients < 1 || o.guarded < 1:
 		return errors.New("--eviction-rounds, --eviction-clients and --eviction-guarded must be at least 1")
@@ -85,22 +84,29 @@ type evictionResult struct {
 	MaxUnavailable  int     `json:"maxUnavailable"`
 	Guarded         int     `json:"guardedStatefulSets"`
 	Clients         int     `json:"clients"`
-	OfferedPerSec   float64 `json:"offeredPerSecond"`
 	Rounds          int     `json:"rounds"`
 	RoundSeconds    float64 `json:"roundSeconds"`
 	// OperatorKubeAPIQPS is the operator's client-side limit on its API
-	// requests, the webhook's live reads included.
+	// requests; the webhooks have their own (--webhook-kube-api-qps).
 	OperatorKubeAPIQPS float64 `json:"operatorKubeAPIQPS"`
 	// APIServerDenial is what the API server answered a dry-run scale down
 	// of a guarded StatefulSet: the no-downscale webhook works end to end.
 	APIServerDenial string `json:"apiServerDenial"`
-	// Eviction and NoDownscale are the two dry-run loads over every round.
-	Eviction    admissionSide `json:"eviction"`
-	NoDownscale admissionSide `json:"noDownscale"`
-	Real        realEvictions `json:"realEvictions"`
+	// Loads are the two dry-run loads over every round, at each rate.
+	Loads []evictionLoad `json:"loads"`
+	// Real are the real evictions of one zone, at RealPerSec.
+	Real       realEvictions `json:"realEvictions"`
+	RealPerSec float64       `json:"realPerSecond"`
 	// FirstErrors hold the first message of each kind of failure of any load.
 	FirstErrors  map[string]string `json:"firstErrors,omitempty"`
 	OperatorLogs []string          `json:"operatorLogs"`
+}
+
+// evictionLoad is both dry-run loads at one offered rate.
+type evictionLoad struct {
+	OfferedPerSec float64       `json:"offeredPerSecond"`
+	Eviction      admissionSide `json:"eviction"`
+	NoDownscale   admissionSide `json:"noDownscale"`
 }
 
 // admissionSide is one webhook's load, over every round.
@@ -192,7 +198,7 @@ func runEviction(ctx context.Context, cfg runConfig, o evictionOptions) (_ *evic
 	r := &evictionRun{webhookRun: &webhookRun{cfg: cfg, cp: cp, ns: ns, say: say, trust: newTrust(webhookHost)}, o: o, w: w, cs: cs}
 	r.res = &evictionResult{
 		PodStartSeconds: cfg.podStart.Seconds(), Zones: cfg.members, PodsPerZone: int(cfg.replicas), MaxUnavailable: int(cfg.maxUnavailable),
-		Guarded: o.guarded, Clients: o.clients, OfferedPerSec: o.rate, Rounds: o.rounds, RoundSeconds: o.round.Seconds(),
+		Guarded: o.guarded, Clients: o.clients, RealPerSec: o.rates[0], Rounds: o.rounds, RoundSeconds: o.round.Seconds(),
 		FirstErrors: map[string]string{},
 	}
 	stopWatch, err := r.serve(ctx, evictionWebhook, noDownscaleWebhook)
@@ -218,8 +224,12 @@ func runEviction(ctx context.Context, cfg runConfig, o evictionOptions) (_ *evic
 		return nil, err
 	}
 
-	if err := r.measureDryRuns(ctx); err != nil {
-		return nil, err
+	for _, rate := range o.rates {
+		load, err := r.measureDryRuns(ctx, rate)
+		if err != nil {
+			return nil, err
+		}
+		r.res.Loads = append(r.res.Loads, load)
 	}
 	if err := r.measureRealEvictions(ctx, memberNames[0]); err != nil {
 		return nil, err
@@ -237,9 +247,9 @@ func (r *evictionRun) waitGroupComplete(ctx context.Context) error {
 	return nil
 }
 
-// measureDryRuns warms both loads up, then runs them in rounds, in turn
-// first, so that a burst of a neighbour's CPU falls on both alike.
-func (r *evictionRun) measureDryRuns(ctx context.Context) error {
+// measureDryRuns warms both loads up at rate, then runs them in rounds,
+// in turn first, so that a burst of a neighbour's CPU falls on both alike.
+func (r *evictionRun) measureDryRuns(ctx context.Context, rate float64) (evictionLoad, error) {
 	var pods []string
 	for _, m := range memberNames[:r.cfg.members] {
 		for i := range int(r.cfg.replicas) {
@@ -248,34 +258,39 @@ func (r *evictionRun) measureDryRuns(ctx context.Context) error {
 	}
 	evictions := &apiLoad{clients: r.o.clients, send: evictionSender(r.cs, r.ns, pods, true)}
 	scales := &apiLoad{clients: r.o.clients, send: scaleSender(r.cs, r.ns, r.o.guarded)}
-	r.say("warm-up: %s of each load at %.0f/s", webhookWarmup, r.o.rate)
+	r.say("warm-up: %s of each load at %.0f/s", webhookWarmup, rate)
 	for _, l := range []*apiLoad{evictions, scales} {
-		r.noteErrors(l.run(ctx, loadPlan{rate: r.o.rate, duration: webhookWarmup}))
+		r.noteErrors(l.run(ctx, loadPlan{rate: rate, duration: webhookWarmup}))
 	}
-	ev, nd := &r.res.Eviction, &r.res.NoDownscale
+	load := evictionLoad{OfferedPerSec: rate}
+	ev, nd := &load.Eviction, &load.NoDownscale
 	for round := range r.o.rounds {
 		order := []func() error{
-			func() error { return r.measureSide(ctx, evictions, ev, metrics.WebhookEviction, evictionDecisions) },
-			func() error { return r.measureSide(ctx, scales, nd, metrics.WebhookNoDownscale, noDownscaleDecisions) },
+			func() error {
+				return r.measureSide(ctx, evictions, ev, rate, metrics.WebhookEviction, evictionDecisions)
+			},
+			func() error {
+				return r.measureSide(ctx, scales, nd, rate, metrics.WebhookNoDownscale, noDownscaleDecisions)
+			},
 		}
 		if round%2 == 1 {
 			slices.Reverse(order)
 		}
 		for _, measure := range order {
 			if err := measure(); err != nil {
-				return err
+				return load, err
 			}
 		}
-		r.say("round %d of %d: eviction p99 so far %s, no-downscale %s (through the API server)", round+1, r.o.rounds,
-			ms(summarize(ev.samples, r.o.rate, ev.elapsed, ev.dropped).P99Seconds), ms(summarize(nd.samples, r.o.rate, nd.elapsed, nd.dropped).P99Seconds))
+		r.say("round %d of %d at %.0f/s: eviction p99 so far %s, no-downscale %s (through the API server)", round+1, r.o.rounds, rate,
+			ms(summarize(ev.samples, rate, ev.elapsed, ev.dropped).P99Seconds), ms(summarize(nd.samples, rate, nd.elapsed, nd.dropped).P99Seconds))
 	}
 	for _, side := range []*admissionSide{ev, nd} {
-		side.Client = summarize(side.samples, r.o.rate, side.elapsed, side.dropped)
+		side.Client = summarize(side.samples, rate, side.elapsed, side.dropped)
 		side.Webhook = side.hist.summary()
 	}
-	r.say("dry-run evictions: %s", describe(ev.Client))
-	r.say("dry-run scales: %s", describe(nd.Client))
-	return nil
+	r.say("dry-run evictions at %.0f/s: %s; the webhook's own p50 %s, p99 %s", rate, describe(ev.Client), ms(ev.Webhook.P50Seconds), ms(ev.Webhook.P99Seconds))
+	r.say("dry-run scales at %.0f/s: %s", rate, describe(nd.Client))
+	return load, nil
 }
 
 // evictionDecisions are the eviction webhook's decisions, decision/reason.
@@ -290,8 +305,8 @@ func noDownscaleDecisions(m metricsSnapshot) map[string]float64 {
 
 // measureSide runs one round's load and adds to side what the client, the
 // webhook's histogram and counters, and the operator's proxy and CPU saw.
-func (r *evictionRun) measureSide(ctx context.Context, l *apiLoad, side *admissionSide, webhook string, decisions func(metricsSnapshot) map[string]float64) error {
-	s, err := r.stretch(ctx, func() loadRun { return l.run(ctx, loadPlan{rate: r.o.rate, duration: r.o.round}) }, webhook, decisions)
+func (r *evictionRun) measureSide(ctx context.Context, l *apiLoad, side *admissionSide, rate float64, webhook string, decisions func(metricsSnapshot) map[string]float64) error {
+	s, err := r.stretch(ctx, func() loadRun { return l.run(ctx, loadPlan{rate: rate, duration: r.o.round}) }, webhook, decisions)
 	if err != nil {
 		return err
 	}
@@ -368,7 +383,8 @@ func (r *evictionRun) measureRealEvictions(ctx context.Context, zone string) err
 	}
 	load := &apiLoad{clients: r.o.clients, send: evictionSender(r.cs, r.ns, pods, false)}
 	// Half a request's interval more, so that the plan's last request falls due.
-	plan := loadPlan{rate: r.o.rate, duration: time.Duration((float64(n) + 0.5) / r.o.rate * float64(time.Second))}
+	rate := r.res.RealPerSec
+	plan := loadPlan{rate: rate, duration: time.Duration((float64(n) + 0.5) / rate * float64(time.Second))}
 	began := time.Now()
 	s, err := r.stretch(ctx, func() loadRun { return load.run(ctx, plan) }, metrics.WebhookEviction, evictionDecisions)
 	if err != nil {
@@ -389,7 +405,7 @@ func (r *evictionRun) measureRealEvictions(ctx context.Context, zone string) err
 	res.FirstRefusal = s.run.details[failRefused]
 	delete(s.run.details, failRefused)
 	r.noteErrors(s.run)
-	res.Client = summarize(s.run.samples, r.o.rate, s.run.elapsed, s.run.dropped)
+	res.Client = summarize(s.run.samples, rate, s.run.elapsed, s.run.dropped)
 	res.Webhook = s.hist.summary()
 	res.Decisions = s.decisions
 	r.say("real evictions of %s's %d pods: %d admitted, %d refused (429), %d other errors; decisions %s", zone, n, res.Admitted, res.Refused, res.Errors, decisionsCell(res.Decisions))

@@ -20,39 +20,47 @@ import (
 func printEviction(out io.Writer, results []*evictionResult) {
 	for _, r := range results {
 		fmt.Fprintf(out, "\nEviction admission beside no-downscale admission, through the API server: one operator serves both webhooks, registered\n"+
-			"with the API server; its --kube-api-qps is %g. %d clients, open loop at %.0f requests/s, %d rounds of %s of each load, in\n"+
-			"turn first. Group %s: "+
+			"with the API server; its --kube-api-qps is %g (the webhooks' own client has its own limit). %d clients, open loop at\n"+
+			"%s requests/s in turn, %d rounds of %s of each load at each rate, in turn first. Group %s: "+
 			"%d zones x %d pods, disruptionBudget maxUnavailable %d; %d StatefulSets guarded by a ScalingPolicy (downscale.allowed=false).\n"+
-			"  eviction: dry-run evictions of every pod of the group in turn (as kubectl drain --dry-run=server): judged in full, with the\n"+
-			"    live reads of the group, its StatefulSets and their pods, but no hold written, so the pods stay;\n"+
+			"  eviction: dry-run evictions of every pod of the group in turn (as kubectl drain --dry-run=server): judged in full, on the\n"+
+			"    cache and then confirmed with the live reads, but no intent written, so the pods stay;\n"+
 			"  no-downscale: dry-run scales of the guarded StatefulSets (as kubectl scale --dry-run=server), %d in %d down (denied naming\n"+
 			"    the policy), 1 in %d up (allowed), answered from the cache.\n"+
 			"client: from a request's queueing to the API server's answer. webhook: the operator's own %s,\n"+
 			"quantiles interpolated within its buckets as histogram_quantile does; max<= is the bound of the slowest request's bucket.\n"+
 			"API server, dry-run scale down of %s: %s\n\n",
-			r.OperatorKubeAPIQPS, r.Clients, r.OfferedPerSec, r.Rounds, seconds(r.RoundSeconds), groupName, r.Zones, r.PodsPerZone, r.MaxUnavailable, r.Guarded,
+			r.OperatorKubeAPIQPS, r.Clients, ratesCell(r.Loads), r.Rounds, seconds(r.RoundSeconds), groupName, r.Zones, r.PodsPerZone, r.MaxUnavailable, r.Guarded,
 			increaseEvery-1, increaseEvery, increaseEvery, webhookDurationMetric, guardedName(0), r.APIServerDenial)
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "\trequests\terrors\tachieved/s\tclient p50\tp90\tp99\tmax\twebhook p50\tp99\tmax<=\tmean\toperator reads/request\toperator CPU\t\n")
-		sideRow(tw, "eviction (dry run)", r.Eviction)
-		sideRow(tw, "no-downscale (dry run)", r.NoDownscale)
-		e, n := r.Eviction, r.NoDownscale
-		fmt.Fprintf(tw, "eviction / no-downscale\t\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s\t\t\t\n",
-			ratio(e.Client.P50Seconds, n.Client.P50Seconds), ratio(e.Client.P90Seconds, n.Client.P90Seconds),
-			ratio(e.Client.P99Seconds, n.Client.P99Seconds), ratio(e.Client.MaxSeconds, n.Client.MaxSeconds),
-			ratio(e.Webhook.P50Seconds, n.Webhook.P50Seconds), ratio(e.Webhook.P99Seconds, n.Webhook.P99Seconds),
-			ratio(e.Webhook.MeanSeconds, n.Webhook.MeanSeconds))
+		for _, l := range r.Loads {
+			sideRow(tw, fmt.Sprintf("eviction (dry run) at %.0f/s", l.OfferedPerSec), l.Eviction)
+			sideRow(tw, fmt.Sprintf("no-downscale (dry run) at %.0f/s", l.OfferedPerSec), l.NoDownscale)
+			e, n := l.Eviction, l.NoDownscale
+			fmt.Fprintf(tw, "eviction / no-downscale\t\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s\t\t\t\n",
+				ratio(e.Client.P50Seconds, n.Client.P50Seconds), ratio(e.Client.P90Seconds, n.Client.P90Seconds),
+				ratio(e.Client.P99Seconds, n.Client.P99Seconds), ratio(e.Client.MaxSeconds, n.Client.MaxSeconds),
+				ratio(e.Webhook.P50Seconds, n.Webhook.P50Seconds), ratio(e.Webhook.P99Seconds, n.Webhook.P99Seconds),
+				ratio(e.Webhook.MeanSeconds, n.Webhook.MeanSeconds))
+		}
 		_ = tw.Flush()
-		fmt.Fprintf(out, "\nDecisions over the loads (the operator's counters, decision/reason):\n"+
-			"  eviction, %s: %s\n  no-downscale, %s{webhook=\"no-downscale\"}: %s\n"+
-			"Operator API requests per dry-run eviction (the webhook's live reads): %s\n",
-			evictionsMetric, decisionsCell(e.Decisions), webhookRequestsMetric, decisionsCell(n.Decisions),
-			perRequest(e.OperatorRequests, e.Client.Requests))
+		fmt.Fprintf(out, "\nEviction webhook p50 / p99, its own histogram:")
+		for _, l := range r.Loads {
+			fmt.Fprintf(out, " %s / %s at %.0f/s;", ms(l.Eviction.Webhook.P50Seconds), ms(l.Eviction.Webhook.P99Seconds), l.OfferedPerSec)
+		}
+		fmt.Fprintf(out, "\nDecisions over the loads (the operator's counters, decision/reason), and the operator's API requests per\n"+
+			"dry-run eviction (the webhook's live reads):\n")
+		for _, l := range r.Loads {
+			fmt.Fprintf(out, "  at %.0f/s: eviction, %s: %s\n    no-downscale, %s{webhook=\"no-downscale\"}: %s\n    requests per eviction: %s\n",
+				l.OfferedPerSec, evictionsMetric, decisionsCell(l.Eviction.Decisions), webhookRequestsMetric, decisionsCell(l.NoDownscale.Decisions),
+				perRequest(l.Eviction.OperatorRequests, l.Eviction.Client.Requests))
+		}
 
 		re := r.Real
 		fmt.Fprintf(out, "\nReal evictions of every pod of %s (%d), once each in order at %.0f/s: %d admitted, %d refused with 429, %d other errors;\n"+
 			"the zone was whole again %s after the first.\n",
-			re.Zone, re.Requested, r.OfferedPerSec, re.Admitted, re.Refused, re.Errors, seconds(re.ZoneWholeSeconds))
+			re.Zone, re.Requested, r.RealPerSec, re.Admitted, re.Refused, re.Errors, seconds(re.ZoneWholeSeconds))
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "\trequests\tclient p50\tp90\tp99\tmax\twebhook p50\tp99\tmax<=\tmean\t\n")
 		fmt.Fprintf(tw, "real evictions\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", re.Client.Requests,
@@ -83,6 +91,15 @@ func sideRow(tw io.Writer, label string, s admissionSide) {
 		ms(s.Client.P50Seconds), ms(s.Client.P90Seconds), ms(s.Client.P99Seconds), ms(s.Client.MaxSeconds),
 		ms(s.Webhook.P50Seconds), ms(s.Webhook.P99Seconds), maxAtMostCell(s.Webhook), ms(s.Webhook.MeanSeconds),
 		perReq, s.OperatorCPUSeconds/max(s.Client.Seconds, 1e-9))
+}
+
+// ratesCell is "20, 100", the loads' offered rates.
+func ratesCell(loads []evictionLoad) string {
+	parts := make([]string, len(loads))
+	for i, l := range loads {
+		parts[i] = fmt.Sprintf("%.0f", l.OfferedPerSec)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // maxAtMostCell is the histogram's bound on the slowest request, "> highest

@@ -50,7 +50,8 @@ func TestEvictionOptionsValidate(t *testing.T) {
 		t.Fatalf("the defaults: %v", err)
 	}
 	for _, bad := range []func(*evictionOptions){
-		func(o *evictionOptions) { o.rate = 0 },
+		func(o *evictionOptions) { o.rates = []float64{20, 0} },
+		func(o *evictionOptions) { o.rates = nil },
 		func(o *evictionOptions) { o.round = 0 },
 		func(o *evictionOptions) { o.rounds = 0 },
 		func(o *evictionOptions) { o.clients = 0 },
@@ -135,20 +136,25 @@ func TestPrintEviction(t *testing.T) {
 		}
 	}
 	r := &evictionResult{
-		Zones: 3, PodsPerZone: 30, MaxUnavailable: 5, Guarded: 10, Clients: 16, OfferedPerSec: 50, Rounds: 3, RoundSeconds: 10,
+		Zones: 3, PodsPerZone: 30, MaxUnavailable: 5, Guarded: 10, Clients: 16, RealPerSec: 50, Rounds: 3, RoundSeconds: 10,
 		APIServerDenial: "denied naming guard-00",
-		Eviction:        side(0.006, 0.030), NoDownscale: side(0.002, 0.010),
+		Loads: []evictionLoad{
+			{OfferedPerSec: 50, Eviction: side(0.006, 0.030), NoDownscale: side(0.002, 0.010)},
+			{OfferedPerSec: 100, Eviction: side(0.012, 0.060), NoDownscale: side(0.004, 0.020)},
+		},
 		Real: realEvictions{Zone: "zone-a", Requested: 30, Admitted: 5, Refused: 25, ZoneWholeSeconds: 17.2,
 			Decisions: map[string]float64{"allowed/allowed": 5, "denied/ZoneBudgetExhausted": 25}, FirstRefusal: "zone zone-a has 5 of 30 pods unavailable"},
 	}
-	r.Eviction.Decisions = map[string]float64{"allowed/dry-run": 1500}
-	r.Eviction.OperatorRequests = map[string]int{"LIST pods": 4500, "GET rolloutgroups": 1500}
+	r.Loads[0].Eviction.Decisions = map[string]float64{"allowed/dry-run": 1500}
+	r.Loads[0].Eviction.OperatorRequests = map[string]int{"LIST pods": 4500, "GET rolloutgroups": 1500}
 	var b bytes.Buffer
 	printEviction(&b, []*evictionResult{r})
 	out := b.String()
 	for _, want := range []string{
-		"16 clients, open loop at 50 requests/s, 3 rounds of 10s of each load",
-		"eviction (dry run)",
+		"16 clients, open loop at\n50, 100 requests/s in turn, 3 rounds of 10s of each load at each rate",
+		"eviction (dry run) at 50/s",
+		"eviction (dry run) at 100/s",
+		"Eviction webhook p50 / p99, its own histogram: 3.00ms / 15.00ms at 50/s; 6.00ms / 30.00ms at 100/s;",
 		"6.00ms",
 		"eviction / no-downscale",
 		"allowed/dry-run 1500",
@@ -163,8 +169,8 @@ func TestPrintEviction(t *testing.T) {
 		}
 	}
 	// Client p50, p90, p99 and max; the webhook's p50, p99 and mean.
-	if n := strings.Count(out, "3.00x"); n != 7 {
-		t.Errorf("%d ratios of 3.00x, want 7:\n%s", n, out)
+	if n := strings.Count(out, "3.00x"); n != 14 {
+		t.Errorf("%d ratios of 3.00x, want 7 at each rate:\n%s", n, out)
 	}
 }
 

@@ -46,6 +46,11 @@ Licensed under the Apache License, Version 2.0.
 //     against the floor (--max-unavailable pods replaced at a time, zone by
 //     zone), with the evictions admitted and refused and every moment two
 //     zones were short, at --disruption-pod-start (drain.go);
+//   - drain-zones: one node in each of two zones drained at once, judged by
+//     the eviction webhook, against the same zones drained one after the
+//     other by Kubernetes alone under a PodDisruptionBudget per
+//     StatefulSet; fails on a breach or an eviction refused because the
+//     budget's record stayed contended (drain_zones.go);
 //   - analysis: a real Prometheus (`make prometheus`) scrapes an exporter the
 //     bench sets; the time from a gate's metric turning bad to the rollback's
 //     first pod deletion, at each --analysis-intervals, and the queries
@@ -192,14 +197,15 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats 
 	fmt.Printf("done (%s)\n", since(began))
 
 	var (
-		results  []*result
-		scales   []*result
-		follows  []*followResult
-		webhooks []*webhookResult
-		evicts   []*evictionResult
-		drains   []*drainResult
-		analyses []*analysisResult
-		failed   []error
+		results    []*result
+		scales     []*result
+		follows    []*followResult
+		webhooks   []*webhookResult
+		evicts     []*evictionResult
+		drains     []*drainResult
+		drainZones []*drainZonesResult
+		analyses   []*analysisResult
+		failed     []error
 	)
 	for _, c := range runs {
 		cfg := runConfig{
@@ -262,6 +268,24 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats 
 			}
 			continue
 		}
+		if c.kind == kindDrainZones {
+			fmt.Printf("Measuring a %s, pod start %s:\n", c.title(s), c.podStart)
+			dz, err := runDrainZones(ctx, cfg, opts.drain)
+			if err != nil {
+				failed = append(failed, fmt.Errorf("%s: %w", c.slug(), err))
+				fmt.Printf("  [%s] failed: %v\n", c.slug(), err)
+				continue
+			}
+			drainZones = append(drainZones, dz)
+			// The figures are printed, and the bench fails.
+			if n := len(dz.AtOnce.Breaches) + len(dz.Sequential.Breaches); n > 0 {
+				failed = append(failed, fmt.Errorf("%s: %d breaches of the guarantees: %v %v", c.slug(), n, dz.Sequential.Breaches, dz.AtOnce.Breaches))
+			}
+			if dz.Contended > 0 {
+				failed = append(failed, fmt.Errorf("%s: %d evictions answered 429 because the budget's record stayed contended", c.slug(), dz.Contended))
+			}
+			continue
+		}
 		if c.kind == kindAnalysis {
 			fmt.Printf("Measuring %s:\n", c.title(s))
 			ar, err := runAnalysis(ctx, cfg, opts.analysis)
@@ -295,10 +319,11 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats 
 	printWebhook(os.Stdout, webhooks)
 	printEviction(os.Stdout, evicts)
 	printDrain(os.Stdout, drains)
+	printDrainZones(os.Stdout, drainZones)
 	printAnalysis(os.Stdout, analyses)
 	fmt.Printf("\nOperator logs and request logs: %s (took %s in all)\n", workDir, since(began))
-	if jsonPath != "" && len(results)+len(scales)+len(follows)+len(webhooks)+len(evicts)+len(drains) > 0 {
-		if err := writeJSON(jsonPath, s, report{Results: results, Scale: scales, Follow: follows, Webhook: webhooks, Eviction: evicts, Drain: drains}); err != nil {
+	if jsonPath != "" && len(results)+len(scales)+len(follows)+len(webhooks)+len(evicts)+len(drains)+len(drainZones) > 0 {
+		if err := writeJSON(jsonPath, s, report{Results: results, Scale: scales, Follow: follows, Webhook: webhooks, Eviction: evicts, Drain: drains, DrainZones: drainZones}); err != nil {
 			return err
 		}
 		fmt.Printf("Results written to %s\n", jsonPath)

@@ -187,6 +187,8 @@ type report struct {
 	// Eviction and Drain hold the eviction and drain scenarios' figures.
 	Eviction []*evictionResult `json:"eviction,omitempty"`
 	Drain    []*drainResult    `json:"drain,omitempty"`
+	// DrainZones holds the drain-zones scenario's figures.
+	DrainZones []*drainZonesResult `json:"drainZones,omitempty"`
 }
 
 // writeJSON writes r, with the scenario s, to path.

@@ -108,13 +108,18 @@ const (
 	// kindDrain drains every node of a three-zone group at once with
 	// `kubectl drain` and times it against the floor (drain.go).
 	kindDrain = "drain"
+	// kindDrainZones drains one node in each of two zones at once under
+	// the group's budget, against the same zones drained one after the other
+	// by Kubernetes alone under a PodDisruptionBudget per StatefulSet
+	// (drain_zones.go).
+	kindDrainZones = "drain-zones"
 	// kindAnalysis times metric-gated rollouts against a real Prometheus
 	// (analysis.go): a gate's failure to the rollback's first deletion, and
 	// the queries of many pending gates.
 	kindAnalysis = "analysis"
 )
 
-var allKinds = []string{kindSingle, kindPartition, kindSIGTERM, kindSIGKILL, kindScale, kindFollow, kindWebhook, kindEviction, kindDrain, kindAnalysis}
+var allKinds = []string{kindSingle, kindPartition, kindSIGTERM, kindSIGKILL, kindScale, kindFollow, kindWebhook, kindEviction, kindDrain, kindDrainZones, kindAnalysis}
 
 // caseOptions are the flags that decide the cases of an invocation.
 type caseOptions struct {
@@ -170,6 +175,8 @@ func cases(o caseOptions) ([]benchCase, error) {
 			out = append(out, benchCase{kind: k, podStart: o.disruptionPodStart, operators: 1})
 		case kindDrain:
 			out = append(out, benchCase{kind: k, podStart: o.disruptionPodStart, operators: 1, nodes: drainNodes})
+		case kindDrainZones:
+			out = append(out, benchCase{kind: k, podStart: o.disruptionPodStart, operators: 1, nodes: drainNodes})
 		case kindAnalysis:
 			out = append(out, benchCase{kind: k, operators: 1})
 		}
@@ -191,7 +198,7 @@ func (c benchCase) shape(s scenario) scenario {
 
 // slug names the run's files.
 func (c benchCase) slug() string {
-	if c.kind == kindFollow || c.kind == kindWebhook || c.kind == kindEviction || c.kind == kindDrain || c.kind == kindAnalysis {
+	if c.kind == kindFollow || c.kind == kindWebhook || c.kind == kindEviction || c.kind == kindDrain || c.kind == kindDrainZones || c.kind == kindAnalysis {
 		return c.kind
 	}
 	if c.kind == kindScale {
@@ -215,6 +222,8 @@ func (c benchCase) title(s scenario) string {
 		return "eviction and no-downscale webhooks through the API server, 1 operator"
 	case c.kind == kindDrain:
 		return fmt.Sprintf("kubectl drain of %d nodes in %d zones at once, 1 operator", drainNodes/2, len(memberNames))
+	case c.kind == kindDrainZones:
+		return fmt.Sprintf("kubectl drain of a node in each of %d zones at once, 1 operator, against one after the other with PodDisruptionBudgets", len(drainedZones))
 	case c.kind == kindAnalysis:
 		return "analysis gates against Prometheus, 1 operator"
 	case c.rollingUpdate:

@@ -158,7 +158,7 @@ func start() (*env, error) {
 		return fail(err)
 	}
 	health, err := webhooks.Setup(mgr, webhooks.Config{Host: "127.0.0.1", Port: port, Certificates: cert,
-		Identity: e.identity, Addressing: podcall.Addressing{PodAddressIP: true}})
+		Identity: e.identity, Addressing: podcall.Addressing{PodAddressIP: true}, KubeAPIQPS: 1000, KubeAPIBurst: 2000})
 	if err != nil {
 		return fail(err)
 	}

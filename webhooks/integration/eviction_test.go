@@ -68,7 +68,9 @@ func (e *env) zones(t *testing.T, ns, label string, replicas int, names ...strin
 }
 
 // setReady writes the pod's Ready condition: True since since, or False
-// when since is zero.
+// when since is zero, and waits until the operator's cache shows it: an
+// eviction reads the other zones' pods from the cache (only the zones that
+// matter live), as a PodDisruptionBudget's controller does.
 func (e *env) setReady(t *testing.T, ns, name string, ready bool, since time.Time) {
 	t.Helper()
 	ctx := context.Background()
@@ -84,6 +86,11 @@ func (e *env) setReady(t *testing.T, ns, name string, ready bool, since time.Tim
 	if err := e.admin.Status().Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
+	NewWithT(t).Eventually(func() (string, error) {
+		cached := &corev1.Pod{}
+		err := e.cache.Get(ctx, client.ObjectKeyFromObject(pod), cached)
+		return cached.ResourceVersion, err
+	}, 10*time.Second, 20*time.Millisecond).Should(Equal(pod.ResourceVersion))
 }
 
 // evictor evicts pods of one namespace through the Eviction API, as kubectl
@@ -241,6 +248,11 @@ func TestEvictionDisruptedZone(t *testing.T) {
 	pod.Finalizers = []string{"echelon.dev/test"}
 	g.Expect(e.admin.Update(ctx, pod)).To(Succeed())
 	g.Expect(e.admin.Delete(ctx, pod)).To(Succeed())
+	g.Eventually(func() (*metav1.Time, error) {
+		cached := &corev1.Pod{}
+		err := e.cache.Get(ctx, client.ObjectKeyFromObject(pod), cached)
+		return cached.DeletionTimestamp, err
+	}, 10*time.Second, 20*time.Millisecond).ShouldNot(BeNil(), "the cache, which the other zones are judged on, shows the pod terminating")
 	g.Expect(v.evict("ingester-zone-b-0")).To(refused("RolloutGroup ingester: zone ingester-zone-c (1 terminating) is disrupted; evict ingester-zone-b-0 later"))
 	g.Expect(v.evict("ingester-zone-c-2")).To(Succeed(), "evicting a terminating pod disrupts nothing more")
 	g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())

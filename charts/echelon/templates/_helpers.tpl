@@ -101,6 +101,8 @@ until a feature uses them.
 {{- if .Values.webhooks.enabled }}
 - --webhook-port={{ .Values.webhooks.port }}
 - --validate-webhook-failure-policy={{ .Values.webhooks.validation.failurePolicy }}
+- --webhook-kube-api-qps={{ .Values.webhooks.kubeAPI.qps }}
+- --webhook-kube-api-burst={{ .Values.webhooks.kubeAPI.burst }}
 {{- if eq .Values.webhooks.certificates.mode "selfSigned" }}
 - --webhook-cert-secret={{ include "echelon.webhookSecretName" . }}
 - --webhook-service={{ include "echelon.webhookServiceName" . }}
