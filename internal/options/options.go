@@ -101,6 +101,11 @@ type WebhookOptions struct {
 	// configuration, Ignore or Fail: what the webhook answers when it cannot
 	// judge a request (a failed cache read, a panic).
 	ValidateFailurePolicy string
+	// DownscaleBudgetFailurePolicy is the failurePolicy of the
+	// downscale-budget webhook's configuration, Ignore or Fail: what the
+	// webhook answers when it cannot judge a downscale (the budget's live
+	// read or its record failed).
+	DownscaleBudgetFailurePolicy string
 }
 
 // Default returns the options a flag-less start uses.
@@ -127,7 +132,8 @@ func Default() Options {
 			CertValidity: 365 * 24 * time.Hour,
 			CAValidity:   10 * 365 * 24 * time.Hour,
 			// As markers.go and the chart's default configure it.
-			ValidateFailurePolicy: "Ignore",
+			ValidateFailurePolicy:        "Ignore",
+			DownscaleBudgetFailurePolicy: "Fail",
 		},
 	}
 }
@@ -174,6 +180,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&w.CertValidity, "webhook-cert-validity", w.CertValidity, "Lifetime of the self-signed serving certificate; renewed after two thirds of it.")
 	fs.DurationVar(&w.CAValidity, "webhook-ca-validity", w.CAValidity, "Lifetime of the self-signed CA; renewed after two thirds of it.")
 	fs.StringVar(&w.ValidateFailurePolicy, "validate-webhook-failure-policy", w.ValidateFailurePolicy, "failurePolicy of the validation webhook's configuration, Ignore or Fail: what it answers to a request it cannot judge (a failed cache read): Ignore allows it with a warning, Fail refuses it.")
+	fs.StringVar(&w.DownscaleBudgetFailurePolicy, "downscale-budget-webhook-failure-policy", w.DownscaleBudgetFailurePolicy, "failurePolicy of the downscale-budget webhook's configuration, Ignore or Fail: what it answers to a downscale of a RolloutGroup's member it cannot judge (the budget's live read or record failed): Ignore allows it with a warning, Fail refuses it.")
 }
 
 // Validate returns an error naming the first bad flag, or nil.
@@ -254,6 +261,9 @@ func (w *WebhookOptions) validate() []error {
 	}
 	if w.ValidateFailurePolicy != "Ignore" && w.ValidateFailurePolicy != "Fail" {
 		errs = append(errs, fmt.Errorf("--validate-webhook-failure-policy=%q: must be Ignore or Fail", w.ValidateFailurePolicy))
+	}
+	if w.DownscaleBudgetFailurePolicy != "Ignore" && w.DownscaleBudgetFailurePolicy != "Fail" {
+		errs = append(errs, fmt.Errorf("--downscale-budget-webhook-failure-policy=%q: must be Ignore or Fail", w.DownscaleBudgetFailurePolicy))
 	}
 	return errs
 }
