@@ -101,6 +101,7 @@ until a feature uses them.
 {{- if .Values.webhooks.enabled }}
 - --webhook-port={{ .Values.webhooks.port }}
 - --validate-webhook-failure-policy={{ .Values.webhooks.validation.failurePolicy }}
+- --downscale-budget-webhook-failure-policy={{ .Values.webhooks.downscaleBudget.failurePolicy }}
 {{- if eq .Values.webhooks.certificates.mode "selfSigned" }}
 - --webhook-cert-secret={{ include "echelon.webhookSecretName" . }}
 - --webhook-service={{ include "echelon.webhookServiceName" . }}
