@@ -88,7 +88,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Get(ctx, req.NamespacedName, cached); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.NamespacedName)
-			return ctrl.Result{}, r.sweepMemberLabels(ctx, req.Namespace)
+			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get RolloutGroup: %w", err)
 	}
@@ -175,9 +175,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// of intent: handing its partition back would let the StatefulSet
 		// controller roll every such zone at once.
 		actErr = errors.Join(actErr, r.handBackPartitions(ctx, rg, in.Members))
-	}
-	if in.InvalidSpec == "" {
-		actErr = errors.Join(actErr, r.syncMemberLabels(ctx, rg, in.Members))
 	}
 	countBudgetDecision(plan, acted)
 	actErr = errors.Join(actErr, r.advanceRevisions(ctx, rg, plan, in.Members), restoreErr)

@@ -13,11 +13,11 @@ import (
 	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
 )
 
-// Every member of a group carries the member label with the group's UID, the
-// mark the downscale-budget webhook's objectSelector reaches; a StatefulSet
-// that leaves the group loses it, a label removed by someone else comes back,
-// and every member loses it once the group is deleted. A StatefulSet of
-// no group is never labelled.
+// MemberLabeler: every member of a group carries the member label with the
+// group's UID, the mark the downscale-budget webhook's objectSelector
+// reaches; a StatefulSet that leaves the group loses it, a label removed by
+// someone else comes back, and every member loses it once the group is
+// deleted. A StatefulSet of no group is never labelled.
 func TestControllerLabelsMembers(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	for _, name := range []string{"zone-a", "zone-b", "other"} {
@@ -25,9 +25,19 @@ func TestControllerLabelsMembers(t *testing.T) {
 		e.Pods(sts, 2, "r1", controllertest.PodSpec{})
 	}
 	rg := e.Group("ingester", 1, "zone-a", "zone-b")
+	labeler := &MemberLabeler{Client: e.r.Client}
 	labelled := func(name string) string { return e.GetSTS(name).Labels[v1alpha1.MemberLabel] }
-	e.reconcileUntil(e.r, "ingester", 10*time.Second, "both members labelled", func(*v1alpha1.RolloutGroup) (bool, error) {
-		return labelled("zone-a") == string(rg.UID) && labelled("zone-b") == string(rg.UID), nil
+	labelUntil := func(what string, done func() bool) {
+		t.Helper()
+		e.Eventually(10*time.Second, what, func() (bool, error) {
+			if _, err := labeler.Reconcile(e.Ctx, reconcileRequest(e, "ingester")); err != nil {
+				t.Logf("Reconcile: %v", err)
+			}
+			return done(), nil
+		})
+	}
+	labelUntil("both members labelled", func() bool {
+		return labelled("zone-a") == string(rg.UID) && labelled("zone-b") == string(rg.UID)
 	})
 	if _, ok := e.GetSTS("other").Labels[v1alpha1.MemberLabel]; ok {
 		t.Errorf("StatefulSet other, in no group, is labelled a member")
@@ -39,9 +49,7 @@ func TestControllerLabelsMembers(t *testing.T) {
 		[]byte(`{"metadata":{"labels":{"`+v1alpha1.MemberLabel+`":null}}}`))); err != nil {
 		t.Fatal(err)
 	}
-	e.reconcileUntil(e.r, "ingester", 10*time.Second, "zone-a labelled again", func(*v1alpha1.RolloutGroup) (bool, error) {
-		return labelled("zone-a") == string(rg.UID), nil
-	})
+	labelUntil("zone-a labelled again", func() bool { return labelled("zone-a") == string(rg.UID) })
 
 	// zone-b leaves the group: its label goes.
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -51,9 +59,9 @@ func TestControllerLabelsMembers(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	e.reconcileUntil(e.r, "ingester", 10*time.Second, "zone-b unlabelled", func(*v1alpha1.RolloutGroup) (bool, error) {
+	labelUntil("zone-b unlabelled", func() bool {
 		_, ok := e.GetSTS("zone-b").Labels[v1alpha1.MemberLabel]
-		return !ok, nil
+		return !ok
 	})
 	if got := labelled("zone-a"); got != string(rg.UID) {
 		t.Errorf("zone-a label %q, want %s: it is still a member", got, rg.UID)
@@ -68,7 +76,7 @@ func TestControllerLabelsMembers(t *testing.T) {
 		if !apierrors.IsNotFound(err) {
 			return false, client.IgnoreNotFound(err)
 		}
-		if _, err := e.r.Reconcile(e.Ctx, reconcileRequest(e, "ingester")); err != nil {
+		if _, err := labeler.Reconcile(e.Ctx, reconcileRequest(e, "ingester")); err != nil {
 			return false, err
 		}
 		_, ok := e.GetSTS("zone-a").Labels[v1alpha1.MemberLabel]

@@ -37,12 +37,8 @@ func (r *Reconciler) requestsForStatefulSet(ctx context.Context, o client.Object
 		return nil
 	}
 	// The group that holds its partition, which must hand it back when the
-	// StatefulSet no longer matches its selector, and the group that
-	// labelled it a member, which must take the label off.
-	for _, holder := range []string{sts.Labels[partitionHolderLabel], sts.Labels[v1alpha1.MemberLabel]} {
-		if holder == "" || slices.ContainsFunc(groups, func(g v1alpha1.RolloutGroup) bool { return string(g.UID) == holder }) {
-			continue
-		}
+	// StatefulSet no longer matches its selector.
+	if holder := sts.Labels[partitionHolderLabel]; holder != "" && !slices.ContainsFunc(groups, func(g v1alpha1.RolloutGroup) bool { return string(g.UID) == holder }) {
 		var all v1alpha1.RolloutGroupList
 		if err := r.List(ctx, &all, client.InNamespace(sts.Namespace)); err == nil {
 			for _, g := range all.Items {
