@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -93,17 +94,26 @@ func (r *MemberLabeler) requestsForStatefulSet(ctx context.Context, o client.Obj
 		ctrl.LoggerFrom(ctx).Error(err, "map StatefulSet to RolloutGroups", "statefulset", sts.Name)
 		return nil
 	}
-	if holder := sts.Labels[v1alpha1.MemberLabel]; holder != "" {
-		var all v1alpha1.RolloutGroupList
-		if err := r.List(ctx, &all, client.InNamespace(sts.Namespace)); err == nil {
-			for _, g := range all.Items {
-				if string(g.UID) == holder {
-					groups = append(groups, g)
-				}
+	return toRequests(withGroupOfUID(ctx, r.Client, sts.Namespace, sts.Labels[v1alpha1.MemberLabel], groups))
+}
+
+// withGroupOfUID is groups with the RolloutGroup of namespace whose UID is
+// uid added, when there is one and groups lacks it: the group a label of a
+// StatefulSet names (a partition's holder, a member's group) must hear of
+// the StatefulSet even once it claims it no more.
+func withGroupOfUID(ctx context.Context, c client.Reader, namespace, uid string, groups []v1alpha1.RolloutGroup) []v1alpha1.RolloutGroup {
+	if uid == "" || slices.ContainsFunc(groups, func(g v1alpha1.RolloutGroup) bool { return string(g.UID) == uid }) {
+		return groups
+	}
+	var all v1alpha1.RolloutGroupList
+	if err := c.List(ctx, &all, client.InNamespace(namespace)); err == nil {
+		for _, g := range all.Items {
+			if string(g.UID) == uid {
+				groups = append(groups, g)
 			}
 		}
 	}
-	return toRequests(groups)
+	return groups
 }
 
 // syncMemberLabels labels every member of rg and unlabels the StatefulSets
