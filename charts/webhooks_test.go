@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/certs"
 	"github.com/echelon-operator/echelon/internal/options"
 )
@@ -35,6 +36,7 @@ const (
 	prepareDownscalePath  = "/admission/prepare-downscale"
 	validatePath          = "/admission/validate"
 	evictionPath          = "/admission/eviction"
+	downscaleBudgetPath   = "/admission/downscale-budget"
 	certManagerInjectFrom = "cert-manager.io/inject-ca-from"
 )
 
@@ -60,6 +62,12 @@ var (
 		// Fail: a zone budget must hold while the operator is down (markers.go).
 		"eviction.echelon.dev": {evictionPath, admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNoneOnDryRun, "", create,
 			[]string{"pods/eviction"}},
+		// Fail, like the other downscale rules; its reach is narrowed by
+		// selectors instead (assertWebhook).
+		"downscale-budget.echelon.dev": {downscaleBudgetPath, admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNoneOnDryRun, "apps", update,
+			[]string{"statefulsets"}},
+		"scale.downscale-budget.echelon.dev": {downscaleBudgetPath, admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNoneOnDryRun, "apps", update,
+			[]string{"statefulsets/scale"}},
 	}
 	mutating = map[string]wantWebhook{
 		"prepare-downscale.echelon.dev": {prepareDownscalePath, admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNoneOnDryRun, "apps", update,
@@ -196,13 +204,22 @@ func assertWebhook(t *testing.T, w webhook, want wantWebhook) {
 	if !slices.Equal(w.reviewVersions, []string{"v1"}) {
 		t.Errorf("%s: admissionReviewVersions %v, want [v1]", w.name, w.reviewVersions)
 	}
-	if w.objectSelector != nil {
-		t.Errorf("%s: objectSelector %+v: /scale requests carry no labels, so an object selector would let `kubectl scale` through", w.name, w.objectSelector)
-	}
 	if len(w.rules) != 1 {
 		t.Fatalf("%s: %d rules, want 1", w.name, len(w.rules))
 	}
 	r := w.rules[0]
+	// Only downscale-budget's StatefulSet rule is narrowed to the members a
+	// budget judges, by their label.
+	wantSelector := (*metav1.LabelSelector)(nil)
+	if w.name == "downscale-budget.echelon.dev" {
+		wantSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: v1alpha1.MemberLabel, Operator: metav1.LabelSelectorOpExists}}}
+	}
+	if !reflect.DeepEqual(w.objectSelector, wantSelector) {
+		t.Errorf("%s: objectSelector %+v, want %+v", w.name, w.objectSelector, wantSelector)
+	}
+	if w.objectSelector != nil && slices.ContainsFunc(r.Resources, func(res string) bool { return strings.HasSuffix(res, "/scale") }) {
+		t.Errorf("%s: objectSelector on a /scale rule: /scale requests carry no labels, so it would let `kubectl scale` through", w.name)
+	}
 	resources := slices.Sorted(slices.Values(r.Resources))
 	if !slices.Equal(r.APIGroups, []string{want.group}) || !slices.Equal(resources, want.resources) || !slices.Equal(r.Operations, want.operations) {
 		t.Errorf("%s: rule %+v, want group %s resources %v operations %v", w.name, r, want.group, want.resources, want.operations)
@@ -569,17 +586,20 @@ func TestWebhooksValues(t *testing.T) {
 	m := render(t, "--set", "webhooks.timeoutSeconds=25", "--set", "webhooks.port=9443",
 		"--set", "webhooks.noDownscale.failurePolicy=Ignore", "--set", "webhooks.prepareDownscale.failurePolicy=Ignore",
 		"--set", "webhooks.validation.failurePolicy=Fail", "--set", "webhooks.eviction.failurePolicy=Ignore",
+		"--set", "webhooks.downscaleBudget.failurePolicy=Ignore",
 		"--set", "webhooks.namespaceSelector.matchLabels.team=a",
 		"--set", "webhooks.certificates.selfSigned.secretName=custom-tls", "--set", "fullnameOverride=edge")
 	opts := operatorOptions(t, m)
-	if opts.Webhook.Port != 9443 || opts.Webhook.CertSecret != "custom-tls" || opts.Webhook.Service != "edge-webhook" || opts.Webhook.ValidateFailurePolicy != "Fail" {
-		t.Errorf("webhook options %+v, want port 9443, Secret custom-tls, Service edge-webhook, validation failure policy Fail", opts.Webhook)
+	if opts.Webhook.Port != 9443 || opts.Webhook.CertSecret != "custom-tls" || opts.Webhook.Service != "edge-webhook" || opts.Webhook.ValidateFailurePolicy != "Fail" ||
+		opts.Webhook.DownscaleBudgetFailurePolicy != "Ignore" {
+		t.Errorf("webhook options %+v, want port 9443, Secret custom-tls, Service edge-webhook, validation failure policy Fail, downscale-budget Ignore", opts.Webhook)
 	}
 	assertWebhookWiring(t, m, opts)
 	assertWebhookCertRBAC(t, m, "custom-tls")
 	want := map[string]admissionregistrationv1.FailurePolicyType{
 		"no-downscale.echelon.dev": admissionregistrationv1.Ignore, "prepare-downscale.echelon.dev": admissionregistrationv1.Ignore, "validate.echelon.dev": admissionregistrationv1.Fail,
-		"eviction.echelon.dev": admissionregistrationv1.Ignore,
+		"eviction.echelon.dev": admissionregistrationv1.Ignore, "downscale-budget.echelon.dev": admissionregistrationv1.Ignore,
+		"scale.downscale-budget.echelon.dev": admissionregistrationv1.Ignore,
 	}
 	for _, c := range webhookConfigs(m) {
 		if v := c.meta.Labels[certs.InjectCALabel]; v != releaseNamespace+".custom-tls" {
@@ -623,7 +643,8 @@ func TestWebhooksValues(t *testing.T) {
 			}
 		}
 		slices.Sort(names)
-		if want := []string{"no-downscale.echelon.dev", "prepare-downscale.echelon.dev", "validate.echelon.dev"}; !slices.Equal(names, want) {
+		if want := []string{"downscale-budget.echelon.dev", "no-downscale.echelon.dev", "prepare-downscale.echelon.dev", "scale.downscale-budget.echelon.dev",
+			"validate.echelon.dev"}; !slices.Equal(names, want) {
 			t.Errorf("webhooks %v with webhooks.eviction.enabled=false, want %v", names, want)
 		}
 	})

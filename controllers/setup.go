@@ -35,6 +35,9 @@ func Setup(mgr ctrl.Manager, addressing podcall.Addressing, tlsObjects client.Re
 	if err := rolloutgroup.New(mgr).WithAddressing(addressing).WithTLSObjects(tlsObjects).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the RolloutGroup controller: %w", err)
 	}
+	if err := rolloutgroup.NewMemberLabeler(mgr).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the RolloutGroup member label controller: %w", err)
+	}
 	if err := notification.Setup(mgr); err != nil {
 		return fmt.Errorf("set up the notification controller: %w", err)
 	}

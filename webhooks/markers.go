@@ -24,9 +24,27 @@ package webhooks
 // (webhooks.eviction.namespaceSelector), choose Ignore, or leave the webhook
 // out (webhooks.eviction.enabled).
 //
+// The downscale-budget webhook judges a lowered spec.replicas of a
+// RolloutGroup's member with the group's disruption budget, and records its
+// intent. Its reach is kept to what it judges, so that an operator that is
+// down or failing cannot block writes to anything else: on statefulsets, an
+// objectSelector on the member label (v1alpha1.MemberLabel, which the
+// RolloutGroup controller keeps on every member) and a matchCondition that
+// lets only a lower spec.replicas through; upscales, template changes and
+// every other write never reach it. On statefulsets/scale the API server
+// matches an objectSelector against the Scale, which has no labels, so a
+// selector would leave `kubectl scale` and autoscalers unjudged: that rule
+// has the matchCondition only (a lower spec.replicas of the Scale, which
+// omits replicas 0) and reaches every StatefulSet downscale through /scale
+// in the selected namespaces; the webhook answers a non-member's from its
+// cache without asking the budget. Fail by default, like the other
+// downscale rules: a budget matters most while the operator is down.
+//
 // +kubebuilder:webhookconfiguration:mutating=false,name=echelon
 // +kubebuilder:webhookconfiguration:mutating=true,name=echelon
 // +kubebuilder:webhook:path=/admission/no-downscale,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=apps,resources=statefulsets;statefulsets/scale;deployments;deployments/scale;replicasets;replicasets/scale,verbs=update,versions=v1,name=no-downscale.echelon.dev,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10,serviceName=echelon-webhook,serviceNamespace=echelon-system,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","echelon-system"]}]}}`
 // +kubebuilder:webhook:path=/admission/prepare-downscale,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=apps,resources=statefulsets;statefulsets/scale,verbs=update,versions=v1,name=prepare-downscale.echelon.dev,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10,reinvocationPolicy=Never,serviceName=echelon-webhook,serviceNamespace=echelon-system,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","echelon-system"]}]}}`
 // +kubebuilder:webhook:path=/admission/validate,mutating=false,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups=echelon.dev,resources=rolloutgroups;scalingpolicies;delayeddownscales;zonedisruptionbudgets,verbs=create;update,versions=v1alpha1,name=validate.echelon.dev,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10,serviceName=echelon-webhook,serviceNamespace=echelon-system,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","echelon-system"]}]}}`
 // +kubebuilder:webhook:path=/admission/eviction,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=pods/eviction,verbs=create,versions=v1,name=eviction.echelon.dev,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10,serviceName=echelon-webhook,serviceNamespace=echelon-system,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","echelon-system"]}]}}`
+// +kubebuilder:webhook:path=/admission/downscale-budget,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=apps,resources=statefulsets,verbs=update,versions=v1,name=downscale-budget.echelon.dev,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10,serviceName=echelon-webhook,serviceNamespace=echelon-system,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","echelon-system"]}]},"objectSelector":{"matchExpressions":[{"key":"echelon.dev/budget-member","operator":"Exists"}]},"matchConditions":[{"name":"lowers-replicas","expression":"has(object.spec.replicas) && has(oldObject.spec.replicas) && object.spec.replicas < oldObject.spec.replicas"}]}`
+// +kubebuilder:webhook:path=/admission/downscale-budget,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=apps,resources=statefulsets/scale,verbs=update,versions=v1,name=scale.downscale-budget.echelon.dev,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10,serviceName=echelon-webhook,serviceNamespace=echelon-system,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","echelon-system"]}]},"matchConditions":[{"name":"lowers-replicas","expression":"(has(object.spec.replicas) ? object.spec.replicas : 0) < (has(oldObject.spec.replicas) ? oldObject.spec.replicas : 0)"}]}`

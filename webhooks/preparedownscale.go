@@ -116,7 +116,7 @@ func (h *PrepareDownscale) decide(ctx context.Context, req *admissionv1.Admissio
 	if policy == nil {
 		return allow(reasonNoPrepare)
 	}
-	sts, v := h.statefulSet(ctx, req, change)
+	sts, v := requestStatefulSet(ctx, h.Cluster, req, change)
 	if sts == nil {
 		return v
 	}
@@ -234,7 +234,7 @@ func preparingPolicy(policies []v1alpha1.ScalingPolicy) *v1alpha1.ScalingPolicy 
 // statefulSet is the StatefulSet being downscaled: the request's new object,
 // or for /scale (which carries only a Scale) the cached parent. Without one,
 // the verdict says why.
-func (h *PrepareDownscale) statefulSet(ctx context.Context, req *admissionv1.AdmissionRequest, change replicaChange) (*appsv1.StatefulSet, verdict) {
+func requestStatefulSet(ctx context.Context, cluster Cluster, req *admissionv1.AdmissionRequest, change replicaChange) (*appsv1.StatefulSet, verdict) {
 	if !change.Scale {
 		sts := &appsv1.StatefulSet{}
 		if err := decodeObject("object", req.Object, appsv1.SchemeGroupVersion.WithKind(change.Kind), sts); err != nil {
@@ -245,7 +245,7 @@ func (h *PrepareDownscale) statefulSet(ctx context.Context, req *admissionv1.Adm
 		}
 		return sts, verdict{}
 	}
-	sts, err := h.Cluster.StatefulSet(ctx, req.Namespace, change.Name)
+	sts, err := cluster.StatefulSet(ctx, req.Namespace, change.Name)
 	if err != nil {
 		return nil, failed(reasonLookupFailed, http.StatusInternalServerError, err)
 	}
@@ -279,8 +279,16 @@ func (h *PrepareDownscale) gate(ctx context.Context, req *admissionv1.AdmissionR
 		return tooEarly(reasonZoneDelay, fmt.Sprintf("downscale of %s from %d to %d denied: ScalingPolicy %s lets it happen %s",
 			change, *change.Old, *change.New, policy.Name, gate.Why), change), true
 	}
+	return askBudget(ctx, h.Budget, req, sts, change, group.Name, dryRun || isDryRun(req))
+}
+
+// askBudget asks the disruption budget of the RolloutGroup group whether
+// sts, one of its members, may shrink as change says, and unless dryRun
+// records the downscale's intent when it may. closed says the downscale is
+// refused, or could not be judged, with v the answer.
+func askBudget(ctx context.Context, b DownscaleBudget, req *admissionv1.AdmissionRequest, sts *appsv1.StatefulSet, change replicaChange, group string, dryRun bool) (v verdict, closed bool) {
 	ask := budget.DownscaleRequest(sts, *change.Old, *change.New, holderOf(req, change))
-	answer, err := h.Budget.AcquireDownscale(ctx, client.ObjectKey{Namespace: sts.Namespace, Name: group.Name}, ask, dryRun || isDryRun(req))
+	answer, err := b.AcquireDownscale(ctx, client.ObjectKey{Namespace: sts.Namespace, Name: group}, ask, dryRun)
 	if err != nil {
 		return failed(reasonLookupFailed, http.StatusInternalServerError, fmt.Errorf("downscale of %s from %d to %d: %w", change, *change.Old, *change.New, err)), true
 	}
@@ -288,7 +296,7 @@ func (h *PrepareDownscale) gate(ctx context.Context, req *admissionv1.AdmissionR
 		return verdict{}, false
 	}
 	msg := fmt.Sprintf("downscale of %s from %d to %d denied: the disruption budget of RolloutGroup %s lets one zone at a time lose pods: %s",
-		change, *change.Old, *change.New, group.Name, answer.Message)
+		change, *change.Old, *change.New, group, answer.Message)
 	if answer.RetryAfter > 0 {
 		msg += fmt.Sprintf("; retry in %s", answer.RetryAfter.Round(time.Second))
 	}

@@ -27,6 +27,7 @@ const (
 	PathPrepareDownscale = "/admission/" + metrics.WebhookPrepareDownscale
 	PathValidate         = "/admission/" + metrics.WebhookValidate
 	PathEviction         = "/admission/" + metrics.WebhookEviction
+	PathDownscaleBudget  = "/admission/" + metrics.WebhookDownscaleBudget
 )
 
 // Certificates is the source of the serving certificate (internal/certs: from
@@ -57,6 +58,12 @@ type Config struct {
 	// Ignore allows what the webhook cannot judge, Fail refuses it. Empty
 	// means DefaultFailurePolicy. The other webhooks always refuse it.
 	ValidateFailurePolicy admissionregistrationv1.FailurePolicyType
+	// DownscaleBudgetFailurePolicy is the failurePolicy of the
+	// downscale-budget webhook's configuration (the chart's
+	// webhooks.downscaleBudget.failurePolicy): what the webhook answers
+	// when it cannot judge a downscale (the budget's live read or record
+	// failed). Empty means DefaultFailurePolicy.
+	DownscaleBudgetFailurePolicy admissionregistrationv1.FailurePolicyType
 	// GrafanaCompat also answers the Grafana rollout-operator's paths that
 	// are not Echelon's (PathGrafanaPodEviction, PathGrafanaZPDBValidation).
 	GrafanaCompat bool
@@ -72,7 +79,7 @@ type Config struct {
 	KubeAPIBurst int
 }
 
-// Setup adds the HTTPS webhook server to the manager, serving the four
+// Setup adds the HTTPS webhook server to the manager, serving the five
 // webhooks on every replica (leader or not: the API server calls any of them
 // through the Service), and returns the health check of /healthz: the server
 // answers TLS and its certificate is valid. The handlers read the manager's
@@ -96,7 +103,8 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 	cluster := NewCluster(mgr.GetClient(), mgr.GetClient(), cfg.Namespaces)
 	events := mgr.GetEventRecorder("echelon")
 	log := ctrl.Log.WithName("webhooks")
-	prepare := &PrepareDownscale{Cluster: cluster, Budget: NewDownscaleBudget(api, api),
+	downscaleBudget := NewDownscaleBudget(api, api)
+	prepare := &PrepareDownscale{Cluster: cluster, Budget: downscaleBudget,
 		Identity: cfg.Identity, Pods: NewPodClient(), Addressing: cfg.Addressing, Secrets: tlsObjects, Now: time.Now}
 	eviction := &Eviction{Cluster: cluster, Budgets: NewEvictionBudgets(mgr.GetClient(), api, api, time.Now),
 		Hooks: NewEvictionHooks(mgr.GetClient()), Caller: newHookCaller(), Addressing: cfg.Addressing, Secrets: tlsObjects}
@@ -111,6 +119,7 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 		PathPrepareDownscale: {metrics.WebhookPrepareDownscale, prepare, nil},
 		PathValidate:         {metrics.WebhookValidate, &Validate{Cluster: cluster}, nil},
 		PathEviction:         {metrics.WebhookEviction, eviction, evictionLimiter},
+		PathDownscaleBudget:  {metrics.WebhookDownscaleBudget, &BudgetDownscale{Cluster: cluster, Budget: downscaleBudget, Identity: cfg.Identity}, nil},
 	}
 	if cfg.GrafanaCompat {
 		// The same eviction judge under its own metric label, so that calls
@@ -122,6 +131,9 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 		policy := DefaultFailurePolicy(d.name)
 		if d.name == metrics.WebhookValidate && cfg.ValidateFailurePolicy != "" {
 			policy = cfg.ValidateFailurePolicy
+		}
+		if d.name == metrics.WebhookDownscaleBudget && cfg.DownscaleBudgetFailurePolicy != "" {
+			policy = cfg.DownscaleBudgetFailurePolicy
 		}
 		srv.Register(path, &reviewHandler{webhook: d.name, failurePolicy: policy, decider: d.decider, events: events, limiter: d.limiter, log: log})
 	}

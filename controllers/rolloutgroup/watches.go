@@ -38,17 +38,7 @@ func (r *Reconciler) requestsForStatefulSet(ctx context.Context, o client.Object
 	}
 	// The group that holds its partition, which must hand it back when the
 	// StatefulSet no longer matches its selector.
-	if holder := sts.Labels[partitionHolderLabel]; holder != "" && !slices.ContainsFunc(groups, func(g v1alpha1.RolloutGroup) bool { return string(g.UID) == holder }) {
-		var all v1alpha1.RolloutGroupList
-		if err := r.List(ctx, &all, client.InNamespace(sts.Namespace)); err == nil {
-			for _, g := range all.Items {
-				if string(g.UID) == holder {
-					groups = append(groups, g)
-				}
-			}
-		}
-	}
-	return toRequests(r.withSharing(ctx, sts.Namespace, groups))
+	return toRequests(r.withSharing(ctx, sts.Namespace, withGroupOfUID(ctx, r.Client, sts.Namespace, sts.Labels[partitionHolderLabel], groups)))
 }
 
 // withSharing is groups with every group that shares a budget with one of

@@ -13,6 +13,7 @@ const (
 	WebhookNoDownscale      = "no-downscale"
 	WebhookPrepareDownscale = "prepare-downscale"
 	WebhookValidate         = "validate"
+	WebhookDownscaleBudget  = "downscale-budget"
 	// The paths compat mode answers for the Grafana rollout-operator's
 	// webhook configurations, where they are not Echelon's own:
 	// /admission/pod-eviction judges as the eviction webhook does,

@@ -156,17 +156,18 @@ func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts
 	ctrl.Log.Info("webhooks: the operator's own downscales are those of user with field manager",
 		"user", identity.Username, "fieldManager", lookup.ScalingPolicyFieldManager)
 	return webhooks.Setup(mgr, webhooks.Config{
-		Host:                  opts.Webhook.BindHost,
-		Port:                  opts.Webhook.Port,
-		Certificates:          provider,
-		Identity:              identity,
-		Addressing:            addressing,
-		Namespaces:            opts.Namespaces,
-		GrafanaCompat:         opts.GrafanaCompat,
-		ValidateFailurePolicy: admissionregistrationv1.FailurePolicyType(opts.Webhook.ValidateFailurePolicy),
-		TLSObjects:            tlsObjects,
-		KubeAPIQPS:            float32(opts.Webhook.KubeAPIQPS),
-		KubeAPIBurst:          opts.Webhook.KubeAPIBurst,
+		Host:                         opts.Webhook.BindHost,
+		Port:                         opts.Webhook.Port,
+		Certificates:                 provider,
+		Identity:                     identity,
+		Addressing:                   addressing,
+		Namespaces:                   opts.Namespaces,
+		GrafanaCompat:                opts.GrafanaCompat,
+		ValidateFailurePolicy:        admissionregistrationv1.FailurePolicyType(opts.Webhook.ValidateFailurePolicy),
+		TLSObjects:                   tlsObjects,
+		KubeAPIQPS:                   float32(opts.Webhook.KubeAPIQPS),
+		KubeAPIBurst:                 opts.Webhook.KubeAPIBurst,
+		DownscaleBudgetFailurePolicy: admissionregistrationv1.FailurePolicyType(opts.Webhook.DownscaleBudgetFailurePolicy),
 	})
 }
 

@@ -107,6 +107,11 @@ type WebhookOptions struct {
 	// waits neither behind a reconcile nor starves one.
 	KubeAPIQPS   float64
 	KubeAPIBurst int
+	// DownscaleBudgetFailurePolicy is the failurePolicy of the
+	// downscale-budget webhook's configuration, Ignore or Fail: what the
+	// webhook answers when it cannot judge a downscale (the budget's live
+	// read or its record failed).
+	DownscaleBudgetFailurePolicy string
 }
 
 // Default returns the options a flag-less start uses.
@@ -137,8 +142,9 @@ func Default() Options {
 			// An eviction the cache allows costs about 2 requests (its
 			// zone's pods, the intent): 100 evictions a second stay well
 			// within the sustained rate.
-			KubeAPIQPS:   300,
-			KubeAPIBurst: 600,
+			KubeAPIQPS:                   300,
+			KubeAPIBurst:                 600,
+			DownscaleBudgetFailurePolicy: "Fail",
 		},
 	}
 }
@@ -187,6 +193,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&w.KubeAPIQPS, "webhook-kube-api-qps", w.KubeAPIQPS, "Sustained requests per second of the webhooks to the Kubernetes API (an eviction's live reads and its recorded intent), limited apart from --kube-api-qps so that admissions and reconciles never wait for each other.")
 	fs.IntVar(&w.KubeAPIBurst, "webhook-kube-api-burst", w.KubeAPIBurst, "Burst of the webhooks' requests to the Kubernetes API.")
 	fs.StringVar(&w.ValidateFailurePolicy, "validate-webhook-failure-policy", w.ValidateFailurePolicy, "failurePolicy of the validation webhook's configuration, Ignore or Fail: what it answers to a request it cannot judge (a failed cache read): Ignore allows it with a warning, Fail refuses it.")
+	fs.StringVar(&w.DownscaleBudgetFailurePolicy, "downscale-budget-webhook-failure-policy", w.DownscaleBudgetFailurePolicy, "failurePolicy of the downscale-budget webhook's configuration, Ignore or Fail: what it answers to a downscale of a RolloutGroup's member it cannot judge (the budget's live read or record failed): Ignore allows it with a warning, Fail refuses it.")
 }
 
 // Validate returns an error naming the first bad flag, or nil.
@@ -273,6 +280,9 @@ func (w *WebhookOptions) validate() []error {
 	}
 	if w.ValidateFailurePolicy != "Ignore" && w.ValidateFailurePolicy != "Fail" {
 		errs = append(errs, fmt.Errorf("--validate-webhook-failure-policy=%q: must be Ignore or Fail", w.ValidateFailurePolicy))
+	}
+	if w.DownscaleBudgetFailurePolicy != "Ignore" && w.DownscaleBudgetFailurePolicy != "Fail" {
+		errs = append(errs, fmt.Errorf("--downscale-budget-webhook-failure-policy=%q: must be Ignore or Fail", w.DownscaleBudgetFailurePolicy))
 	}
 	return errs
 }

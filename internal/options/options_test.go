@@ -78,6 +78,12 @@ func TestParseAndValidate(t *testing.T) {
 			}
 		}},
 		{name: "bad validate failure policy", args: []string{"--validate-webhook-failure-policy=fail"}, wantErr: `--validate-webhook-failure-policy="fail"`},
+		{name: "downscale-budget webhook fails open", args: []string{"--downscale-budget-webhook-failure-policy=Ignore"}, check: func(t *testing.T, o Options) {
+			if o.Webhook.DownscaleBudgetFailurePolicy != "Ignore" {
+				t.Errorf("downscale-budget failure policy %q, want Ignore", o.Webhook.DownscaleBudgetFailurePolicy)
+			}
+		}},
+		{name: "bad downscale-budget failure policy", args: []string{"--downscale-budget-webhook-failure-policy=ignore"}, wantErr: `--downscale-budget-webhook-failure-policy="ignore"`},
 		{name: "CA shorter than cert", args: []string{"--webhook-cert-validity=2h", "--webhook-ca-validity=1h"}, wantErr: "--webhook-ca-validity=1h0m0s"},
 		{name: "extra SANs split", args: []string{"--webhook-cert-extra-sans=127.0.0.1, localhost"}, check: func(t *testing.T, o Options) {
 			if strings.Join(o.Webhook.ExtraSANs, "|") != "127.0.0.1|localhost" || o.Webhook.Port != 8443 {

@@ -79,6 +79,7 @@ func TestDocsQuoteRealRefusals(t *testing.T) {
 		{quotes: `RolloutGroup.echelon.dev "ingester" is invalid: spec.analysis.checks[1].query`, run: groupWithUnknownVariable},
 		{quotes: `DelayedDownscale.echelon.dev "ingester-zone-a-2" is invalid: spec.targetRef.name`, run: secondDelayedDownscale},
 		{quotes: "RolloutGroup ingester: zone ingester-zone-a (1 not available) is disrupted; evict ingester-zone-b-4 later", run: evictWhileZoneDown},
+		{quotes: "downscale of StatefulSet ingester-zone-b from 4 to 3 denied: the disruption budget of RolloutGroup ingester", run: scaleMemberWhileZoneDown},
 	}
 	quoted := quotedRefusals(t)
 	if len(quoted) == 0 {
@@ -171,4 +172,15 @@ func secondDelayedDownscale(t *testing.T, e *env, g *WithT, ns string) error {
 	e.waitForCache(t, first)
 	second := builders.MakeDelayedDownscale(ns, "ingester-zone-a-2").Target("ingester-zone-a").Delay("4h").PrepareEndpoint("/ingester/prepare-partition-downscale", 8080).Obj()
 	return e.admin.Create(ctx, second)
+}
+
+// scaleMemberWhileZoneDown: docs/webhooks.md, "Judge every downscale of a
+// member": kubectl scale of zone b, which no ScalingPolicy guards, while a
+// pod of zone a is not Ready.
+func scaleMemberWhileZoneDown(t *testing.T, e *env, _ *WithT, ns string) error {
+	sets := e.zones(t, ns, "", 4, "ingester-zone-a", "ingester-zone-b", "ingester-zone-c")
+	e.waitForCache(t, sets[0], sets[1], sets[2])
+	e.completeGroup(t, ns, "ingester-zone-a", "ingester-zone-b", "ingester-zone-c")
+	e.setReady(t, ns, "ingester-zone-a-0", false, time.Time{})
+	return scaleTo(context.Background(), e.admin, sets[1], 3)
 }

@@ -36,14 +36,7 @@ func TestPrepareDownscaleOneZoneAtATime(t *testing.T) {
 			for i, zone := range zones {
 				sets[i], servers[i] = e.preparingZone(t, ns, zone, 40+2*try+i)
 			}
-			rg := builders.MakeRolloutGroup(ns, "ingester").Members(zones...).Obj()
-			g.Expect(e.admin.Create(ctx, rg)).To(Succeed())
-			e.waitForCache(t, rg)
-			// The group's controller has looked at it: no rollout is open.
-			g.Eventually(func() (v1alpha1.RolloutPhase, error) {
-				err := e.admin.Get(ctx, client.ObjectKeyFromObject(rg), rg)
-				return rg.Status.Phase, err
-			}, 10*time.Second, 50*time.Millisecond).Should(Equal(v1alpha1.PhaseComplete))
+			e.completeGroup(t, ns, zones...)
 
 			start := make(chan struct{})
 			errs := make([]error, len(zones))

@@ -103,6 +103,7 @@ until a feature uses them.
 - --validate-webhook-failure-policy={{ .Values.webhooks.validation.failurePolicy }}
 - --webhook-kube-api-qps={{ .Values.webhooks.kubeAPI.qps }}
 - --webhook-kube-api-burst={{ .Values.webhooks.kubeAPI.burst }}
+- --downscale-budget-webhook-failure-policy={{ .Values.webhooks.downscaleBudget.failurePolicy }}
 {{- if eq .Values.webhooks.certificates.mode "selfSigned" }}
 - --webhook-cert-secret={{ include "echelon.webhookSecretName" . }}
 - --webhook-service={{ include "echelon.webhookServiceName" . }}
