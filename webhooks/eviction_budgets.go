@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -280,24 +279,7 @@ func (b *liveBudgets) firstKnown(ctx context.Context, bud Budget, holder client.
 			known = w
 		}
 	}
-	return &firstRead{Reader: b.live, first: known}
-}
-
-// firstRead answers its first Get with first (when set), and every other
-// read from Reader.
-type firstRead struct {
-	client.Reader
-	first client.Object
-}
-
-func (r *firstRead) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	first := r.first
-	r.first = nil
-	if first == nil || reflect.TypeOf(first) != reflect.TypeOf(obj) || first.GetName() != key.Name || first.GetNamespace() != key.Namespace {
-		return r.Reader.Get(ctx, key, obj, opts...)
-	}
-	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(first.DeepCopyObject()).Elem())
-	return nil
+	return budget.FirstRead(b.live, known)
 }
 
 // rememberingWriter is the webhook's writer: it keeps, by UID, the last

@@ -2,10 +2,13 @@ package rolloutgroup
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/budget"
@@ -29,7 +32,12 @@ import (
 // AfterBatch gate, its ordinals for the version-leak report), the intent's
 // write carries it too, and recorded is the status that write left: one
 // write before the act, not two. recorded is nil when nothing was written.
-func (r *Reconciler) acquireBudget(ctx context.Context, rg *v1alpha1.RolloutGroup, in rollout.Input, plan rollout.Plan, pre *v1alpha1.RolloutGroupStatus) (_ rollout.Plan, held *v1alpha1.DisruptionHold, recorded *v1alpha1.RolloutGroupStatus, _ error) {
+//
+// known, when set, is the group as the cache holds it, caught up with this
+// process's last status write: the decision starts from it rather than from
+// a live read of the group (budget.FirstRead); a copy that is not the
+// latest costs a Conflict and a live read.
+func (r *Reconciler) acquireBudget(ctx context.Context, rg, known *v1alpha1.RolloutGroup, in rollout.Input, plan rollout.Plan, pre *v1alpha1.RolloutGroupStatus) (_ rollout.Plan, held *v1alpha1.DisruptionHold, recorded *v1alpha1.RolloutGroupStatus, _ error) {
 	held = rg.Status.Disruption
 	if !plan.Budget.Record() {
 		return plan, held, nil, nil
@@ -58,7 +66,11 @@ func (r *Reconciler) acquireBudget(ctx context.Context, rg *v1alpha1.RolloutGrou
 		recorded = &st
 	}
 	key := types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}
-	verdict, err := budget.AcquireWith(ctx, r.Client, r.apiReader, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },
+	var first client.Reader = r.apiReader
+	if known != nil {
+		first = budget.FirstRead(r.apiReader, known.DeepCopy())
+	}
+	verdict, err := budget.AcquireWith(ctx, r.Client, first, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },
 		decide, false, metrics.RequesterRollout, also)
 	if err != nil {
 		return plan, rg.Status.Disruption, nil, err
@@ -117,17 +129,22 @@ func budgetKey(rg *v1alpha1.RolloutGroup) (types.NamespacedName, bool) {
 // judged with, so that a pod a recorded intent names is never judged on a
 // view older than the intent (confirmWithLiveRead's read of the batch's
 // member came before it).
+//
+// The members are listed at once, each in its own request: the batch's act
+// waits for the slowest list, not for their sum.
 func (r *Reconciler) withLivePods(ctx context.Context, members []rollout.Member) ([]rollout.Member, error) {
 	out := slices.Clone(members)
+	errs := make([]error, len(out))
+	var wg sync.WaitGroup
 	for i := range out {
 		if out[i].StatefulSet == nil {
 			continue
 		}
-		pods, err := r.livePodsOf(ctx, out[i])
-		if err != nil {
-			return nil, err
-		}
-		out[i].Pods = pods
+		wg.Go(func() { out[i].Pods, errs[i] = r.livePodsOf(ctx, out[i]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -154,7 +154,7 @@ func urgentStatusChange(spec v1alpha1.RolloutGroupSpec, written, next v1alpha1.R
 		// observe each partition Echelon lowers, between two passes that
 		// find it Rolling: written at once, each release would cost two
 		// status writes more. An OnDelete member's wait is written at once.
-		if w.Name != n.Name || (w.Phase != n.Phase && !(bothProgressing && n.Partition != nil && rollingOrWaiting(w.Phase) && rollingOrWaiting(n.Phase))) || w.Replicas != n.Replicas ||
+		if w.Name != n.Name || (w.Phase != n.Phase && !(bothProgressing && (w.Partition != nil || n.Partition != nil) && rollingOrWaiting(w.Phase) && rollingOrWaiting(n.Phase))) || w.Replicas != n.Replicas ||
 			w.MaxUnavailable != n.MaxUnavailable || w.MaxUnavailableFrom != n.MaxUnavailableFrom ||
 			w.UpdateRevision != n.UpdateRevision || w.CurrentRevision != n.CurrentRevision ||
 			w.StableRevision != n.StableRevision || w.GatePassedRevision != n.GatePassedRevision {
