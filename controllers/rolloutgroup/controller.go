@@ -102,12 +102,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	takenOver := !r.status.Knows(cached)
 	rg, written := r.status.Base(cached)
-	// The cache holds what this process last wrote: the budget's decision
-	// may start from it instead of a live read (budget.FirstRead).
-	var known *v1alpha1.RolloutGroup
-	if equality.Semantic.DeepEqual(cached.Status, written) {
-		known = cached
-	}
 	now := r.now()
 
 	in, err := r.observe(ctx, rg, now)
@@ -152,7 +146,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if preDue {
 			carried = &pre
 		}
-		if plan, held, recorded, err = r.acquireBudget(ctx, rg, known, in, plan, carried); err != nil {
+		if plan, held, recorded, err = r.acquireBudget(ctx, rg, in, plan, carried); err != nil {
 			return ctrl.Result{}, err
 		}
 		switch {

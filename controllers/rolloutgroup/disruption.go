@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/budget"
@@ -32,12 +31,7 @@ import (
 // AfterBatch gate, its ordinals for the version-leak report), the intent's
 // write carries it too, and recorded is the status that write left: one
 // write before the act, not two. recorded is nil when nothing was written.
-//
-// known, when set, is the group as the cache holds it, caught up with this
-// process's last status write: the decision starts from it rather than from
-// a live read of the group (budget.FirstRead); a copy that is not the
-// latest costs a Conflict and a live read.
-func (r *Reconciler) acquireBudget(ctx context.Context, rg, known *v1alpha1.RolloutGroup, in rollout.Input, plan rollout.Plan, pre *v1alpha1.RolloutGroupStatus) (_ rollout.Plan, held *v1alpha1.DisruptionHold, recorded *v1alpha1.RolloutGroupStatus, _ error) {
+func (r *Reconciler) acquireBudget(ctx context.Context, rg *v1alpha1.RolloutGroup, in rollout.Input, plan rollout.Plan, pre *v1alpha1.RolloutGroupStatus) (_ rollout.Plan, held *v1alpha1.DisruptionHold, recorded *v1alpha1.RolloutGroupStatus, _ error) {
 	held = rg.Status.Disruption
 	if !plan.Budget.Record() {
 		return plan, held, nil, nil
@@ -66,11 +60,7 @@ func (r *Reconciler) acquireBudget(ctx context.Context, rg, known *v1alpha1.Roll
 		recorded = &st
 	}
 	key := types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}
-	var first client.Reader = r.apiReader
-	if known != nil {
-		first = budget.FirstRead(r.apiReader, known.DeepCopy())
-	}
-	verdict, err := budget.AcquireWith(ctx, r.Client, first, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },
+	verdict, err := budget.AcquireWith(ctx, r.Client, r.apiReader, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },
 		decide, false, metrics.RequesterRollout, also)
 	if err != nil {
 		return plan, rg.Status.Disruption, nil, err
