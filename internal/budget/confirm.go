@@ -2,14 +2,9 @@ package budget
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
@@ -69,50 +64,15 @@ func ConfirmGroupView(ctx context.Context, cache, live client.Reader, rg *v1alph
 // come from cache. zdb is the budget as read live.
 func ConfirmZDBView(ctx context.Context, cache, live client.Reader, zdb *v1alpha1.ZoneDisruptionBudget, zone string, now time.Time,
 	skip func(context.Context, *appsv1.StatefulSet) (bool, error)) (disruption.View, error) {
-	sel, err := ZDBSelector(zdb)
+	fresh := liveZones(zdb.Status.Disruption, zone)
+	zones, err := zdbZones(ctx, cache, func(name string) client.Reader {
+		if fresh[name] {
+			return live
+		}
+		return cache
+	}, zdb, skip)
 	if err != nil {
 		return disruption.View{}, err
-	}
-	var selected corev1.PodList
-	if err := cache.List(ctx, &selected, client.InNamespace(zdb.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return disruption.View{}, fmt.Errorf("list the pods ZoneDisruptionBudget %s selects: %w", zdb.Name, err)
-	}
-	fresh := liveZones(zdb.Status.Disruption, zone)
-	var owners []string
-	for i := range selected.Items {
-		if name := lookup.OwnerStatefulSet(&selected.Items[i]); name != "" && !slices.Contains(owners, name) {
-			owners = append(owners, name)
-		}
-	}
-	slices.Sort(owners)
-	zones := make([]ZDBZone, 0, len(owners))
-	for _, name := range owners {
-		sts := &appsv1.StatefulSet{}
-		err := cache.Get(ctx, types.NamespacedName{Namespace: zdb.Namespace, Name: name}, sts)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return disruption.View{}, fmt.Errorf("get StatefulSet %s: %w", name, err)
-		}
-		if skip != nil {
-			skipped, err := skip(ctx, sts)
-			if err != nil {
-				return disruption.View{}, err
-			}
-			if skipped {
-				continue
-			}
-		}
-		r := cache
-		if fresh[name] {
-			r = live
-		}
-		pods, err := statefulSetPods(ctx, r, sts)
-		if err != nil {
-			return disruption.View{}, err
-		}
-		zones = append(zones, ZDBZone{StatefulSet: sts, Pods: pods})
 	}
 	return ViewOfZDB(zdb, zones, now)
 }

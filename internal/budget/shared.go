@@ -138,7 +138,7 @@ func SharedView(ctx context.Context, r client.Reader, zdb *v1alpha1.ZoneDisrupti
 			v.Zones = append(v.Zones, z)
 		}
 	}
-	own, err := zdbZones(ctx, r, zdb, func(ctx context.Context, sts *appsv1.StatefulSet) (bool, error) {
+	own, err := zdbZones(ctx, r, func(string) client.Reader { return r }, zdb, func(ctx context.Context, sts *appsv1.StatefulSet) (bool, error) {
 		if claimed[sts.Name] {
 			return true, nil
 		}

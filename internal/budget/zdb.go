@@ -72,16 +72,17 @@ type ZDBZone struct {
 // in no zone.
 func ZDBView(ctx context.Context, r client.Reader, zdb *v1alpha1.ZoneDisruptionBudget, now time.Time,
 	skip func(context.Context, *appsv1.StatefulSet) (bool, error)) (disruption.View, error) {
-	zones, err := zdbZones(ctx, r, zdb, skip)
+	zones, err := zdbZones(ctx, r, func(string) client.Reader { return r }, zdb, skip)
 	if err != nil {
 		return disruption.View{}, err
 	}
 	return ViewOfZDB(zdb, zones, now)
 }
 
-// zdbZones reads from r the StatefulSets that own the pods zdb selects and
-// every pod of those, but those skip is true for.
-func zdbZones(ctx context.Context, r client.Reader, zdb *v1alpha1.ZoneDisruptionBudget,
+// zdbZones reads from r the pods zdb selects and the StatefulSets that own
+// them, and from podsOf(name) every pod of each StatefulSet, but those
+// skip is true for.
+func zdbZones(ctx context.Context, r client.Reader, podsOf func(statefulSet string) client.Reader, zdb *v1alpha1.ZoneDisruptionBudget,
 	skip func(context.Context, *appsv1.StatefulSet) (bool, error)) ([]ZDBZone, error) {
 	sel, err := ZDBSelector(zdb)
 	if err != nil {
@@ -89,7 +90,7 @@ func zdbZones(ctx context.Context, r client.Reader, zdb *v1alpha1.ZoneDisruption
 	}
 	var selected corev1.PodList
 	if err := r.List(ctx, &selected, client.InNamespace(zdb.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return nil, fmt.Errorf("live read of the pods ZoneDisruptionBudget %s selects: %w", zdb.Name, err)
+		return nil, fmt.Errorf("read the pods ZoneDisruptionBudget %s selects: %w", zdb.Name, err)
 	}
 	var owners []string
 	for i := range selected.Items {
@@ -107,7 +108,7 @@ func zdbZones(ctx context.Context, r client.Reader, zdb *v1alpha1.ZoneDisruption
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("live read of StatefulSet %s: %w", name, err)
+			return nil, fmt.Errorf("read StatefulSet %s: %w", name, err)
 		}
 		if skip != nil {
 			skipped, err := skip(ctx, sts)
@@ -118,7 +119,7 @@ func zdbZones(ctx context.Context, r client.Reader, zdb *v1alpha1.ZoneDisruption
 				continue
 			}
 		}
-		pods, err := statefulSetPods(ctx, r, sts)
+		pods, err := statefulSetPods(ctx, podsOf(name), sts)
 		if err != nil {
 			return nil, err
 		}
