@@ -149,3 +149,40 @@ func (e *env) completeGroup(t *testing.T, ns string, members ...string) *v1alpha
 func setReplicas(ctx context.Context, c client.Client, sts *appsv1.StatefulSet, replicas int32) error {
 	return c.Patch(ctx, sts.DeepCopy(), client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)))
 }
+
+// TestBudgetDownscaleSharedBudget: a kubectl scale down of a member of a
+// group that shares a ZoneDisruptionBudget (issue 29, item 6) is judged with
+// the other sharing group's zones: refused while a store-gateway of another
+// zone is down, naming it; admitted in the zone that is down, its intent
+// recorded in the shared budget and not in the group.
+func TestBudgetDownscaleSharedBudget(t *testing.T) {
+	e, g, ns := begin(t)
+	ctx := context.Background()
+	sets := e.zones(t, ns, "mimir", 3, "ingester-zone-a", "ingester-zone-b", "store-gateway-zone-a", "store-gateway-zone-b")
+	e.waitForCache(t, sets[0], sets[1], sets[2], sets[3])
+	zdb := builders.MakeZoneDisruptionBudget(ns, "mimir", budgetLabel, "mimir", builders.MakeZoneBudget())
+	zdb.Spec.ZoneFrom = &v1alpha1.ZoneFrom{NameRegex: `zone-[a-z]$`}
+	g.Expect(e.admin.Create(ctx, zdb)).To(Succeed())
+	ing := builders.MakeRolloutGroup(ns, "ingester").Members("ingester-zone-a", "ingester-zone-b").Obj()
+	ing.Spec.SharedDisruptionBudget = "mimir"
+	sg := builders.MakeRolloutGroup(ns, "store-gateway").Members("store-gateway-zone-a", "store-gateway-zone-b").Obj()
+	sg.Spec.SharedDisruptionBudget = "mimir"
+	g.Expect(e.admin.Create(ctx, ing)).To(Succeed())
+	g.Expect(e.admin.Create(ctx, sg)).To(Succeed())
+	e.waitForCache(t, zdb, ing, sg)
+	g.Eventually(func() (string, error) {
+		cached := &appsv1.StatefulSet{}
+		err := e.cache.Get(ctx, client.ObjectKeyFromObject(sets[0]), cached)
+		return cached.Labels[v1alpha1.MemberLabel], err
+	}, 10*time.Second, 20*time.Millisecond).ShouldNot(BeEmpty(), "the member label")
+
+	e.setReady(t, ns, "store-gateway-zone-b-0", false, time.Time{})
+	g.Expect(scaleTo(ctx, e.admin, sets[0], 2)).To(MatchError(ContainSubstring("zone store-gateway-zone-b (1 not available) is disrupted")))
+	g.Expect(scaleTo(ctx, e.admin, sets[1], 2)).To(Succeed(), "the ingesters of the zone the store-gateway is down in")
+	g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(zdb), zdb)).To(Succeed())
+	g.Expect(zdb.Status.Disruption).NotTo(BeNil())
+	g.Expect(zdb.Status.Disruption.Intents).To(ContainElement(And(HaveField("Zone", "ingester-zone-b"), HaveField("Reason", v1alpha1.DisruptionDownscale),
+		HaveField("Pods", ConsistOf(HaveField("Name", "ingester-zone-b-2"))))), "the intent is the shared budget's")
+	g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(ing), ing)).To(Succeed())
+	g.Expect(ing.Status.Disruption).To(BeNil(), "the group records nothing of its own")
+}
