@@ -104,6 +104,18 @@ func (l *statusLedger) Forget(key types.NamespacedName) {
 	delete(l.entries, key)
 }
 
+// sameSecond reports whether two times are the same as the API stores them,
+// to the second: a status read back from the API server (after an intent's
+// write) holds the rollout's start without the nanoseconds this process
+// computed it with, and that is no change to write at once (issue 29: one
+// status write more per batch).
+func sameSecond(a, b *metav1.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Truncate(time.Second).Equal(b.Truncate(time.Second))
+}
+
 // rollingOrWaiting reports whether a member's phase is one a rolling
 // member goes through at every batch.
 func rollingOrWaiting(p v1alpha1.MemberPhase) bool {
@@ -119,8 +131,8 @@ func rollingOrWaiting(p v1alpha1.MemberPhase) bool {
 func urgentStatusChange(spec v1alpha1.RolloutGroupSpec, written, next v1alpha1.RolloutGroupStatus) bool {
 	if written.Phase != next.Phase || written.CurrentStatefulSet != next.CurrentStatefulSet ||
 		written.ObservedGeneration != next.ObservedGeneration ||
-		!equality.Semantic.DeepEqual(written.RolloutStartTime, next.RolloutStartTime) ||
-		!equality.Semantic.DeepEqual(written.RolloutCompletionTime, next.RolloutCompletionTime) {
+		!sameSecond(written.RolloutStartTime, next.RolloutStartTime) ||
+		!sameSecond(written.RolloutCompletionTime, next.RolloutCompletionTime) {
 		return true
 	}
 	if spec.BatchInterval != nil && spec.BatchInterval.Duration > 0 &&

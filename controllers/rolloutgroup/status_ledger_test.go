@@ -112,7 +112,8 @@ func TestKeepHold(t *testing.T) {
 
 func TestUrgentStatusChange(t *testing.T) {
 	base := v1alpha1.RolloutGroupStatus{
-		Phase: v1alpha1.PhaseProgressing, CurrentStatefulSet: "a", Updated: "3/30", UpdatedReplicas: 3, Message: "a: 3/10 updated",
+		Phase: v1alpha1.PhaseProgressing, CurrentStatefulSet: "a", Updated: "3/30",
+		RolloutStartTime: &metav1.Time{Time: time.Date(2026, 3, 1, 12, 0, 0, 300_000_000, time.UTC)}, UpdatedReplicas: 3, Message: "a: 3/10 updated",
 		Conditions:   []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDeletingPods, Message: "x"}},
 		StatefulSets: []v1alpha1.MemberStatus{{Name: "a", Phase: v1alpha1.MemberRolling, UpdatedReplicas: 3}},
 	}
@@ -151,6 +152,12 @@ func TestUrgentStatusChange(t *testing.T) {
 		}, true},
 		{"a wait for the disruption budget is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) {
 			s.Conditions[0].Reason = v1alpha1.ReasonWaitingForDisruption
+		}, true},
+		{"the rollout's start read back to the second waits", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) {
+			s.RolloutStartTime = &metav1.Time{Time: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+		}, false},
+		{"another rollout start is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) {
+			s.RolloutStartTime = &metav1.Time{Time: time.Date(2026, 3, 1, 12, 0, 1, 0, time.UTC)}
 		}, true},
 		{"last batch time waits without batchInterval", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) { s.LastBatchTime = &metav1.Time{} }, false},
 		{"last batch time is urgent with batchInterval", interval, func(s *v1alpha1.RolloutGroupStatus) { s.LastBatchTime = &metav1.Time{} }, true},
