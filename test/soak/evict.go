@@ -184,9 +184,18 @@ func pickPod(pods []corev1.Pod, name string) *corev1.Pod {
 func (e *evictions) drain(ctx context.Context, i int) error {
 	e.drainMu.Lock()
 	defer e.drainMu.Unlock()
+	// The API server may be restarting (a chaos step of its own): the list
+	// is retried for as long as a drain may take.
 	var nodes corev1.NodeList
-	if err := e.c.List(ctx, &nodes); err != nil {
-		return err
+	for start := time.Now(); ; {
+		err := e.c.List(ctx, &nodes)
+		if err == nil {
+			break
+		}
+		if time.Since(start) >= drainFor || ctx.Err() != nil {
+			return err
+		}
+		sleep(ctx, evictRetry)
 	}
 	var names []string
 	for _, n := range nodes.Items {
