@@ -131,13 +131,17 @@ func newObjectsEnv(t *testing.T) *objectsEnv {
 	}
 }
 
-// grantAnalysisSecrets binds config/rbac/analysis_secrets_role.yaml in e's
-// namespace, as an installer does.
+// grantAnalysisSecrets binds config/rbac/analysis_secrets_role.yaml (get)
+// in e's namespace, as an installer does, and list and watch on Secrets and
+// ConfigMaps there, which the docs ask an installer to add (confined with
+// resourceNames; TestObjectsUnderNarrowGrants shows that works) to have tls
+// objects watched.
 func (e *objectsEnv) grantAnalysisSecrets(t *testing.T) {
 	t.Helper()
 	if err := apiServer.Get(t).GrantAnalysisSecrets(t.Context(), e.user, e.ns); err != nil {
 		t.Fatal(err)
 	}
+	e.grant(rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"list", "watch"}})
 }
 
 // call loads spec in e's namespace through reader and calls url with it.
