@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/budget"
@@ -92,6 +93,12 @@ type liveBudgets struct {
 	live   client.Reader
 	writer client.Client
 	now    func() time.Time
+	// clock is the resourceVersion of the cache's pods, and seen what each
+	// budget's record needs of them (budget.RecordsSeen): a decision whose
+	// record the cache covers is confirmed on the cache, with no request.
+	// Without a clock every confirmation reads live.
+	clock budget.CacheClock
+	seen  *budget.RecordsSeen
 	// turns holds, per budget (by UID), the turn to record an intent in it.
 	turns sync.Map
 	// written holds, per budget (by UID), the budget as this replica last
@@ -104,7 +111,14 @@ type liveBudgets struct {
 // decision needs from live (the API server) and records holds through
 // writer.
 func NewEvictionBudgets(cache, live client.Reader, writer client.Client, now func() time.Time) EvictionBudgets {
-	b := &liveBudgets{cache: cache, live: live, now: now}
+	return newLiveBudgets(cache, live, writer, now, nil, &budget.RecordsSeen{})
+}
+
+// newLiveBudgets is NewEvictionBudgets whose confirmations use the cache
+// when clock says its pods cover the record (cacheCovered); seen is fed by
+// the watches of the budgets (WatchRecords) and by this replica's writes.
+func newLiveBudgets(cache, live client.Reader, writer client.Client, now func() time.Time, clock budget.CacheClock, seen *budget.RecordsSeen) *liveBudgets {
+	b := &liveBudgets{cache: cache, live: live, now: now, clock: clock, seen: seen}
 	b.writer = rememberingWriter{Client: writer, written: &b.written}
 	return b
 }
@@ -224,20 +238,56 @@ func (b *liveBudgets) Acquire(ctx context.Context, bud Budget, pod *corev1.Pod, 
 	}
 	var v disruption.Verdict
 	var err error
+	// viewRV is the cache's version the last decision was confirmed on;
+	// "" when it read live.
+	var viewRV string
 	switch bud.Kind {
 	case KindRolloutGroup:
 		v, err = budget.Acquire(ctx, b.writer, b.firstKnown(ctx, bud, &v1alpha1.RolloutGroup{}), key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },
-			b.confirmGroup(bud, pod), dryRun, metrics.RequesterEviction)
+			b.confirmGroup(bud, pod, &viewRV), dryRun, metrics.RequesterEviction)
 	case KindZoneDisruptionBudget:
 		v, err = budget.Acquire(ctx, b.writer, b.firstKnown(ctx, bud, &v1alpha1.ZoneDisruptionBudget{}), key, func() *v1alpha1.ZoneDisruptionBudget { return &v1alpha1.ZoneDisruptionBudget{} },
-			b.confirmZDB(bud, pod), dryRun, metrics.RequesterEviction)
+			b.confirmZDB(bud, pod, &viewRV), dryRun, metrics.RequesterEviction)
 	default:
 		return disruption.Verdict{}, fmt.Errorf("budget kind %q", bud.Kind)
 	}
 	if apierrors.IsNotFound(err) {
 		return b.gone(ctx, bud, v, err)
 	}
+	if err == nil && v.Allowed && !dryRun {
+		if w, ok := b.written.Load(bud.UID); ok {
+			if h, ok := w.(budget.Holder); ok {
+				b.seen.Wrote(h, viewRV)
+			}
+		}
+	}
 	return v, err
+}
+
+// freshWait bounds how long a confirmation waits for the cache to cover
+// the record before it reads live: the act of the record's last writer (an
+// eviction admitted a moment ago, a rollout's deletes) reaches the cache in
+// milliseconds.
+const freshWait = 20 * time.Millisecond
+
+// cacheCovered returns the cache's version when its pods cover holder's
+// record (budget.Covers), "" when they do not within freshWait: the
+// confirmation then reads live. Counted by source.
+func (b *liveBudgets) cacheCovered(ctx context.Context, holder budget.Holder) string {
+	need := b.seen.Need(holder)
+	have := budget.WaitCovered(ctx, b.clock, holder.GetNamespace(), need, freshWait)
+	source := metrics.ViewFromCache
+	if have == "" {
+		source = metrics.ViewLive
+		var clock string
+		if b.clock != nil {
+			clock = b.clock(holder.GetNamespace())
+		}
+		log.FromContext(ctx).V(1).Info("confirming on a live read: the cache's pods are older than the budget's record",
+			"budget", holder.GetName(), "cachedPodsAt", clock, "recordNeeds", need)
+	}
+	metrics.DisruptionViews.WithLabelValues(metrics.RequesterEviction, source).Inc()
+	return have
 }
 
 // gone is the answer when bud's object was not found: errBudgetGone, but
@@ -349,10 +399,16 @@ func (b *liveBudgets) Judge(ctx context.Context, bud Budget, pod *corev1.Pod) (d
 }
 
 // confirmGroup decides the eviction of pod on the RolloutGroup of bud as
-// read live, on a view whose pods of the zones that matter are read live
-// too (budget.ConfirmGroupView): the confirmation of the cache's allowance.
-func (b *liveBudgets) confirmGroup(bud Budget, pod *corev1.Pod) budget.Decider[*v1alpha1.RolloutGroup] {
+// firstKnown or a live read gives it: the confirmation of the cache's
+// allowance. Its view is the cache's when the cache's pods cover the
+// group's record (cacheCovered), and otherwise one whose pods of the zones
+// that matter are read live (budget.ConfirmGroupView). viewRV is set to the
+// cache's version, or "" after a live read.
+func (b *liveBudgets) confirmGroup(bud Budget, pod *corev1.Pod, viewRV *string) budget.Decider[*v1alpha1.RolloutGroup] {
 	return func(ctx context.Context, rg *v1alpha1.RolloutGroup) (disruption.Verdict, error) {
+		if *viewRV = b.cacheCovered(ctx, rg); *viewRV != "" {
+			return b.decideGroup(b.cache, bud, pod)(ctx, rg)
+		}
 		view, err := budget.ConfirmGroupView(ctx, b.cache, b.live, rg, v1alpha1.DisruptionEviction, bud.Zone, b.now())
 		if err != nil {
 			return disruption.Verdict{}, fmt.Errorf("RolloutGroup %s: %w", rg.Name, err)
@@ -364,8 +420,11 @@ func (b *liveBudgets) confirmGroup(bud Budget, pod *corev1.Pod) budget.Decider[*
 
 // confirmZDB is confirmGroup for the ZoneDisruptionBudget of bud
 // (budget.ConfirmZDBView).
-func (b *liveBudgets) confirmZDB(bud Budget, pod *corev1.Pod) budget.Decider[*v1alpha1.ZoneDisruptionBudget] {
+func (b *liveBudgets) confirmZDB(bud Budget, pod *corev1.Pod, viewRV *string) budget.Decider[*v1alpha1.ZoneDisruptionBudget] {
 	return func(ctx context.Context, zdb *v1alpha1.ZoneDisruptionBudget) (disruption.Verdict, error) {
+		if *viewRV = b.cacheCovered(ctx, zdb); *viewRV != "" {
+			return b.decideZDB(b.cache, bud, pod)(ctx, zdb)
+		}
 		// A budget that groups share is decided on every sharing group's
 		// members and pods read live: their intents name zones the budget's
 		// own pods do not show. Whether any group shares it is the cache's

@@ -106,7 +106,11 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 	downscaleBudget := NewDownscaleBudget(api, api)
 	prepare := &PrepareDownscale{Cluster: cluster, Budget: downscaleBudget,
 		Identity: cfg.Identity, Pods: NewPodClient(), Addressing: cfg.Addressing, Secrets: tlsObjects, Now: time.Now}
-	eviction := &Eviction{Cluster: cluster, Budgets: NewEvictionBudgets(mgr.GetClient(), api, api, time.Now),
+	budgets, err := NewCachedEvictionBudgets(mgr.GetCache(), mgr.GetClient(), api, api, time.Now)
+	if err != nil {
+		return nil, err
+	}
+	eviction := &Eviction{Cluster: cluster, Budgets: budgets,
 		Hooks: NewEvictionHooks(mgr.GetClient()), Caller: newHookCaller(), Addressing: cfg.Addressing, Secrets: tlsObjects}
 	type handler struct {
 		name string

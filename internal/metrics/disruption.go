@@ -14,6 +14,10 @@ const (
 	RequesterRollout   = "rollout"
 	RequesterDownscale = "downscale"
 	RequesterEviction  = "eviction"
+
+	// Sources of the view that confirms a disruption decision.
+	ViewFromCache = "cache"
+	ViewLive      = "live"
 )
 
 var (
@@ -41,6 +45,15 @@ var (
 		Name: "echelon_disruption_hold_conflicts_total",
 		Help: "Writes of a group's disruption hold that met a concurrent decision (Conflict) and were decided again, by requester.",
 	}, []string{"requester"})
+
+	// DisruptionViews counts the views of the pods that confirmed a
+	// decision allowed on the cache, by requester and source: "cache" when
+	// the cache's pods were at least as new as the record of intents
+	// (budget.Covers), "live" when they were read from the API server.
+	DisruptionViews = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "echelon_disruption_confirm_views_total",
+		Help: "Views of the pods that confirmed an allowed disruption decision, by requester and source (cache: the cache covered the record of intents; live: read from the API server).",
+	}, []string{"requester", "source"})
 	// StaleActs counts the passes of a group whose act met a view the API
 	// server had moved past (a pod already gone or replaced, a partition
 	// write on a StatefulSet whose spec changed): resolved by planning
@@ -52,5 +65,5 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(Evictions, DisruptionDecisions, DisruptionHoldConflicts, StaleActs)
+	crmetrics.Registry.MustRegister(Evictions, DisruptionDecisions, DisruptionHoldConflicts, DisruptionViews, StaleActs)
 }

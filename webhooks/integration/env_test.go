@@ -26,6 +26,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -75,10 +76,12 @@ type env struct {
 	cp       *controlplane.ControlPlane
 	admin    client.Client
 	operator client.Client
-	// cache is the operator's view, which the webhooks judge on.
-	cache    client.Reader
-	identity webhooks.Identity
-	stop     func()
+	// cache is the operator's view, which the webhooks judge on;
+	// informers is the cache itself, for what needs its informers.
+	cache     client.Reader
+	informers cache.Cache
+	identity  webhooks.Identity
+	stop      func()
 }
 
 // setup starts what the tests share, once per test binary.
@@ -137,6 +140,7 @@ func start() (*env, error) {
 		return fail(err)
 	}
 	e.cache = mgr.GetClient()
+	e.informers = mgr.GetCache()
 	if err := controllers.Setup(mgr, podcall.Addressing{PodAddressIP: true}, nil); err != nil {
 		return fail(err)
 	}

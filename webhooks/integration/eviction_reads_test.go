@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -215,4 +216,60 @@ func TestEvictionConcurrentOneZone(t *testing.T) {
 		"Conflicts met by the wave")
 	g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(rg), rg)).To(Succeed())
 	g.Expect(rg.Status.Disruption.Intents).To(HaveLen(5))
+}
+
+// TestEvictionConfirmedOnCoveringCache: once the operator's cache holds the
+// pods as they were after the budget's last recorded intent (the pod that
+// eviction took, seen going), an eviction the cache allows is confirmed on
+// the cache with no read: its one request is the intent's write. The
+// decision is the one a live read would give: the second pod of the zone
+// is admitted within maxUnavailable 2, the third is refused, counting the
+// recorded pods that the cache shows going.
+func TestEvictionConfirmedOnCoveringCache(t *testing.T) {
+	e, g, ns := begin(t)
+	ctx := context.Background()
+	zones := []string{"ingester-zone-a", "ingester-zone-b", "ingester-zone-c"}
+	e.zones(t, ns, "", 3, zones...)
+	rg := builders.MakeRolloutGroup(ns, "ingester").Members(zones...).DisruptionBudget(builders.MakeZoneBudget().MaxUnavailable(2)).Obj()
+	g.Expect(e.admin.Create(ctx, rg)).To(Succeed())
+	e.waitForCache(t, rg)
+	live := newCountingClient(e.operator)
+	budgets, err := webhooks.NewCachedEvictionBudgets(e.informers, e.cache, live, live, time.Now)
+	g.Expect(err).NotTo(HaveOccurred())
+	b := webhooks.Budget{Kind: webhooks.KindRolloutGroup, Namespace: ns, Name: rg.Name, UID: rg.UID, Zone: "ingester-zone-a"}
+
+	// acquireAndAct records the eviction of name as the webhook does, then
+	// deletes the pod as the API server would, and waits until the cache
+	// shows it going.
+	acquireAndAct := func(name string) (bool, string) {
+		t.Helper()
+		pod := &corev1.Pod{}
+		g.Expect(e.cache.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod)).To(Succeed())
+		v, err := budgets.Acquire(ctx, b, pod, false)
+		g.Expect(err).NotTo(HaveOccurred())
+		if !v.Allowed {
+			return false, v.Message
+		}
+		g.Expect(e.admin.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})).To(Succeed())
+		g.Eventually(func() bool {
+			cached := &corev1.Pod{}
+			err := e.cache.Get(ctx, client.ObjectKeyFromObject(pod), cached)
+			return apierrors.IsNotFound(err) || cached.UID != pod.UID || cached.DeletionTimestamp != nil
+		}, 10*time.Second, 10*time.Millisecond).Should(BeTrue(), "the cache shows %s going", name)
+		return true, ""
+	}
+
+	g.Expect(acquireAndAct("ingester-zone-a-0")).To(BeTrue())
+	live.take() // the first may have read live: the group was written after its pods
+
+	fromCache := testutil.ToFloat64(metrics.DisruptionViews.WithLabelValues(metrics.RequesterEviction, metrics.ViewFromCache))
+	g.Expect(acquireAndAct("ingester-zone-a-1")).To(BeTrue())
+	counts := live.take()
+	g.Expect(counts).NotTo(HaveKey("list v1.PodList"), "confirmed on the cache, which showed zone a's first pod going")
+	g.Expect(counts["patch status v1alpha1.RolloutGroup"]).To(BeNumerically(">=", 1), "the intent written")
+	g.Expect(testutil.ToFloat64(metrics.DisruptionViews.WithLabelValues(metrics.RequesterEviction, metrics.ViewFromCache))).To(BeNumerically(">", fromCache))
+
+	allowed, msg := acquireAndAct("ingester-zone-a-2")
+	g.Expect(allowed).To(BeFalse(), "two of zone a's pods are going: maxUnavailable 2")
+	g.Expect(msg).To(ContainSubstring("maxUnavailable 2"))
 }
