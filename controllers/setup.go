@@ -20,6 +20,7 @@ import (
 	"github.com/echelon-operator/echelon/controllers/rolloutgroup"
 	"github.com/echelon-operator/echelon/controllers/scalingpolicy"
 	"github.com/echelon-operator/echelon/controllers/zonedisruptionbudget"
+	"github.com/echelon-operator/echelon/internal/budget"
 	"github.com/echelon-operator/echelon/internal/lookup"
 	"github.com/echelon-operator/echelon/internal/podcall"
 )
@@ -32,7 +33,11 @@ func Setup(mgr ctrl.Manager, addressing podcall.Addressing, tlsObjects client.Re
 	if err := lookup.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	if err := rolloutgroup.New(mgr).WithAddressing(addressing).WithTLSObjects(tlsObjects).SetupWithManager(mgr); err != nil {
+	fresh, err := budget.NewFreshness(mgr.GetCache())
+	if err != nil {
+		return err
+	}
+	if err := rolloutgroup.New(mgr).WithAddressing(addressing).WithTLSObjects(tlsObjects).WithFreshness(fresh).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the RolloutGroup controller: %w", err)
 	}
 	if err := rolloutgroup.NewMemberLabeler(mgr).SetupWithManager(mgr); err != nil {

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/budget"
@@ -93,12 +92,10 @@ type liveBudgets struct {
 	live   client.Reader
 	writer client.Client
 	now    func() time.Time
-	// clock is the resourceVersion of the cache's pods, and seen what each
-	// budget's record needs of them (budget.RecordsSeen): a decision whose
-	// record the cache covers is confirmed on the cache, with no request.
-	// Without a clock every confirmation reads live.
-	clock budget.CacheClock
-	seen  *budget.RecordsSeen
+	// fresh says whether the cache's pods are at least as new as a
+	// budget's record: a decision it covers is confirmed on the cache, with
+	// no request; nil reads every confirmation live.
+	fresh *budget.Freshness
 	// turns holds, per budget (by UID), the turn to record an intent in it.
 	turns sync.Map
 	// written holds, per budget (by UID), the budget as this replica last
@@ -107,18 +104,13 @@ type liveBudgets struct {
 }
 
 // NewEvictionBudgets returns the operator's EvictionBudgets: it finds
-// budgets through cache (the manager's, with lookup's indexes), reads what a
-// decision needs from live (the API server) and records holds through
-// writer.
-func NewEvictionBudgets(cache, live client.Reader, writer client.Client, now func() time.Time) EvictionBudgets {
-	return newLiveBudgets(cache, live, writer, now, nil, &budget.RecordsSeen{})
-}
-
-// newLiveBudgets is NewEvictionBudgets whose confirmations use the cache
-// when clock says its pods cover the record (cacheCovered); seen is fed by
-// the watches of the budgets (WatchRecords) and by this replica's writes.
-func newLiveBudgets(cache, live client.Reader, writer client.Client, now func() time.Time, clock budget.CacheClock, seen *budget.RecordsSeen) *liveBudgets {
-	b := &liveBudgets{cache: cache, live: live, now: now, clock: clock, seen: seen}
+// budgets through cache (the manager's, with lookup's indexes), decides
+// first on it, confirms an allowance on it when fresh says its pods are at
+// least as new as the budget's record and otherwise on what live (the API
+// server) holds, and records intents through writer. A nil fresh confirms
+// every allowance live.
+func NewEvictionBudgets(cache, live client.Reader, writer client.Client, now func() time.Time, fresh *budget.Freshness) EvictionBudgets {
+	b := &liveBudgets{cache: cache, live: live, now: now, fresh: fresh}
 	b.writer = rememberingWriter{Client: writer, written: &b.written}
 	return b
 }
@@ -257,7 +249,7 @@ func (b *liveBudgets) Acquire(ctx context.Context, bud Budget, pod *corev1.Pod, 
 	if err == nil && v.Allowed && !dryRun {
 		if w, ok := b.written.Load(bud.UID); ok {
 			if h, ok := w.(budget.Holder); ok {
-				b.seen.Wrote(h, viewRV)
+				b.fresh.Wrote(h, viewRV)
 			}
 		}
 	}
@@ -271,23 +263,10 @@ func (b *liveBudgets) Acquire(ctx context.Context, bud Budget, pod *corev1.Pod, 
 const freshWait = 20 * time.Millisecond
 
 // cacheCovered returns the cache's version when its pods cover holder's
-// record (budget.Covers), "" when they do not within freshWait: the
-// confirmation then reads live. Counted by source.
+// record (budget.Freshness), "" when they do not within freshWait: the
+// confirmation then reads live.
 func (b *liveBudgets) cacheCovered(ctx context.Context, holder budget.Holder) string {
-	need := b.seen.Need(holder)
-	have := budget.WaitCovered(ctx, b.clock, holder.GetNamespace(), need, freshWait)
-	source := metrics.ViewFromCache
-	if have == "" {
-		source = metrics.ViewLive
-		var clock string
-		if b.clock != nil {
-			clock = b.clock(holder.GetNamespace())
-		}
-		log.FromContext(ctx).V(1).Info("confirming on a live read: the cache's pods are older than the budget's record",
-			"budget", holder.GetName(), "cachedPodsAt", clock, "recordNeeds", need)
-	}
-	metrics.DisruptionViews.WithLabelValues(metrics.RequesterEviction, source).Inc()
-	return have
+	return b.fresh.Covered(ctx, holder, freshWait, metrics.RequesterEviction)
 }
 
 // gone is the answer when bud's object was not found: errBudgetGone, but

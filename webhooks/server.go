@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/echelon-operator/echelon/internal/budget"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/podcall"
 )
@@ -106,11 +107,11 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 	downscaleBudget := NewDownscaleBudget(api, api)
 	prepare := &PrepareDownscale{Cluster: cluster, Budget: downscaleBudget,
 		Identity: cfg.Identity, Pods: NewPodClient(), Addressing: cfg.Addressing, Secrets: tlsObjects, Now: time.Now}
-	budgets, err := NewCachedEvictionBudgets(mgr.GetCache(), mgr.GetClient(), api, api, time.Now)
+	fresh, err := budget.NewFreshness(mgr.GetCache())
 	if err != nil {
 		return nil, err
 	}
-	eviction := &Eviction{Cluster: cluster, Budgets: budgets,
+	eviction := &Eviction{Cluster: cluster, Budgets: NewEvictionBudgets(mgr.GetClient(), api, api, time.Now, fresh),
 		Hooks: NewEvictionHooks(mgr.GetClient()), Caller: newHookCaller(), Addressing: cfg.Addressing, Secrets: tlsObjects}
 	type handler struct {
 		name string

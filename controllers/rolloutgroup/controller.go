@@ -19,6 +19,7 @@ import (
 	"github.com/echelon-operator/echelon/controllers/internal/patch"
 	"github.com/echelon-operator/echelon/controllers/internal/source"
 	"github.com/echelon-operator/echelon/internal/analysis"
+	"github.com/echelon-operator/echelon/internal/budget"
 	"github.com/echelon-operator/echelon/internal/hooks"
 	"github.com/echelon-operator/echelon/internal/httptls"
 	"github.com/echelon-operator/echelon/internal/lookup"
@@ -72,7 +73,11 @@ type Reconciler struct {
 	hookCaller *hooks.Caller
 	podHost    func(pod *corev1.Pod, service string) (host, why string)
 	hooksDone  *hooks.Memo
-	now        func() time.Time
+	// fresh says whether the cache's pods are at least as new as the
+	// budget's record: a batch it covers is decided on the cache, with no
+	// live read (budget.Freshness); nil reads every batch's pods live.
+	fresh *budget.Freshness
+	now   func() time.Time
 }
 
 // +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups,verbs=get;list;watch
@@ -382,6 +387,13 @@ func (r *Reconciler) WithTLSObjects(objects client.Reader) *Reconciler {
 	if objects != nil {
 		r.tlsObjects = objects
 	}
+	return r
+}
+
+// WithFreshness decides batches on the cache whenever fresh says its pods
+// cover the budget's record.
+func (r *Reconciler) WithFreshness(fresh *budget.Freshness) *Reconciler {
+	r.fresh = fresh
 	return r
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/budget"
@@ -40,27 +41,33 @@ func (r *Reconciler) acquireBudget(ctx context.Context, rg *v1alpha1.RolloutGrou
 	if _, shared := budget.SharedKey(rg); shared {
 		return r.acquireShared(ctx, rg, in, plan)
 	}
-	decide := func(ctx context.Context, live *v1alpha1.RolloutGroup) (disruption.Verdict, error) {
-		held = live.Status.Disruption
-		members, err := r.withLivePods(ctx, in.Members)
+	// viewRV is the cache's version the last decision was made on, ""
+	// when its pods were read live.
+	var viewRV string
+	decide := func(ctx context.Context, holder *v1alpha1.RolloutGroup) (disruption.Verdict, error) {
+		held = holder.Status.Disruption
+		members, at, err := r.podsCovering(ctx, holder, in.Members)
 		if err != nil {
 			return disruption.Verdict{}, err
 		}
-		v, err := budget.ViewOf(live, members, v1alpha1.DisruptionRollout, r.now(), in.Deleting.Has)
+		viewRV = at
+		v, err := budget.ViewOf(holder, members, v1alpha1.DisruptionRollout, r.now(), in.Deleting.Has)
 		if err != nil {
 			return disruption.Verdict{}, err
 		}
 		return disruption.Decide(v, req), nil
 	}
+	var written *v1alpha1.RolloutGroup
 	also := func(patched *v1alpha1.RolloutGroup) {
 		if pre != nil {
 			patched.Status = keepHold(patched.Status, *pre)
 		}
 		st := patched.Status
 		recorded = &st
+		written = patched // the API server's answer, once written
 	}
 	key := types.NamespacedName{Namespace: rg.Namespace, Name: rg.Name}
-	verdict, err := budget.AcquireWith(ctx, r.Client, r.apiReader, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },
+	verdict, err := budget.AcquireWith(ctx, r.Client, budget.FirstRead(r.apiReader, r.cachedHolder(ctx, key)), key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },
 		decide, false, metrics.RequesterRollout, also)
 	if err != nil {
 		return plan, rg.Status.Disruption, nil, err
@@ -69,24 +76,74 @@ func (r *Reconciler) acquireBudget(ctx context.Context, rg *v1alpha1.RolloutGrou
 		plan.WaitForBudget(verdict)
 		return plan, held, nil, nil
 	}
+	r.fresh.Wrote(written, viewRV)
 	plan.Budget.Verdict = verdict
 	return plan, disruption.RecordOf(verdict.Record), recorded, nil
 }
 
+// freshWait bounds how long a batch waits for the cache to cover the
+// budget's record before its pods are read live: the act of the record's
+// last writer (this group's last batch, an admitted eviction) reaches the
+// cache in milliseconds.
+const freshWait = 20 * time.Millisecond
+
+// podsCovering is members with their pods as the cache holds them, when
+// the cache's pods are at least as new as holder's record (and at returns
+// the cache's version), or else as the API server lists them (at is ""):
+// a decision that lets pods go is made on a view not older than the record
+// it is judged with. The cache's pods are listed after its version was
+// read, so they are at least that new.
+func (r *Reconciler) podsCovering(ctx context.Context, holder budget.Holder, members []rollout.Member) (_ []rollout.Member, at string, _ error) {
+	if at = r.fresh.Covered(ctx, holder, freshWait, metrics.RequesterRollout); at == "" {
+		out, err := r.withLivePods(ctx, members)
+		return out, "", err
+	}
+	out := slices.Clone(members)
+	for i := range out {
+		if out[i].StatefulSet == nil {
+			continue
+		}
+		pods, err := r.podsOf(ctx, r.Client, out[i])
+		if err != nil {
+			return nil, "", err
+		}
+		out[i].Pods = pods
+	}
+	return out, at, nil
+}
+
+// cachedHolder is the group as the cache holds it, for the first read of
+// budget.AcquireWith (budget.FirstRead): when it is the latest, the intent
+// is decided and written with no read of the group; when not, its write
+// meets a Conflict and the group is read live. nil when the cache has none.
+func (r *Reconciler) cachedHolder(ctx context.Context, key types.NamespacedName) *v1alpha1.RolloutGroup {
+	cached := &v1alpha1.RolloutGroup{}
+	if err := r.Get(ctx, key, cached); err != nil {
+		return nil
+	}
+	return cached
+}
+
 // acquireShared is acquireBudget for a group that shares a
 // ZoneDisruptionBudget: the intent is recorded in that budget's status,
-// decided on every sharing group's members and pods as read live, and the
+// decided on every sharing group's members and pods as read live (or from
+// the cache, when its pods cover the budget's record), and the
 // group's own hold stays as it is. What must be on record in the group
 // before the batch goes is then written after the intent, in a write of its
 // own (recorded is nil): the act still waits for both.
 func (r *Reconciler) acquireShared(ctx context.Context, rg *v1alpha1.RolloutGroup, in rollout.Input, plan rollout.Plan) (rollout.Plan, *v1alpha1.DisruptionHold, *v1alpha1.RolloutGroupStatus, error) {
 	req := plan.Budget.Request
 	decide := func(ctx context.Context, zdb *v1alpha1.ZoneDisruptionBudget) (disruption.Verdict, error) {
-		members, err := r.withLivePods(ctx, in.Members)
+		members, at, err := r.podsCovering(ctx, zdb, in.Members)
 		if err != nil {
 			return disruption.Verdict{}, err
 		}
-		v, err := budget.SharedView(ctx, r.apiReader, zdb, v1alpha1.DisruptionRollout, r.now(),
+		// The other groups' members and pods from where this group's came.
+		var reader client.Reader = r.apiReader
+		if at != "" {
+			reader = r.Client
+		}
+		v, err := budget.SharedView(ctx, reader, zdb, v1alpha1.DisruptionRollout, r.now(),
 			budget.Requester{Group: rg, Members: members, Deleting: in.Deleting.Has}, nil)
 		if err != nil {
 			return disruption.Verdict{}, err

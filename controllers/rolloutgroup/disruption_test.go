@@ -68,7 +68,8 @@ func (e *env) waitCachedHold(group, zone string) {
 
 // holdHidingGroups serves the reconciler's cached RolloutGroup reads without
 // status.disruption, as a cache that has not seen an intent recorded a
-// moment ago would.
+// moment ago would: with the resourceVersion of a version before it, so
+// that a write made on that copy meets a Conflict, as it would.
 type holdHidingGroups struct {
 	client.Client
 }
@@ -77,8 +78,9 @@ func (h holdHidingGroups) Get(ctx context.Context, key client.ObjectKey, obj cli
 	if err := h.Client.Get(ctx, key, obj, opts...); err != nil {
 		return err
 	}
-	if rg, ok := obj.(*v1alpha1.RolloutGroup); ok {
+	if rg, ok := obj.(*v1alpha1.RolloutGroup); ok && rg.Status.Disruption != nil {
 		rg.Status.Disruption = nil
+		rg.ResourceVersion = "1"
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/lookup"
@@ -15,6 +16,10 @@ import (
 
 // confirmWithLiveRead checks a plan that deletes pods against a live read of the
 // member it deletes from, and plans again with what the API server returns.
+// When the cache's pods are at least as new as the group's record of
+// intents (budget.Freshness), its pods serve as that read: they show every
+// pod the budget let go, by anyone, and the batch's decision is made on them
+// again (podsCovering).
 //
 // The informer cache can be older than the last deletions: a new leader's cache
 // after a handover, pods deleted by someone else, or a slow watch. Expectations
@@ -31,13 +36,17 @@ func (r *Reconciler) confirmWithLiveRead(ctx context.Context, rg *v1alpha1.Rollo
 	// The input returned holds the pods read live; in's own members are left
 	// as the cache showed them.
 	in.Members = slices.Clone(in.Members)
+	reader := r.apiReader
+	if cached := r.cachedHolder(ctx, client.ObjectKeyFromObject(rg)); cached != nil && r.fresh.Covered(ctx, cached, 0, metrics.RequesterRollout) != "" {
+		reader = r.Client
+	}
 	read := map[string]bool{}
 	for len(plan.Delete) > 0 && !read[plan.Current] {
 		i := slices.IndexFunc(in.Members, func(m rollout.Member) bool { return m.Name == plan.Current })
 		if i < 0 || in.Members[i].StatefulSet == nil {
 			return in, rollout.Plan{}, fmt.Errorf("plan deletes pods of %q, which is not a member with a StatefulSet", plan.Current)
 		}
-		live, err := r.livePodsOf(ctx, in.Members[i])
+		live, err := r.podsOf(ctx, reader, in.Members[i])
 		if err != nil {
 			return in, rollout.Plan{}, err
 		}
@@ -55,9 +64,15 @@ func (r *Reconciler) confirmWithLiveRead(ctx context.Context, rg *v1alpha1.Rollo
 // livePodsOf lists the member's pods from the API server, not the cache: the
 // pods matching its selector that it controls.
 func (r *Reconciler) livePodsOf(ctx context.Context, m rollout.Member) ([]*corev1.Pod, error) {
-	pods, err := lookup.ListedReads{}.PodsOf(ctx, r.apiReader, m.StatefulSet)
+	return r.podsOf(ctx, r.apiReader, m)
+}
+
+// podsOf lists the member's pods from reader: the pods matching its
+// selector that it controls.
+func (r *Reconciler) podsOf(ctx context.Context, reader client.Reader, m rollout.Member) ([]*corev1.Pod, error) {
+	pods, err := lookup.ListedReads{}.PodsOf(ctx, reader, m.StatefulSet)
 	if err != nil {
-		return nil, fmt.Errorf("live read: %w", err)
+		return nil, fmt.Errorf("read the pods of %s: %w", m.Name, err)
 	}
 	return pods, nil
 }

@@ -93,6 +93,10 @@ type Pod struct {
 	Available bool
 	// AvailableSince is when the pod became available; zero when it is not.
 	AvailableSince time.Time
+	// AvailableAt is when a pod that is Ready but not available yet (its
+	// group's minReadySeconds not over) becomes available: time alone
+	// changes it then, with no event to tell. Zero for any other pod.
+	AvailableAt time.Time
 	// Created is the pod's creationTimestamp: a pod created (to the
 	// second) no earlier than an intent was decided is the replacement of
 	// the pod it names, not one it replaced.
@@ -192,6 +196,22 @@ func (z *Zone) Disrupted(partition string) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// nextAvailable is the earliest moment after now at which one of the
+// zone's pods (of partition, when set) becomes available by time alone
+// (Pod.AvailableAt); zero when none will.
+func (z *Zone) nextAvailable(partition string, now time.Time) time.Time {
+	var at time.Time
+	for _, p := range z.Pods {
+		if partition != "" && p.Partition != partition {
+			continue
+		}
+		if p.AvailableAt.After(now) && (at.IsZero() || p.AvailableAt.Before(at)) {
+			at = p.AvailableAt
+		}
+	}
+	return at
 }
 
 // wholeSince is when the zone's pods (of partition, when set) were last all
@@ -496,6 +516,7 @@ func Decide(v View, req Request) Verdict {
 		return deny(CodeHeldByOtherZone, fmt.Sprintf("zone %s holds the disruption budget", strings.Join(held, ", ")), st.earliestExpiry(heldZones...))
 	}
 	var disrupted []string
+	var nextAvailable time.Time
 	for i := range v.Zones {
 		other := &v.Zones[i]
 		if other.domain() == zone.domain() {
@@ -503,6 +524,7 @@ func Decide(v View, req Request) Verdict {
 		}
 		if d := other.Disrupted(partition); d != "" {
 			disrupted = append(disrupted, fmt.Sprintf("%s (%s)", other.Name, d))
+			nextAvailable = earliest(nextAvailable, other.nextAvailable(partition, v.Now))
 		}
 	}
 	if len(disrupted) > 0 {
@@ -510,7 +532,9 @@ func Decide(v View, req Request) Verdict {
 		if partition != "" {
 			what = "partition " + partition + " in zone"
 		}
-		return deny(CodeOtherZoneDisrupted, fmt.Sprintf("%s %s is disrupted", what, strings.Join(disrupted, ", ")), 0)
+		// A pod of theirs that is Ready and waits out minReadySeconds
+		// becomes available with no event to tell: ask again then.
+		return deny(CodeOtherZoneDisrupted, fmt.Sprintf("%s %s is disrupted", what, strings.Join(disrupted, ", ")), until(v.Now, nextAvailable))
 	}
 	if req.Reason == v1alpha1.DisruptionEviction && v.CrossZoneDelay > 0 {
 		for i := range v.Zones {
@@ -549,10 +573,30 @@ func Decide(v View, req Request) Verdict {
 			if pending > 0 {
 				msg += fmt.Sprintf(" (%s)", st.describePending(zone.Name, pending))
 			}
-			return deny(CodeZoneBudget, msg, st.earliestExpiry(zone.Name))
+			retry := st.earliestExpiry(zone.Name)
+			if next := until(v.Now, zone.nextAvailable("", v.Now)); next > 0 && (retry == 0 || next < retry) {
+				retry = next
+			}
+			return deny(CodeZoneBudget, msg, retry)
 		}
 	}
 	return allow(v, st, req)
+}
+
+// earliest is the earlier of two moments, a zero one being none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// until is how long from now to at; 0 for a zero or past at.
+func until(now, at time.Time) time.Duration {
+	if at.IsZero() || !at.After(now) {
+		return 0
+	}
+	return at.Sub(now)
 }
 
 func allow(v View, st intentState, req Request) Verdict {

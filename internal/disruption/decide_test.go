@@ -80,6 +80,14 @@ func (w *zoneWrapper) Missing(i int) *zoneWrapper {
 	return w.NotAvailable(i)
 }
 
+// ReadyUntil: pod i is Ready and becomes available at t, its group's
+// minReadySeconds over.
+func (w *zoneWrapper) ReadyUntil(i int, t time.Time) *zoneWrapper {
+	w.NotAvailable(i)
+	w.z.Pods[i].AvailableAt = t
+	return w
+}
+
 // AvailableSince: pod i became available at t.
 func (w *zoneWrapper) AvailableSince(i int, t time.Time) *zoneWrapper {
 	w.z.Pods[i].AvailableSince = t
@@ -289,6 +297,14 @@ func TestDecideOtherZoneDisrupted(t *testing.T) {
 			want: denied(CodeOtherZoneDisrupted, 0), message: []string{"zone-b", "1 leaving"}},
 		{name: "two zones named", view: group(func(_, b, c *zoneWrapper) { b.NotAvailable(0); c.Missing(0) }), req: evict("zone-a-0"),
 			want: denied(CodeOtherZoneDisrupted, 0), message: []string{"zone-b", "zone-c"}},
+		// No event tells when a Ready pod's minReadySeconds is over: the
+		// verdict says when to ask again, the earliest such moment.
+		{name: "a pod that becomes available by time alone", view: group(func(_, b, c *zoneWrapper) {
+			b.ReadyUntil(0, testNow.Add(3*time.Second)).NotAvailable(1)
+			c.ReadyUntil(2, testNow.Add(2*time.Second))
+		}), req: roll("zone-a", "zone-a-0"), want: denied(CodeOtherZoneDisrupted, 2*time.Second), message: []string{"zone-b", "zone-c", "2 not available"}},
+		{name: "a pod whose minReadySeconds is over by now", view: group(func(_, b, _ *zoneWrapper) { b.ReadyUntil(0, testNow) }), req: evict("zone-a-0"),
+			want: denied(CodeOtherZoneDisrupted, 0)},
 		// The StatefulSet controller's counts include pods no view may show yet.
 		{name: "status.replicas above spec.replicas", view: group(func(_, b, _ *zoneWrapper) { b.Status(4, 4) }), req: roll("zone-a", "zone-a-0"),
 			want: denied(CodeOtherZoneDisrupted, 0), message: []string{"zone-b", "4 pods for 3 replicas"}},
@@ -371,6 +387,11 @@ func TestDecideZoneBudget(t *testing.T) {
 			want: granted(evict("zone-a-0"))},
 		{name: "only the available pods of a batch cost", view: group(func(a, _, _ *zoneWrapper) { a.Max(2).NotAvailable(2) }),
 			req: roll("zone-a", "zone-a-2", "zone-a-1"), want: granted(roll("zone-a", "zone-a-2", "zone-a-1"))},
+		{name: "the zone's pod becomes available by time alone", view: group(func(a, _, _ *zoneWrapper) { a.ReadyUntil(2, testNow.Add(4*time.Second)) }), req: evict("zone-a-0"),
+			want: denied(CodeZoneBudget, 4*time.Second)},
+		{name: "an intent expiring before the pod is available", view: withIntents(group(func(a, _, _ *zoneWrapper) { a.Max(2).ReadyUntil(2, testNow.Add(time.Hour)) }),
+			intentOf("zone-a", eviction, ActWindow+expiryMargin-time.Second, "zone-a-1")), req: evict("zone-a-0"),
+			want: denied(CodeZoneBudget, time.Second)},
 		{name: "a pod leaving uses the budget", view: group(func(a, _, _ *zoneWrapper) { a.Leaving(3) }), req: evict("zone-a-0"),
 			want: denied(CodeZoneBudget, 0), message: []string{"1 of 4 pods unavailable"}},
 		{name: "a downscale is not judged by the budget", view: group(func(a, _, _ *zoneWrapper) { a.Max(0).NotAvailable(0) }), req: shrink("zone-a", "zone-a-2", "zone-a-1"),

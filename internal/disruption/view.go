@@ -51,7 +51,9 @@ func ZoneOf(sts *appsv1.StatefulSet, pods []*corev1.Pod, o ZoneOptions) Zone {
 		}
 		if since, ok := kube.PodReadySince(pod); ok && !p.Terminating && !released(sts, pod, ord) {
 			since = since.Add(time.Duration(o.MinReadySeconds) * time.Second)
-			if !o.Now.Before(since) {
+			if o.Now.Before(since) {
+				p.AvailableAt = since
+			} else {
 				p.Available, p.AvailableSince = true, since
 			}
 		}

@@ -109,8 +109,8 @@ func TestZoneOfAvailability(t *testing.T) {
 		"ing-0": {Wanted: true, Available: true, AvailableSince: testNow.Add(-50 * time.Second)},
 		"ing-1": {Wanted: true, Terminating: true},
 		"ing-2": {Wanted: true, Terminating: true},
-		"ing-3": {Wanted: true},                                           // Ready 5 s of minReadySeconds 10
-		"ing-4": {Wanted: true, Available: true, AvailableSince: testNow}, // Ready exactly 10 s
+		"ing-3": {Wanted: true, AvailableAt: testNow.Add(5 * time.Second)}, // Ready 5 s of minReadySeconds 10
+		"ing-4": {Wanted: true, Available: true, AvailableSince: testNow},  // Ready exactly 10 s
 		"ing-5": {Wanted: true},
 		"ing-6": {Wanted: true}, // a Ready condition is stale on a pod not Running
 	})

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/budget"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/test/builders"
 	"github.com/echelon-operator/echelon/webhooks"
@@ -83,7 +84,7 @@ func (e *env) countedGroup(t *testing.T, g *WithT, ns string) (*v1alpha1.Rollout
 	g.Expect(e.admin.Create(context.Background(), rg)).To(Succeed())
 	e.waitForCache(t, rg)
 	live := newCountingClient(e.operator)
-	return rg, live, webhooks.NewEvictionBudgets(e.cache, live, live, time.Now)
+	return rg, live, webhooks.NewEvictionBudgets(e.cache, live, live, time.Now, nil)
 }
 
 // TestEvictionLiveReads: an eviction the cache allows is confirmed on what
@@ -180,7 +181,7 @@ func TestEvictionConcurrentOneZone(t *testing.T) {
 	rg := builders.MakeRolloutGroup(ns, "ingester").Members(zones...).DisruptionBudget(builders.MakeZoneBudget().MaxUnavailable(5)).Obj()
 	g.Expect(e.admin.Create(ctx, rg)).To(Succeed())
 	e.waitForCache(t, rg)
-	budgets := webhooks.NewEvictionBudgets(e.cache, e.operator, e.operator, time.Now)
+	budgets := webhooks.NewEvictionBudgets(e.cache, e.operator, e.operator, time.Now, nil)
 	b := webhooks.Budget{Kind: webhooks.KindRolloutGroup, Namespace: ns, Name: rg.Name, UID: rg.UID, Zone: "ingester-zone-a"}
 	conflicts := testutil.ToFloat64(metrics.DisruptionHoldConflicts.WithLabelValues(metrics.RequesterEviction))
 
@@ -234,8 +235,9 @@ func TestEvictionConfirmedOnCoveringCache(t *testing.T) {
 	g.Expect(e.admin.Create(ctx, rg)).To(Succeed())
 	e.waitForCache(t, rg)
 	live := newCountingClient(e.operator)
-	budgets, err := webhooks.NewCachedEvictionBudgets(e.informers, e.cache, live, live, time.Now)
+	fresh, err := budget.NewFreshness(e.informers)
 	g.Expect(err).NotTo(HaveOccurred())
+	budgets := webhooks.NewEvictionBudgets(e.cache, live, live, time.Now, fresh)
 	b := webhooks.Budget{Kind: webhooks.KindRolloutGroup, Namespace: ns, Name: rg.Name, UID: rg.UID, Zone: "ingester-zone-a"}
 
 	// acquireAndAct records the eviction of name as the webhook does, then
