@@ -57,8 +57,10 @@ type Reconciler struct {
 	apiReader client.Reader
 	events    recorder.EventRecorder
 	deletions *deletionExpectations
-	revisions *revisionMemo
-	status    *statusLedger
+	// partitions are the partition writes the cache does not show yet.
+	partitions *partitionWrites
+	revisions  *revisionMemo
+	status     *statusLedger
 	// batches holds the batches not told in a PodsRolled Event yet.
 	batches  *batchLog
 	queriers *querierCache
@@ -401,14 +403,15 @@ func (r *Reconciler) WithFreshness(fresh *budget.Freshness) *Reconciler {
 // manager's cache (whose indexes setupIndexes registers) and API reader.
 func New(mgr ctrl.Manager) *Reconciler {
 	return &Reconciler{
-		Client:    mgr.GetClient(),
-		events:    source.Recorder(mgr.GetEventRecorder("echelon")),
-		apiReader: mgr.GetAPIReader(),
-		deletions: newDeletionExpectations(),
-		revisions: newRevisionMemo(),
-		batches:   newBatchLog(),
-		status:    newStatusLedger(),
-		queriers:  newQuerierCache(),
+		Client:     mgr.GetClient(),
+		events:     source.Recorder(mgr.GetEventRecorder("echelon")),
+		apiReader:  mgr.GetAPIReader(),
+		deletions:  newDeletionExpectations(),
+		partitions: newPartitionWrites(),
+		revisions:  newRevisionMemo(),
+		batches:    newBatchLog(),
+		status:     newStatusLedger(),
+		queriers:   newQuerierCache(),
 		// Each request carries its own timeout (spec); none on the client.
 		httpChecks: analysis.NewHTTPGetter(httptls.NewClient(0)),
 		tlsObjects: mgr.GetAPIReader(),

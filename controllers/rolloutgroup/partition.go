@@ -105,9 +105,13 @@ func (r *Reconciler) setPartition(ctx context.Context, rg *v1alpha1.RolloutGroup
 	if err != nil {
 		return err
 	}
-	err = r.Patch(ctx, sts.DeepCopy(), client.RawPatch(types.JSONPatchType, body))
+	written := sts.DeepCopy()
+	err = r.Patch(ctx, written, client.RawPatch(types.JSONPatchType, body))
 	if status, ok := err.(apierrors.APIStatus); ok && status.Status().Code == http.StatusUnprocessableEntity {
 		return fmt.Errorf("%w: its spec changed since it was read (%s)", errStaleView, kube.APIMessage(err))
+	}
+	if err == nil {
+		r.partitions.wrote(written, to)
 	}
 	return err
 }
