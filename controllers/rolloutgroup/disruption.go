@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/internal/budget"
@@ -139,7 +138,7 @@ func (r *Reconciler) acquireShared(ctx context.Context, rg *v1alpha1.RolloutGrou
 			return disruption.Verdict{}, err
 		}
 		// The other groups' members and pods from where this group's came.
-		var reader client.Reader = r.apiReader
+		reader := r.apiReader
 		if at != "" {
 			reader = r.Client
 		}
