@@ -14,6 +14,7 @@ const (
 	RequesterRollout   = "rollout"
 	RequesterDownscale = "downscale"
 	RequesterEviction  = "eviction"
+	RequesterResize    = "resize"
 )
 
 var (
