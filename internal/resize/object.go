@@ -16,16 +16,18 @@ import (
 )
 
 // RecreateObject is the StatefulSet that replaces sts: the same name,
-// namespace, labels, annotations, owner references, finalizers and spec,
-// with each volumeClaimTemplate named in sizes asking for its size. What
-// the API server sets on a create (UID, resourceVersion, generation,
-// timestamps, managed fields, status) is left out.
+// namespace, labels, annotations, owner references and spec, with each
+// volumeClaimTemplate named in sizes asking for its size. What the API
+// server sets on a create (UID, resourceVersion, generation, timestamps,
+// managed fields, status) is left out, and so are finalizers: each served
+// the deleted object's end (the orphaning delete adds one of its own), and
+// a controller that wants one on the new object adds it again.
 func RecreateObject(sts *appsv1.StatefulSet, sizes []v1alpha1.VolumeClaimSize) *appsv1.StatefulSet {
 	out := &appsv1.StatefulSet{
 		TypeMeta: metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "StatefulSet"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: sts.Name, Namespace: sts.Namespace, Labels: sts.Labels, Annotations: sts.Annotations,
-			OwnerReferences: sts.OwnerReferences, Finalizers: sts.Finalizers,
+			OwnerReferences: sts.OwnerReferences,
 		},
 		Spec: *sts.Spec.DeepCopy(),
 	}
