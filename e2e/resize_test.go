@@ -10,7 +10,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -161,7 +160,7 @@ var _ = Describe("Volume resize", func() {
 
 		By("a smaller size is refused by the API server, naming the field")
 		rg := r.get(ctx)
-		rg.Spec.VolumeClaimSizes[0].Size = resource.MustParse("1Gi")
+		rg.Spec.VolumeClaimSizes[0].Size = "1Gi"
 		err := k8s.Update(ctx, rg)
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring("spec.volumeClaimSizes[].size may only grow"))
@@ -219,7 +218,7 @@ func startResizeGroup(ctx context.Context, replicas int32, o resizeOptions) *res
 func (r *resizeGroup) askSize(ctx context.Context, size string) {
 	GinkgoHelper()
 	r.updateSpec(ctx, func(s *v1alpha1.RolloutGroupSpec) {
-		s.VolumeClaimSizes = []v1alpha1.VolumeClaimSize{{Name: "data", Size: resource.MustParse(size)}}
+		s.VolumeClaimSizes = []v1alpha1.VolumeClaimSize{{Name: "data", Size: size}}
 	})
 }
 

@@ -8,7 +8,7 @@ import (
 
 // VolumeClaimSize is the size asked for the claims of one
 // volumeClaimTemplate of the group's members.
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="spec.volumeClaimSizes[].size may only grow: a PersistentVolumeClaim cannot shrink"
+// +kubebuilder:validation:XValidation:rule="quantity(self.size).compareTo(quantity(oldSelf.size)) >= 0",message="spec.volumeClaimSizes[].size may only grow: a PersistentVolumeClaim cannot shrink"
 type VolumeClaimSize struct {
 	// name is the volumeClaimTemplate's name (metadata.name in the
 	// StatefulSets' spec.volumeClaimTemplates), e.g. "data".
@@ -16,11 +16,23 @@ type VolumeClaimSize struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	Name string `json:"name"`
-	// size is the storage every claim of the template should request, e.g.
-	// 20Gi. It may only grow.
+	// size is the storage every claim of the template should request, a
+	// quantity such as 20Gi. It may only grow.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="spec.volumeClaimSizes[].size must be above 0"
-	Size resource.Quantity `json:"size"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))",message="spec.volumeClaimSizes[].size must be a quantity above 0, such as 20Gi"
+	Size string `json:"size"`
+}
+
+// Quantity is size as a quantity; zero when it does not parse (the API
+// refuses such a size).
+func (s VolumeClaimSize) Quantity() resource.Quantity {
+	q, err := resource.ParseQuantity(s.Size)
+	if err != nil {
+		return resource.Quantity{}
+	}
+	return q
 }
 
 // VolumeResizePhase is where spec.volumeClaimSizes stands.

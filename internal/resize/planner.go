@@ -283,9 +283,9 @@ func blocked(in Input) string {
 				continue
 			}
 			found = true
-			if cur := t.Spec.Resources.Requests[corev1.ResourceStorage]; cur.Cmp(s.Size) > 0 {
+			if cur := t.Spec.Resources.Requests[corev1.ResourceStorage]; cur.Cmp(s.Quantity()) > 0 {
 				msgs = append(msgs, fmt.Sprintf("spec.volumeClaimSizes[%d].size: %s is below %s's volumeClaimTemplate %s (%s); a claim cannot shrink",
-					i, s.Size.String(), z.Name, s.Name, cur.String()))
+					i, s.Size, z.Name, s.Name, cur.String()))
 			}
 		}
 		if !found {
@@ -332,7 +332,7 @@ func zoneDone(in Input, z *Zone) bool {
 	}
 	for _, s := range in.Sizes {
 		if t := template(z.StatefulSet, s.Name); t != nil {
-			if cur := t.Spec.Resources.Requests[corev1.ResourceStorage]; cur.Cmp(s.Size) != 0 {
+			if cur := t.Spec.Resources.Requests[corev1.ResourceStorage]; cur.Cmp(s.Quantity()) != 0 {
 				return false
 			}
 		}
@@ -431,7 +431,7 @@ func template(sts *appsv1.StatefulSet, name string) *corev1.PersistentVolumeClai
 func sizeOf(sizes []v1alpha1.VolumeClaimSize, tmpl string) (resource.Quantity, bool) {
 	for _, s := range sizes {
 		if s.Name == tmpl {
-			return s.Size, true
+			return s.Quantity(), true
 		}
 	}
 	return resource.Quantity{}, false

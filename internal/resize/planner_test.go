@@ -98,7 +98,7 @@ func TestDecide(t *testing.T) {
 		{name: "a missing class blocks", world: newWorld(3, 1).claims("b", func(c *Claim) { c.Class = "gone" }), action: ActBlock,
 			check: wantMessage("StorageClass gone of claims data-b-0 does not exist")},
 		{name: "a size below the template blocks, naming the field",
-			world: func() *world { w := newWorld(3, 3); w.in.Sizes[0].Size = mustQ("5Gi"); return w }(), action: ActBlock,
+			world: func() *world { w := newWorld(3, 3); w.in.Sizes[0].Size = "5Gi"; return w }(), action: ActBlock,
 			check: wantMessage("spec.volumeClaimSizes[0].size: 5Gi is below a's volumeClaimTemplate data (10Gi)")},
 		{name: "an unknown template blocks",
 			world: func() *world { w := newWorld(3, 3); w.in.Sizes[0].Name = "logs"; return w }(), action: ActBlock,

@@ -26,7 +26,7 @@ func (w *StatefulSetWrapper) VolumeClaimTemplate(name, size, class string) *Stat
 
 // VolumeClaimSize asks the group for size of the claims of template.
 func (w *RolloutGroupWrapper) VolumeClaimSize(template, size string) *RolloutGroupWrapper {
-	w.rg.Spec.VolumeClaimSizes = append(w.rg.Spec.VolumeClaimSizes, v1alpha1.VolumeClaimSize{Name: template, Size: resource.MustParse(size)})
+	w.rg.Spec.VolumeClaimSizes = append(w.rg.Spec.VolumeClaimSizes, v1alpha1.VolumeClaimSize{Name: template, Size: size})
 	return w
 }
 
