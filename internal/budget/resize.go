@@ -92,26 +92,15 @@ func ReleaseResize(ctx context.Context, c client.Client, live client.Reader, rg 
 }
 
 func release[H Holder](ctx context.Context, c client.Client, live client.Reader, key types.NamespacedName, newHolder func() H, holder string) error {
-	for attempt := 1; ; attempt++ {
-		h := newHolder()
-		if err := live.Get(ctx, key, h); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		intents := disruption.IntentsOf(h.DisruptionHold())
+	err := rewrite(ctx, c, live, key, newHolder, func(intents []disruption.Intent) ([]disruption.Intent, bool) {
 		kept := slices.DeleteFunc(slices.Clone(intents), func(in disruption.Intent) bool { return in.IsHold() && in.Holder == holder })
-		if len(kept) == len(intents) {
-			return nil
-		}
-		patched := h.DeepCopyObject().(H)
-		patched.SetDisruptionHold(disruption.RecordOf(kept))
-		err := c.Status().Patch(ctx, patched, client.MergeFromWithOptions(h, client.MergeFromWithOptimisticLock{}))
-		switch {
-		case err == nil:
-			return nil
-		case apierrors.IsConflict(err) && attempt < maxAttempts && ctx.Err() == nil:
-			continue
-		default:
-			return fmt.Errorf("release the resize hold in %s: %w", key.Name, err)
-		}
+		return kept, len(kept) != len(intents)
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
 	}
+	if err != nil {
+		return fmt.Errorf("release the resize hold: %w", err)
+	}
+	return nil
 }

@@ -5,7 +5,6 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-
 var (
 	// ResizePhase is 1 for the phase of a group's volume resize
 	// (Resizing, Complete, Blocked), 0 for the others.

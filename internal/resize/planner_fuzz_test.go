@@ -30,22 +30,12 @@ import (
 // no pod is deleted but by a restart or an eviction the budget allowed.
 func FuzzResize(f *testing.F) {
 	f.Add([]byte{})
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 200 {
-		seed := make([]byte, 64+rng.IntN(600))
-		for i := range seed {
-			seed[i] = byte(rng.UintN(256))
-		}
-		f.Add(seed)
-	}
+	fuzzinput.AddRandomSeeds(f, 3, 4, 200, 64, 600)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b := fuzzinput.New(data)
 		w := newSim(b)
 		for step := 0; step < 500 && !b.Empty(); step++ {
-			if err := w.step(b); err != nil {
-				t.Fatalf("step %d: %v\n%s", step, err, strings.Join(w.log, "\n"))
-			}
-			if err := w.check(); err != nil {
+			if err := w.play(b); err != nil {
 				t.Fatalf("step %d: %v\n%s", step, err, strings.Join(w.log, "\n"))
 			}
 		}
@@ -289,6 +279,14 @@ func (w *sim) judge(in Input, p Plan) error {
 	return nil
 }
 
+// play takes one step, then judges the world.
+func (w *sim) play(b *fuzzinput.Bytes) error {
+	if err := w.step(b); err != nil {
+		return err
+	}
+	return w.check()
+}
+
 // check judges the world: at most one zone disrupted, none above its budget.
 func (w *sim) check() error {
 	var disrupted []string
@@ -333,10 +331,7 @@ func TestResizeCompletes(t *testing.T) {
 		}
 		b := fuzzinput.New(script)
 		for step := 0; !b.Empty(); step++ {
-			if err := w.step(b); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.check(); err != nil {
+			if err := w.play(b); err != nil {
 				t.Fatalf("step %d: %v\n%s", step, err, strings.Join(w.log, "\n"))
 			}
 		}
