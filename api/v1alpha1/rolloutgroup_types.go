@@ -180,7 +180,7 @@ type RolloutGroupSpec struct {
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=16
-	// +kubebuilder:validation:XValidation:rule="self.all(r, !has(r.events) || r.events.all(e, e in ['Started', 'StepReached', 'MemberReached', 'Paused', 'GateFailed', 'RollingBack', 'Failed', 'Complete', 'Stalled']))",message="spec.notifications[].events of a RolloutGroup may name Started, StepReached, MemberReached, Paused, GateFailed, RollingBack, Failed, Complete and Stalled only"
+	// +kubebuilder:validation:XValidation:rule="self.all(r, !has(r.events) || r.events.all(e, e in ['Started', 'StepReached', 'MemberReached', 'Paused', 'GateFailed', 'RollingBack', 'Failed', 'Complete', 'Stalled', 'VolumeResizeStarted', 'VolumeResizeZoneDone', 'VolumeResizeComplete', 'VolumeResizeBlocked']))",message="spec.notifications[].events of a RolloutGroup may name Started, StepReached, MemberReached, Paused, GateFailed, RollingBack, Failed, Complete, Stalled, VolumeResizeStarted, VolumeResizeZoneDone, VolumeResizeComplete and VolumeResizeBlocked only"
 	Notifications []NotificationReceiver `json:"notifications,omitempty"`
 
 	// callback is an HTTP endpoint called once per rollout with its outcome
