@@ -16,6 +16,7 @@ import (
 	"github.com/echelon-operator/echelon/api/v1alpha1"
 	"github.com/echelon-operator/echelon/e2e/framework"
 	"github.com/echelon-operator/echelon/test/builders"
+	"github.com/echelon-operator/echelon/test/receiver"
 	"github.com/echelon-operator/echelon/test/storagestub"
 )
 
@@ -34,6 +35,7 @@ type resizeGroup struct {
 	class  string
 	op     *framework.Operator
 	mon    *framework.Monitor
+	hook   *receiver.Receiver
 }
 
 type resizeOptions struct {
@@ -45,6 +47,8 @@ type resizeOptions struct {
 	// without its fail-closed webhooks refusing the StatefulSet updates the
 	// garbage collector makes meanwhile.
 	webhooks bool
+	// notify gives the group a receiver of its notifications.
+	notify bool
 }
 
 // withClaims is a StatefulSet mutation adding the "data" template.
@@ -96,7 +100,7 @@ var _ = Describe("Volume resize", func() {
 	})
 
 	It("restarts the pods of claims that grow offline through the budget, one zone at a time", func(ctx SpecContext) {
-		r := startResizeGroup(ctx, 2, resizeOptions{expandable: true, offline: true, delay: 300 * time.Millisecond, webhooks: true})
+		r := startResizeGroup(ctx, 2, resizeOptions{expandable: true, offline: true, delay: 300 * time.Millisecond, webhooks: true, notify: true})
 		stsBefore := r.statefulSetUIDs(ctx)
 		r.askSize(ctx, "2Gi")
 		r.waitResize(ctx, v1alpha1.VolumeResizeComplete)
@@ -107,6 +111,8 @@ var _ = Describe("Volume resize", func() {
 		r.expectReplaced(ctx, stsBefore, "2Gi")
 		r.expectClaims(ctx, "2Gi", 2*3)
 		Expect(r.eventNotes(ctx, v1alpha1.ReasonResizeRestart)).NotTo(BeEmpty())
+		Eventually(r.hook.Events).WithTimeout(30*time.Second).Should(Equal([]string{"VolumeResizeStarted",
+			"VolumeResizeZoneDone", "VolumeResizeZoneDone", "VolumeResizeZoneDone", "VolumeResizeComplete"}), "the receiver is told the start, each zone and the end")
 	})
 
 	It("creates the StatefulSet again when the operator is killed between the orphaning delete and the create", func(ctx SpecContext) {
@@ -203,7 +209,15 @@ func startResizeGroup(ctx context.Context, replicas int32, o resizeOptions) *res
 	DeferCleanup(func(ctx SpecContext) { driver.Stop(ctx) })
 	g.createStatefulSets(ctx, withClaims(r.class, o.offline))
 	g.waitPodsOn(ctx, "v1")
-	g.createGroup(ctx, nil)
+	var mutate func(*v1alpha1.RolloutGroupSpec)
+	if o.notify {
+		grantNotificationSecrets(ctx, g.ns)
+		r.hook = startReceiver(ctx, g.ns, "resize-hook")
+		mutate = func(s *v1alpha1.RolloutGroupSpec) {
+			s.Notifications = []v1alpha1.NotificationReceiver{{Name: "hook", SecretRef: v1alpha1.LocalSecretReference{Name: "resize-hook"}}}
+		}
+	}
+	g.createGroup(ctx, mutate)
 	if o.webhooks {
 		r.op = startWebhookOperator(ctx, "echelon", g.ns, fastLeaderElection...).Operator
 	} else {
