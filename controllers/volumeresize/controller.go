@@ -101,9 +101,15 @@ func (r *Reconciler) act(ctx context.Context, rg *v1alpha1.RolloutGroup, plan re
 	poll := ctrl.Result{RequeueAfter: pollInterval}
 	switch plan.Action {
 	case resize.ActNone:
+		// The sizes were withdrawn: a hold left by a resize under way goes
+		// at once rather than when it expires.
+		if rg.Status.VolumeResize != nil {
+			return ctrl.Result{}, budget.ReleaseResize(ctx, r.Client, r.apiReader, rg)
+		}
 		return ctrl.Result{}, nil
 	case resize.ActBlock:
-		return ctrl.Result{RequeueAfter: renewInterval}, nil
+		// A blocked resize holds no zone.
+		return ctrl.Result{RequeueAfter: renewInterval}, budget.ReleaseResize(ctx, r.Client, r.apiReader, rg)
 	case resize.ActWait:
 		return poll, nil
 	case resize.ActComplete:
