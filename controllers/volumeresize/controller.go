@@ -35,8 +35,10 @@ const (
 	// pollInterval is how soon a resize under way looks again: claims are
 	// not watched (a cache of every claim of the namespace for one
 	// occasional task), so the driver's progress is polled while a zone
-	// is being resized, and only then.
-	pollInterval = 2 * time.Second
+	// is being resized, and only then. make bench (resize, 3 x 30 claims,
+	// 2 s expansions, floor 6 s): 29.4 s polling every 2 s, 16.2 s every
+	// 500 ms.
+	pollInterval = 500 * time.Millisecond
 	// renewInterval bounds the wait of a pass with nothing to do but hold
 	// its zone: the hold (disruption.ResizeHoldWindow) is renewed before it
 	// lapses.
