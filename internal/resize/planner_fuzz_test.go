@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -223,8 +224,10 @@ func (w *sim) operator() error {
 		}
 	case ActPatch:
 		for _, c := range p.Claims {
-			var ord int
-			fmt.Sscanf(c.Name[len("data-"+p.Zone+"-"):], "%d", &ord)
+			ord, err := strconv.Atoi(strings.TrimPrefix(c.Name, "data-"+p.Zone+"-"))
+			if err != nil {
+				return fmt.Errorf("claim %s: %w", c.Name, err)
+			}
 			w.zone(p.Zone).claims[ord].requested = c.Size.Value() >> 30
 		}
 	case ActRestart:
@@ -233,8 +236,10 @@ func (w *sim) operator() error {
 			w.intents = v.Record
 			z := w.zone(p.Zone)
 			for _, name := range p.Pods {
-				var ord int
-				fmt.Sscanf(name[len(p.Zone)+1:], "%d", &ord)
+				ord, err := strconv.Atoi(strings.TrimPrefix(name, p.Zone+"-"))
+				if err != nil {
+					return fmt.Errorf("pod %s: %w", name, err)
+				}
 				z.pods[ord].term = true
 			}
 		}
