@@ -43,6 +43,12 @@ const (
 	// its zone: the hold (disruption.ResizeHoldWindow) is renewed before it
 	// lapses.
 	renewInterval = 30 * time.Second
+	// deniedInterval is how soon a hold or restart the budget refused is
+	// asked again, each ask reading the group's pods live.
+	deniedInterval = time.Second
+	// rolloutWaitInterval is how soon a resize waiting for a rollout of
+	// the group looks again.
+	rolloutWaitInterval = 10 * time.Second
 )
 
 // Reconciler grows the volumes of RolloutGroups.
@@ -256,9 +262,16 @@ func countDecision(v disruption.Verdict) {
 	metrics.DisruptionDecisions.WithLabelValues(metrics.RequesterResize, "denied", v.Code).Inc()
 }
 
+// retryAfter is when a refused hold or restart is asked again: when time
+// alone may change the answer; after a rollout's pass when a rollout is
+// open (they take minutes); soon otherwise (a zone becoming whole again,
+// such as the last zone's pods being adopted by its new StatefulSet).
 func retryAfter(v disruption.Verdict) time.Duration {
-	if v.RetryAfter > 0 && v.RetryAfter < renewInterval {
+	switch {
+	case v.RetryAfter > 0 && v.RetryAfter < renewInterval:
 		return v.RetryAfter
+	case v.Code == disruption.CodeRolloutInProgress:
+		return rolloutWaitInterval
 	}
-	return pollInterval
+	return deniedInterval
 }
