@@ -197,7 +197,11 @@ func zonePlan(in Input, z *Zone, st *v1alpha1.VolumeResizeStatus) Plan {
 			switch {
 			case !ok:
 				// No pod mounts it: the next one to mount it grows it.
-			case pod.Terminating || !pod.Ready || pod.Created.After(c.PendingSince):
+			// Times are to the second: a pod created in the second the
+			// claim became pending is taken for its replacement (a pod
+			// that mounts the claim after its volume grew grows its
+			// filesystem), so that no pod is restarted twice.
+			case pod.Terminating || !pod.Ready || !pod.Created.Before(c.PendingSince):
 				waitingPods = append(waitingPods, pod.Name)
 			default:
 				restarting = append(restarting, pod.Name)

@@ -52,7 +52,11 @@ type Driver struct {
 	opts Options
 	// asked is when each claim's current request was first seen above its
 	// capacity, by claim UID and request.
-	asked      map[string]time.Time
+	asked map[string]time.Time
+	// mounted is, for each claim left FileSystemResizePending, the UID of
+	// the pod that mounted it then ("" for none): another pod mounting it
+	// is a new mount.
+	mounted    map[types.UID]types.UID
 	expansions atomic.Int64
 	pvs        sync.Map
 	stop       context.CancelFunc
@@ -69,7 +73,7 @@ func Start(ctx context.Context, c client.Client, opts Options) (*Driver, error) 
 		return nil, fmt.Errorf("create StorageClass %s: %w", opts.Class, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	d := &Driver{c: c, opts: opts, asked: map[string]time.Time{}, stop: cancel, done: make(chan struct{})}
+	d := &Driver{c: c, opts: opts, asked: map[string]time.Time{}, mounted: map[types.UID]types.UID{}, stop: cancel, done: make(chan struct{})}
 	go d.run(ctx)
 	return d, nil
 }
@@ -182,10 +186,18 @@ func (d *Driver) grow(ctx context.Context, pvc *corev1.PersistentVolumeClaim, po
 	if want.Cmp(have) <= 0 {
 		return nil
 	}
-	if since, pending := fsResizePending(pvc); pending {
-		if !remounted(pvc.Name, pods, since) {
+	if _, pending := fsResizePending(pvc); pending {
+		before, seen := d.mounted[pvc.UID]
+		if !seen {
+			// A driver restarted while the claim was pending: the pod
+			// mounting it now is the one to wait out.
+			d.mounted[pvc.UID] = mountedBy(pvc.Name, pods)
 			return nil
 		}
+		if now := mountedBy(pvc.Name, pods); now == "" || now == before {
+			return nil
+		}
+		delete(d.mounted, pvc.UID)
 		return d.setCapacity(ctx, pvc, want)
 	}
 	key := string(pvc.UID) + "/" + want.String()
@@ -208,6 +220,7 @@ func (d *Driver) grow(ctx context.Context, pvc *corev1.PersistentVolumeClaim, po
 		}
 	}
 	if pvc.Annotations[AnnotationOffline] == "true" {
+		d.mounted[pvc.UID] = mountedBy(pvc.Name, pods)
 		pvc.Status.Conditions = append(pvc.Status.Conditions, corev1.PersistentVolumeClaimCondition{
 			Type: corev1.PersistentVolumeClaimFileSystemResizePending, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now(),
 			Message: "Waiting for user to (re-)start a pod to finish file system resize of volume on node."})
@@ -241,18 +254,17 @@ func fsResizePending(pvc *corev1.PersistentVolumeClaim) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// remounted reports whether a running pod mounts claim and was created
-// after since: its kubelet grew the filesystem on the mount.
-func remounted(claim string, pods []corev1.Pod, since time.Time) bool {
+// mountedBy is the UID of the running pod that mounts claim; "" when none.
+func mountedBy(claim string, pods []corev1.Pod) types.UID {
 	for _, p := range pods {
-		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || !p.CreationTimestamp.After(since) {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
 			continue
 		}
 		for _, v := range p.Spec.Volumes {
 			if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim {
-				return true
+				return p.UID
 			}
 		}
 	}
-	return false
+	return ""
 }
