@@ -173,6 +173,35 @@ var _ = Describe("Volume resize", func() {
 		Expect(r.mon.Deletions()).To(BeEmpty())
 	})
 
+	It("holds a rollout that begins during a resize until every zone is resized", func(ctx SpecContext) {
+		r := startResizeGroup(ctx, 2, resizeOptions{expandable: true, delay: 3 * time.Second, webhooks: true})
+		r.askSize(ctx, "2Gi")
+		Eventually(func(g Gomega) {
+			st := r.get(ctx).Status.VolumeResize
+			g.Expect(st).NotTo(BeNil())
+			g.Expect(st.CurrentZone).To(Equal(r.zones[0]))
+			g.Expect(r.get(ctx).Status.Disruption).NotTo(BeNil())
+		}).WithContext(ctx).WithTimeout(resizeTimeout).Should(Succeed())
+
+		By("a new version waits for the resize, naming it")
+		r.setVersion(ctx, "v2")
+		Eventually(func() string { return r.get(ctx).Status.Message }).WithContext(ctx).WithTimeout(30 * time.Second).
+			Should(ContainSubstring("being resized"))
+		Expect(r.mon.Rolls()).To(BeEmpty(), "no pod rolled while a zone is resized")
+
+		r.waitResize(ctx, v1alpha1.VolumeResizeComplete)
+		last := &appsv1.StatefulSet{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: r.zones[2]}, last)).To(Succeed())
+		r.waitComplete(ctx, 2*time.Minute)
+		r.waitPodsOn(ctx, "v2")
+		expectNoBreaches(r.mon)
+		rolls := r.mon.Rolls()
+		Expect(rolls).To(HaveLen(2 * 3))
+		for _, d := range rolls {
+			Expect(d.At).NotTo(BeTemporally("<", last.CreationTimestamp.Time), "pod %s rolled before the last zone was replaced", d.Pod)
+		}
+	})
+
 	It("holds a drain of another zone while a zone is being resized", func(ctx SpecContext) {
 		r := startResizeGroup(ctx, 2, resizeOptions{expandable: true, delay: 4 * time.Second, webhooks: true})
 		r.askSize(ctx, "2Gi")

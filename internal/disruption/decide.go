@@ -479,7 +479,13 @@ func Decide(v View, req Request) Verdict {
 		// Renewing a hold continues what it already holds.
 		return allow(v, stateOf(v), req)
 	}
-	if (req.Reason == v1alpha1.DisruptionDownscale || req.Reason == v1alpha1.DisruptionResize) && v.RolloutOpen != "" {
+	// A resize that holds a zone goes on to its end (its restarts, its
+	// next zones) while a rollout that began meanwhile waits for it; one
+	// that holds nothing waits for an open rollout, as a downscale does.
+	holding := req.Reason == v1alpha1.DisruptionResize && slices.ContainsFunc(v.Intents, func(in Intent) bool {
+		return in.IsHold() && in.Holder == req.Holder && v.Now.Before(in.Expires)
+	})
+	if (req.Reason == v1alpha1.DisruptionDownscale || req.Reason == v1alpha1.DisruptionResize) && v.RolloutOpen != "" && !holding {
 		return deny(CodeRolloutInProgress, fmt.Sprintf("a rollout of the group is under way (at %s); %ss wait until it completes", v.RolloutOpen, strings.ToLower(string(req.Reason))), 0)
 	}
 	st := stateOf(v)

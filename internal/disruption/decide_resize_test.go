@@ -89,4 +89,15 @@ func TestDecideRenewsAHoldWhileARolloutWaits(t *testing.T) {
 	if got := Decide(v, Request{Zone: "b", Reason: rollout, Pods: []string{"b-0"}}); got.Allowed || got.Code != CodeZoneResizing {
 		t.Fatalf("rollout: allowed=%v %s, want it to wait for the resize", got.Allowed, got.Code)
 	}
+	// The resize goes on to its next zone and its restarts while the rollout waits.
+	if got := Decide(v, Request{Zone: "b", Reason: resize, Holder: h.Holder}); !got.Allowed {
+		t.Fatalf("move to zone b denied: %s", got.Message)
+	}
+	if got := Decide(v, Request{Zone: "a", Reason: resize, Holder: h.Holder, Pods: []string{"a-0"}}); !got.Allowed {
+		t.Fatalf("restart in zone a denied: %s", got.Message)
+	}
+	// A resize holding nothing waits for the open rollout.
+	if got := Decide(v, Request{Zone: "a", Reason: resize, Holder: "RolloutGroup other (volume resize)"}); got.Allowed || got.Code != CodeRolloutInProgress {
+		t.Fatalf("a new resize: allowed=%v %s, want it to wait for the rollout", got.Allowed, got.Code)
+	}
 }
