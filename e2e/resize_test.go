@@ -176,12 +176,7 @@ var _ = Describe("Volume resize", func() {
 	It("holds a rollout that begins during a resize until every zone is resized", func(ctx SpecContext) {
 		r := startResizeGroup(ctx, 2, resizeOptions{expandable: true, delay: 3 * time.Second, webhooks: true})
 		r.askSize(ctx, "2Gi")
-		Eventually(func(g Gomega) {
-			st := r.get(ctx).Status.VolumeResize
-			g.Expect(st).NotTo(BeNil())
-			g.Expect(st.CurrentZone).To(Equal(r.zones[0]))
-			g.Expect(r.get(ctx).Status.Disruption).NotTo(BeNil())
-		}).WithContext(ctx).WithTimeout(resizeTimeout).Should(Succeed())
+		r.waitHeld(ctx, r.zones[0])
 
 		By("a new version waits for the resize, naming it")
 		r.setVersion(ctx, "v2")
@@ -205,12 +200,7 @@ var _ = Describe("Volume resize", func() {
 	It("holds a drain of another zone while a zone is being resized", func(ctx SpecContext) {
 		r := startResizeGroup(ctx, 2, resizeOptions{expandable: true, delay: 4 * time.Second, webhooks: true})
 		r.askSize(ctx, "2Gi")
-		Eventually(func(g Gomega) {
-			st := r.get(ctx).Status.VolumeResize
-			g.Expect(st).NotTo(BeNil())
-			g.Expect(st.CurrentZone).To(Equal(r.zones[0]))
-			g.Expect(r.get(ctx).Status.Disruption).NotTo(BeNil())
-		}).WithContext(ctx).WithTimeout(resizeTimeout).Should(Succeed())
+		r.waitHeld(ctx, r.zones[0])
 
 		By("an eviction in zone-b is refused while zone-a is resized")
 		err := evict(ctx, r.ns, r.zones[1]+"-0", false)
@@ -263,6 +253,17 @@ func (r *resizeGroup) askSize(ctx context.Context, size string) {
 	r.updateSpec(ctx, func(s *v1alpha1.RolloutGroupSpec) {
 		s.VolumeClaimSizes = []v1alpha1.VolumeClaimSize{{Name: "data", Size: size}}
 	})
+}
+
+// waitHeld waits until the resize is at zone and holds the group's budget.
+func (r *resizeGroup) waitHeld(ctx context.Context, zone string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		rg := r.get(ctx)
+		g.Expect(rg.Status.VolumeResize).NotTo(BeNil())
+		g.Expect(rg.Status.VolumeResize.CurrentZone).To(Equal(zone))
+		g.Expect(rg.Status.Disruption).NotTo(BeNil())
+	}).WithContext(ctx).WithTimeout(resizeTimeout).Should(Succeed())
 }
 
 func (r *resizeGroup) waitResize(ctx context.Context, phase v1alpha1.VolumeResizePhase) *v1alpha1.VolumeResizeStatus {
