@@ -14,7 +14,6 @@ const (
 	RequesterRollout   = "rollout"
 	RequesterDownscale = "downscale"
 	RequesterEviction  = "eviction"
-	RequesterResize    = "resize"
 )
 
 var (

@@ -28,6 +28,10 @@ var (
 	}, []string{labelNamespace, labelGroup, labelStatefulSet, "action"})
 )
 
+// RequesterResize is the requester of a volume resize's disruption
+// decisions (its holds and restarts).
+const RequesterResize = "resize"
+
 // Actions of ResizeActions.
 const (
 	ResizeClaimPatched        = "claim_patched"
