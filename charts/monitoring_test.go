@@ -69,6 +69,7 @@ var wantAlerts = []string{
 	"EchelonRolloutGroupStalled", "EchelonRolloutGroupBlocked", "EchelonRolloutGroupPausedLong",
 	"EchelonRolloutGroupWaitingForPromote", "EchelonRolloutGroupAnalysisFailed", "EchelonRolloutGroupAnalysisErrors",
 	"EchelonHookCallsFailing", "EchelonNotificationsFailing", "EchelonReconcileErrors", "EchelonOperatorAbsent", "EchelonScalingPolicyBlocked", "EchelonDelayedDownscaleBlocked",
+	"EchelonVolumeResizeBlocked",
 	"EchelonWebhookErrors", "EchelonWebhookCertificateExpiring", "EchelonEvictionsRefusedLong", "EchelonNoLeader",
 }
 
@@ -340,6 +341,10 @@ var exportedOnlyAfter = map[string]string{
 	"echelon_disruption_hold_conflicts_total":              "two decisions racing for one hold, which no scenario can cause on purpose",
 	"echelon_notifications_total":                          "a notification or callback sent (spec.notifications, spec.callback), which the install scenarios do not configure",
 	"echelon_notification_request_duration_seconds_bucket": "a notification or callback sent (spec.notifications, spec.callback), which the install scenarios do not configure",
+	// The e2e volume resize specs (e2e/resize_test.go) make these.
+	"echelon_volume_resize_claims":        "a volume resize (spec.volumeClaimSizes), which no install scenario asks for",
+	"echelon_volume_resize_actions_total": "a volume resize (spec.volumeClaimSizes), which no install scenario asks for",
+	"echelon_volume_resize_phase":         "a volume resize (spec.volumeClaimSizes), which no install scenario asks for",
 	// The e2e hook specs (e2e/hooks_test.go) make these calls.
 	"echelon_hook_calls_total":                  "a call of a hook (spec.hooks), which no install scenario configures",
 	"echelon_hook_call_duration_seconds_bucket": "a call of a hook (spec.hooks), which no install scenario configures",

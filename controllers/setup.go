@@ -1,6 +1,6 @@
 // Package controllers wires Echelon's reconcilers into a manager. Each lives
 // in a package of its own (rolloutgroup, notification, scalingpolicy,
-// delayeddownscale, zonedisruptionbudget) with
+// delayeddownscale, zonedisruptionbudget, volumeresize) with
 // the same files: controller.go (Reconcile), observe.go (reads into the
 // planner's input), status.go (client-free status), watches.go (map functions,
 // predicates, SetupWithManager). Each observes the cluster through the
@@ -19,6 +19,7 @@ import (
 	"github.com/echelon-operator/echelon/controllers/notification"
 	"github.com/echelon-operator/echelon/controllers/rolloutgroup"
 	"github.com/echelon-operator/echelon/controllers/scalingpolicy"
+	"github.com/echelon-operator/echelon/controllers/volumeresize"
 	"github.com/echelon-operator/echelon/controllers/zonedisruptionbudget"
 	"github.com/echelon-operator/echelon/internal/budget"
 	"github.com/echelon-operator/echelon/internal/lookup"
@@ -51,6 +52,9 @@ func Setup(mgr ctrl.Manager, addressing podcall.Addressing, tlsObjects client.Re
 	}
 	if err := delayeddownscale.New(mgr, addressing).WithTLSObjects(tlsObjects).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the DelayedDownscale controller: %w", err)
+	}
+	if err := volumeresize.New(mgr).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the volume resize controller: %w", err)
 	}
 	if err := zonedisruptionbudget.New(mgr).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the ZoneDisruptionBudget controller: %w", err)

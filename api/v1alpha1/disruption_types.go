@@ -51,7 +51,7 @@ type ZoneBudget struct {
 }
 
 // DisruptionReason is why a zone's pods are taken away.
-// +kubebuilder:validation:Enum=Rollout;Downscale;Eviction
+// +kubebuilder:validation:Enum=Rollout;Downscale;Eviction;Resize
 type DisruptionReason string
 
 const (
@@ -62,6 +62,11 @@ const (
 	DisruptionDownscale DisruptionReason = "Downscale"
 	// DisruptionEviction: the Eviction API (a node drain, an autoscaler).
 	DisruptionEviction DisruptionReason = "Eviction"
+	// DisruptionResize: spec.volumeClaimSizes grows a zone's volumes. An
+	// intent of it without pods holds its zone for the whole resize (a
+	// rollout, a downscale or an eviction of another zone waits for it);
+	// one with pods restarts them so that their filesystems grow.
+	DisruptionResize DisruptionReason = "Resize"
 )
 
 // DisruptionHold is a budget's record of the disruptions it allowed and no
@@ -89,7 +94,7 @@ type DisruptionIntent struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Zone string `json:"zone"`
-	// reason is why: Rollout, Downscale or Eviction.
+	// reason is why: Rollout, Downscale, Eviction or Resize.
 	// +required
 	Reason DisruptionReason `json:"reason"`
 	// holder says who asked: the RolloutGroup, a ScalingPolicy, or the

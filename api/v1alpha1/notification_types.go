@@ -7,7 +7,7 @@ import (
 // NotificationEventType is one kind of event that a receiver may be told
 // about: of a RolloutGroup's rollout, of a ScalingPolicy's scaling or of a
 // DelayedDownscale's downscale. Each kind accepts its own events only.
-// +kubebuilder:validation:Enum=Started;StepReached;MemberReached;Paused;GateFailed;RollingBack;Failed;Complete;Stalled;Scaled;ScaleHeld;ScaleFailed;DownscaleRequested;DownscaleDelayed;DownscaleDone;DownscaleCancelled;DownscaleFailed
+// +kubebuilder:validation:Enum=Started;StepReached;MemberReached;Paused;GateFailed;RollingBack;Failed;Complete;Stalled;VolumeResizeStarted;VolumeResizeZoneDone;VolumeResizeComplete;VolumeResizeBlocked;Scaled;ScaleHeld;ScaleFailed;DownscaleRequested;DownscaleDelayed;DownscaleDone;DownscaleCancelled;DownscaleFailed
 type NotificationEventType string
 
 const (
@@ -33,6 +33,22 @@ const (
 	NotificationComplete NotificationEventType = "Complete"
 	// NotificationStalled: no progress within spec.progressDeadline.
 	NotificationStalled NotificationEventType = "Stalled"
+)
+
+// Events of a RolloutGroup's volume resize (spec.volumeClaimSizes).
+const (
+	// NotificationVolumeResizeStarted: a resize began; member is its first
+	// zone.
+	NotificationVolumeResizeStarted NotificationEventType = "VolumeResizeStarted"
+	// NotificationVolumeResizeZoneDone: a zone's claims grew and its
+	// StatefulSet was replaced; member names it.
+	NotificationVolumeResizeZoneDone NotificationEventType = "VolumeResizeZoneDone"
+	// NotificationVolumeResizeComplete: every zone has the size.
+	NotificationVolumeResizeComplete NotificationEventType = "VolumeResizeComplete"
+	// NotificationVolumeResizeBlocked: the resize touches nothing; the
+	// message says why (a StorageClass that cannot expand, a size below a
+	// template's).
+	NotificationVolumeResizeBlocked NotificationEventType = "VolumeResizeBlocked"
 )
 
 // Events of a ScalingPolicy.
@@ -115,7 +131,7 @@ type NotificationReceiver struct {
 	// of the object's kind.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=9
+	// +kubebuilder:validation:MaxItems=13
 	Events []NotificationEventType `json:"events,omitempty"`
 
 	// timeout bounds each request, for example "5s". Defaults to 10s.
@@ -202,6 +218,10 @@ type NotificationStatus struct {
 	// observed is the state of the group the last events were derived from.
 	// +optional
 	Observed *NotificationObserved `json:"observed,omitempty"`
+	// observedResize is the volume resize the last resize events were
+	// derived from.
+	// +optional
+	ObservedResize *ResizeObserved `json:"observedResize,omitempty"`
 	// sequence counts the events derived for the group so far.
 	// +optional
 	Sequence int64 `json:"sequence,omitempty"`
@@ -394,4 +414,16 @@ type CallbackStatus struct {
 	// condition.
 	// +optional
 	Reason string `json:"reason,omitempty"`
+}
+
+// ResizeObserved is the state of a group's volume resize its last events
+// were derived from.
+type ResizeObserved struct {
+	// phase of status.volumeResize.
+	// +optional
+	Phase VolumeResizePhase `json:"phase,omitempty"`
+	// zone is status.volumeResize.currentZone.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Zone string `json:"zone,omitempty"`
 }

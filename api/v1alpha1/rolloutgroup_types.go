@@ -180,13 +180,26 @@ type RolloutGroupSpec struct {
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=16
-	// +kubebuilder:validation:XValidation:rule="self.all(r, !has(r.events) || r.events.all(e, e in ['Started', 'StepReached', 'MemberReached', 'Paused', 'GateFailed', 'RollingBack', 'Failed', 'Complete', 'Stalled']))",message="spec.notifications[].events of a RolloutGroup may name Started, StepReached, MemberReached, Paused, GateFailed, RollingBack, Failed, Complete and Stalled only"
+	// +kubebuilder:validation:XValidation:rule="self.all(r, !has(r.events) || r.events.all(e, e in ['Started', 'StepReached', 'MemberReached', 'Paused', 'GateFailed', 'RollingBack', 'Failed', 'Complete', 'Stalled', 'VolumeResizeStarted', 'VolumeResizeZoneDone', 'VolumeResizeComplete', 'VolumeResizeBlocked']))",message="spec.notifications[].events of a RolloutGroup may name Started, StepReached, MemberReached, Paused, GateFailed, RollingBack, Failed, Complete, Stalled, VolumeResizeStarted, VolumeResizeZoneDone, VolumeResizeComplete and VolumeResizeBlocked only"
 	Notifications []NotificationReceiver `json:"notifications,omitempty"`
 
 	// callback is an HTTP endpoint called once per rollout with its outcome
 	// (Complete, Failed or RolledBack) and its rolloutId.
 	// +optional
 	Callback *RolloutCallback `json:"callback,omitempty"`
+
+	// volumeClaimSizes asks for the members' volumes to grow: for each
+	// named volumeClaimTemplate, the size every claim of every member
+	// should have. Echelon grows them zone by zone, in the members' order,
+	// under the group's disruption budget, and replaces each member's
+	// StatefulSet (an orphaning delete and a create) so that new replicas
+	// get the size, without deleting a pod. A size may only grow. See
+	// docs/resize-volumes.md.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	VolumeClaimSizes []VolumeClaimSize `json:"volumeClaimSizes,omitempty"`
 }
 
 // RolloutStep is one stage of a rollout: roll up to percent of the group's
@@ -558,6 +571,10 @@ type RolloutGroupStatus struct {
 	// spec.callback, written by the notifier alone.
 	// +optional
 	Notifications *NotificationStatus `json:"notifications,omitempty"`
+	// volumeResize is the progress of spec.volumeClaimSizes, written by the
+	// volume resizer alone.
+	// +optional
+	VolumeResize *VolumeResizeStatus `json:"volumeResize,omitempty"`
 	// conditions: Ready, Progressing, Paused.
 	// +optional
 	// +listType=map

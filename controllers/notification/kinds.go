@@ -47,7 +47,8 @@ func (k Kind[T]) wants(obj T) bool {
 	return len(k.Receivers(obj)) > 0 || k.callback(obj) != nil
 }
 
-// RolloutGroups: events of rollouts, and the completion callback.
+// RolloutGroups: events of rollouts and of volume resizes, and the
+// completion callback.
 var rolloutGroups = Kind[*v1alpha1.RolloutGroup]{
 	Name:      notify.KindRolloutGroup,
 	New:       func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} },
@@ -56,7 +57,8 @@ var rolloutGroups = Kind[*v1alpha1.RolloutGroup]{
 	Status:    func(rg *v1alpha1.RolloutGroup) *v1alpha1.NotificationStatus { return rg.Status.Notifications },
 	SetStatus: func(rg *v1alpha1.RolloutGroup, ns *v1alpha1.NotificationStatus) { rg.Status.Notifications = ns },
 	Derive: func(prev v1alpha1.NotificationStatus, rg *v1alpha1.RolloutGroup, record bool, now time.Time) v1alpha1.NotificationStatus {
-		return notify.Derive(prev, rg.Status, string(rg.UID), record, now)
+		next := notify.Derive(prev, rg.Status, string(rg.UID), record, now)
+		return notify.DeriveResize(next, rg.Status.VolumeResize, rg.Status.Phase, record, now)
 	},
 	Observed: func(rg *v1alpha1.RolloutGroup) any {
 		st := rg.Status

@@ -238,15 +238,17 @@ func countBudgetDecision(plan rollout.Plan, acted actionResult) {
 	}
 }
 
-// keepHold is next with written's status.disruption and
-// status.notifications. Only budget.Acquire writes the hold, with an
-// optimistic lock, and only the notifier writes status.notifications; the
+// keepHold is next with written's status.disruption, status.notifications
+// and status.volumeResize. Only budget.Acquire writes the hold, with an
+// optimistic lock, only the notifier writes status.notifications, and only
+// the volume resizer status.volumeResize; the
 // controller's own status writes are merge patches from written to next,
 // which then never send those fields: they neither clear nor overwrite what
 // another writer recorded.
 func keepHold(written, next v1alpha1.RolloutGroupStatus) v1alpha1.RolloutGroupStatus {
 	next.Disruption = written.Disruption.DeepCopy()
 	next.Notifications = written.Notifications.DeepCopy()
+	next.VolumeResize = written.VolumeResize.DeepCopy()
 	return next
 }
 

@@ -76,8 +76,10 @@ func computeStatus(rg *v1alpha1.RolloutGroup, plan rollout.Plan, acted actionRes
 		Hooks:      old.Hooks.DeepCopy(),
 		// Only the notifier writes status.notifications (keepHold).
 		Notifications: old.Notifications.DeepCopy(),
-		RolloutID:     rg.Spec.RolloutID,
-		Conditions:    append([]metav1.Condition(nil), old.Conditions...),
+		// Only the volume resizer writes status.volumeResize (keepHold).
+		VolumeResize: old.VolumeResize.DeepCopy(),
+		RolloutID:    rg.Spec.RolloutID,
+		Conditions:   append([]metav1.Condition(nil), old.Conditions...),
 	}
 	for _, m := range plan.Members {
 		st.StatefulSets = append(st.StatefulSets, v1alpha1.MemberStatus{

@@ -108,6 +108,11 @@ func TestKeepHold(t *testing.T) {
 	if got := keepHold(v1alpha1.RolloutGroupStatus{}, held); got.Disruption != nil {
 		t.Errorf("keepHold sends record %+v that written does not hold", got.Disruption)
 	}
+	// Only the volume resizer writes status.volumeResize.
+	resizing := v1alpha1.RolloutGroupStatus{VolumeResize: &v1alpha1.VolumeResizeStatus{Phase: v1alpha1.VolumeResizeResizing, CurrentZone: "zone-a"}}
+	if got := keepHold(resizing, v1alpha1.RolloutGroupStatus{}); got.VolumeResize == nil || got.VolumeResize.CurrentZone != "zone-a" {
+		t.Errorf("keepHold = %+v, want the volume resize as written", got.VolumeResize)
+	}
 }
 
 func TestUrgentStatusChange(t *testing.T) {

@@ -48,6 +48,7 @@ var builtinScopes = map[string]map[string]string{
 		"mutatingwebhookconfigurations": scopeCluster, "validatingwebhookconfigurations": scopeCluster,
 	},
 	"apiextensions.k8s.io":      {"customresourcedefinitions": scopeCluster},
+	"storage.k8s.io":            {"storageclasses": scopeCluster},
 	"authentication.k8s.io":     {"tokenreviews": scopeCluster},
 	"authorization.k8s.io":      {"subjectaccessreviews": scopeCluster},
 	"certificates.k8s.io":       {"certificatesigningrequests": scopeCluster},

@@ -97,12 +97,26 @@ func Fence(ctx context.Context, v disruption.Verdict) (context.Context, context.
 // intent left with no pod is dropped. It reads the holder from the API
 // server and writes with an optimistic lock, deciding again on a Conflict.
 func Withdraw[H Holder](ctx context.Context, c client.Client, live client.Reader, key types.NamespacedName, newHolder func() H, in disruption.Intent, pods []string) error {
+	err := rewrite(ctx, c, live, key, newHolder, func(intents []disruption.Intent) ([]disruption.Intent, bool) {
+		return disruption.Withdrawn(intents, in, pods)
+	})
+	if err != nil {
+		return fmt.Errorf("withdraw the pods %v of zone %s not taken: %w", pods, in.Zone, err)
+	}
+	return nil
+}
+
+// rewrite reads the holder's record live, edits it, and writes it back
+// with an optimistic lock when edit changed it, editing again on a
+// Conflict.
+func rewrite[H Holder](ctx context.Context, c client.Client, live client.Reader, key types.NamespacedName, newHolder func() H,
+	edit func([]disruption.Intent) ([]disruption.Intent, bool)) error {
 	for attempt := 1; ; attempt++ {
 		holder := newHolder()
 		if err := live.Get(ctx, key, holder); err != nil {
 			return fmt.Errorf("live read of %s: %w", key.Name, err)
 		}
-		intents, changed := disruption.Withdrawn(disruption.IntentsOf(holder.DisruptionHold()), in, pods)
+		intents, changed := edit(disruption.IntentsOf(holder.DisruptionHold()))
 		if !changed {
 			return nil
 		}
@@ -115,7 +129,7 @@ func Withdraw[H Holder](ctx context.Context, c client.Client, live client.Reader
 		case apierrors.IsConflict(err) && attempt < maxAttempts && ctx.Err() == nil:
 			continue
 		default:
-			return fmt.Errorf("withdraw the pods %v of zone %s not taken from %s: %w", pods, in.Zone, key.Name, err)
+			return fmt.Errorf("write the record of %s: %w", key.Name, err)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -437,4 +439,43 @@ func TestSharedBudgetLine(t *testing.T) {
 	if want := "shared with ZoneDisruptionBudget mimir, which does not exist"; !strings.Contains(out, want) {
 		t.Errorf("want %q in:\n%s", want, out)
 	}
+}
+
+// resizingGroup is the rolling group, its rollout complete, growing its
+// volumes: zone a done, zone b's claims expanding, zone c pending.
+func resizingGroup() (*v1alpha1.RolloutGroup, []zone) {
+	rg, zones := rollingGroup()
+	rg.Spec.VolumeClaimSizes = []v1alpha1.VolumeClaimSize{{Name: "data", Size: "200Gi"}}
+	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+	claims := func(zone string, phase v1alpha1.ClaimPhase, requested, capacity string) []v1alpha1.ClaimStatus {
+		var out []v1alpha1.ClaimStatus
+		for i := range 4 {
+			out = append(out, v1alpha1.ClaimStatus{Name: fmt.Sprintf("data-%s-%d", zone, i), Requested: q(requested), Capacity: q(capacity), Phase: phase})
+		}
+		return out
+	}
+	zoneB := claims("ingester-zone-b", v1alpha1.ClaimExpanding, "200Gi", "100Gi")
+	zoneB[0].Phase, zoneB[0].Capacity = v1alpha1.ClaimResized, q("200Gi")
+	rg.Status.VolumeResize = &v1alpha1.VolumeResizeStatus{
+		Phase: v1alpha1.VolumeResizeResizing, CurrentZone: "ingester-zone-b",
+		Message:   "ingester-zone-b: waiting for the storage driver to expand data-ingester-zone-b-1, data-ingester-zone-b-2, data-ingester-zone-b-3",
+		StartTime: ptr.To(metav1.NewTime(now.Add(-3 * time.Minute))),
+		Zones: []v1alpha1.ZoneVolumeStatus{
+			{Name: "ingester-zone-a", Phase: v1alpha1.ZoneVolumeComplete, Claims: claims("ingester-zone-a", v1alpha1.ClaimResized, "200Gi", "200Gi")},
+			{Name: "ingester-zone-b", Phase: v1alpha1.ZoneVolumeExpanding, Claims: zoneB},
+			{Name: "ingester-zone-c", Phase: v1alpha1.ZoneVolumePending, Claims: claims("ingester-zone-c", v1alpha1.ClaimPending, "100Gi", "100Gi")},
+		},
+	}
+	return rg, zones
+}
+
+func TestGoldenVolumeResize(t *testing.T) {
+	rg, zones := resizingGroup()
+	golden(t, "rolloutgroup-resizing", draw(t, func(b *bytes.Buffer) error {
+		return render.RolloutGroup(b, groupView(rg, zones), render.Style{})
+	}))
+	rg.Status.Disruption = nil
+	golden(t, "plan-resizing", draw(t, func(b *bytes.Buffer) error {
+		return render.Plan(b, dryRun(rg, inputOf(t, rg, zones), now), render.Style{})
+	}))
 }

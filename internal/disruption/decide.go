@@ -51,6 +51,11 @@ const expiryMargin = 15 * time.Second
 // them by then.
 const forgetAfter = 10 * time.Minute
 
+// ResizeHoldWindow is how long a Resize intent without pods (a hold) holds
+// its zone: its holder renews it while the zone's resize lasts, so that a
+// holder that crashed stops holding the other zones within this bound.
+const ResizeHoldWindow = 2 * time.Minute
+
 // MaxIntents bounds the recorded intents, as the API does.
 const MaxIntents = 256
 
@@ -72,6 +77,9 @@ const (
 	// CodeSharedBudgetNotFound: the group shares a ZoneDisruptionBudget
 	// that does not exist.
 	CodeSharedBudgetNotFound = "SharedBudgetNotFound"
+	// CodeZoneResizing: another zone's volumes are being resized
+	// (spec.volumeClaimSizes), or, for a rollout or a downscale, any zone's.
+	CodeZoneResizing = "ZoneResizing"
 )
 
 // Pod is one pod of a zone as the decision sees it. A pod the zone wants but
@@ -250,6 +258,13 @@ type IntentPod struct {
 	UID  types.UID
 }
 
+// IsHold reports whether the intent is a resize's hold of its zone: a
+// Resize intent naming no pod, which holds the zone until it expires or its
+// holder drops it.
+func (in *Intent) IsHold() bool {
+	return in.Reason == v1alpha1.DisruptionResize && len(in.Pods) == 0
+}
+
 // Describe says in a few words whose intent it is, for messages: "zone-a
 // (Eviction, eviction of pod zone-a-3)".
 func (in *Intent) Describe() string {
@@ -346,8 +361,12 @@ func stateOf(v View) intentState {
 	return st
 }
 
-// done reports whether every pod of in is done.
+// done reports whether every pod of in is done; a resize's hold is done
+// once it expires.
 func (st intentState) done(in *Intent) bool {
+	if in.IsHold() {
+		return !st.v.Now.Before(in.Expires)
+	}
 	if st.v.Now.After(in.Expires.Add(forgetAfter)) {
 		return true
 	}
@@ -476,10 +495,35 @@ func Decide(v View, req Request) Verdict {
 		return deny(CodeUnknownZone, fmt.Sprintf("%s is not a zone of the group", req.Zone), 0)
 	}
 	zone := &v.Zones[zi]
-	if req.Reason == v1alpha1.DisruptionDownscale && v.RolloutOpen != "" {
-		return deny(CodeRolloutInProgress, fmt.Sprintf("a rollout of the group is under way (at %s); downscales wait until it completes", v.RolloutOpen), 0)
+	if req.Reason == v1alpha1.DisruptionResize && len(req.Pods) == 0 && holds(v, req) {
+		// Renewing a hold continues what it already holds.
+		return allow(v, stateOf(v), req)
+	}
+	// A resize that holds a zone goes on to its end (its restarts, its
+	// next zones) while a rollout that began meanwhile waits for it; one
+	// that holds nothing waits for an open rollout, as a downscale does.
+	holding := req.Reason == v1alpha1.DisruptionResize && slices.ContainsFunc(v.Intents, func(in Intent) bool {
+		return in.IsHold() && in.Holder == req.Holder && v.Now.Before(in.Expires)
+	})
+	if (req.Reason == v1alpha1.DisruptionDownscale || req.Reason == v1alpha1.DisruptionResize) && v.RolloutOpen != "" && !holding {
+		return deny(CodeRolloutInProgress, fmt.Sprintf("a rollout of the group is under way (at %s); %ss wait until it completes", v.RolloutOpen, strings.ToLower(string(req.Reason))), 0)
 	}
 	st := stateOf(v)
+	// A zone being resized holds the budget for the whole resize, with no
+	// pod going (its StatefulSet is replaced): another zone waits, and so
+	// does a rollout or a downscale of the group in any zone.
+	for i := range v.Intents {
+		in := &v.Intents[i]
+		if !in.IsHold() || st.done(in) || (req.Reason == v1alpha1.DisruptionResize && in.Holder == req.Holder) {
+			continue
+		}
+		other := zoneOrNil(v, in.Zone)
+		otherDomain := in.Zone != req.Zone && (other == nil || other.domain() != zone.domain())
+		if otherDomain || (crosses(req.Reason, in.Reason) && sameGroup(v, in.Zone, zone)) {
+			return deny(CodeZoneResizing, fmt.Sprintf("zone %s is being resized (%s, since %s); a %s waits for it",
+				in.Zone, orSomeone(in.Holder), in.Decided.UTC().Format(time.RFC3339), strings.ToLower(string(req.Reason))), in.Expires.Sub(v.Now))
+		}
+	}
 	// An intent speaks for an action whose effect no view may show yet: a
 	// rollout's batch before its status says a rollout is open, a downscale
 	// before the StatefulSet's pods start leaving. Rolling and scaling never
@@ -601,6 +645,9 @@ func until(now, at time.Time) time.Duration {
 
 func allow(v View, st intentState, req Request) Verdict {
 	intent := Intent{Zone: req.Zone, Reason: req.Reason, Holder: req.Holder, Decided: v.Now, Expires: v.Now.Add(ActWindow + expiryMargin)}
+	if req.Reason == v1alpha1.DisruptionResize && len(req.Pods) == 0 {
+		intent.Expires = v.Now.Add(ResizeHoldWindow)
+	}
 	zone := zoneNamed(v, req.Zone)
 	for _, name := range req.Pods {
 		// A pod the view does not show, or shows missing, is not there to
@@ -611,7 +658,10 @@ func allow(v View, st intentState, req Request) Verdict {
 	}
 	var record []Intent
 	for i := range v.Intents {
-		if !st.done(&v.Intents[i]) {
+		// A hold asked for again renews the one its holder had, or moves
+		// it to the holder's next zone.
+		renewed := intent.IsHold() && v.Intents[i].IsHold() && v.Intents[i].Holder == intent.Holder
+		if !renewed && !st.done(&v.Intents[i]) {
 			record = append(record, v.Intents[i])
 		}
 	}
@@ -625,6 +675,13 @@ func allow(v View, st intentState, req Request) Verdict {
 // acted: the deadline of the context its act runs under.
 func ActDeadline(decided time.Time) time.Time { return decided.Add(ActWindow) }
 
+// holds reports whether req's holder holds req's zone now.
+func holds(v View, req Request) bool {
+	return slices.ContainsFunc(v.Intents, func(in Intent) bool {
+		return in.IsHold() && in.Zone == req.Zone && in.Holder == req.Holder && v.Now.Before(in.Expires)
+	})
+}
+
 // sameGroup reports whether the zone an intent names is of zone's group:
 // a zone the view does not show (a member gone since) is taken to be.
 func sameGroup(v View, intentZone string, zone *Zone) bool {
@@ -633,10 +690,13 @@ func sameGroup(v View, intentZone string, zone *Zone) bool {
 }
 
 // crosses reports whether a request of one reason must wait for an intent
-// of another even in the same zone: a rollout and a downscale.
+// of another even in the same zone: a rollout, a downscale and a resize
+// never overlap.
 func crosses(req, held v1alpha1.DisruptionReason) bool {
-	return (req == v1alpha1.DisruptionDownscale && held == v1alpha1.DisruptionRollout) ||
-		(req == v1alpha1.DisruptionRollout && held == v1alpha1.DisruptionDownscale)
+	exclusive := func(r v1alpha1.DisruptionReason) bool {
+		return r == v1alpha1.DisruptionRollout || r == v1alpha1.DisruptionDownscale || r == v1alpha1.DisruptionResize
+	}
+	return req != held && exclusive(req) && exclusive(held)
 }
 
 func deny(code, msg string, retry time.Duration) Verdict {

@@ -116,5 +116,6 @@ func ForgetGroup(namespace, name string) {
 	forgetAnalysis(labels)
 	forgetSteps(labels)
 	forgetRotation(labels)
+	forgetResize(labels)
 	forgetNotifications(labels)
 }

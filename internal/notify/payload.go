@@ -161,6 +161,11 @@ var slackEmoji = map[v1alpha1.NotificationEventType]string{
 	v1alpha1.NotificationComplete:      ":white_check_mark:",
 	v1alpha1.NotificationStalled:       ":warning:",
 
+	v1alpha1.NotificationVolumeResizeStarted:  ":floppy_disk:",
+	v1alpha1.NotificationVolumeResizeZoneDone: ":arrow_forward:",
+	v1alpha1.NotificationVolumeResizeComplete: ":white_check_mark:",
+	v1alpha1.NotificationVolumeResizeBlocked:  ":x:",
+
 	v1alpha1.NotificationScaled:      ":left_right_arrow:",
 	v1alpha1.NotificationScaleHeld:   ":hourglass_flowing_sand:",
 	v1alpha1.NotificationScaleFailed: ":x:",

@@ -126,6 +126,8 @@ func main() {
 	bindEvictionFlags(flag.CommandLine, &opts.eviction)
 	bindDrainFlags(flag.CommandLine, &opts.drain)
 	bindAnalysisFlags(flag.CommandLine, &opts.analysis)
+	flag.IntVar(&opts.resize.claims, "resize-claims", 30, "Pods (each with one claim) per zone of the resize scenario.")
+	flag.DurationVar(&opts.resize.delay, "resize-delay", 2*time.Second, "How long the stand-in storage driver takes to grow a claim in the resize scenario.")
 	flag.StringVar(&jsonPath, "json", "", "Also write the results as JSON to this file.")
 	flag.IntVar(&floorRepeats, "floor-repeats", 5, "How many batches to time with no operator; the floor uses their median.")
 	flag.IntVar(&replicas, "replicas", 30, "Pods per StatefulSet.")
@@ -205,6 +207,7 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats 
 		drains     []*drainResult
 		drainZones []*drainZonesResult
 		analyses   []*analysisResult
+		resizes    []*resizeResult
 		failed     []error
 	)
 	for _, c := range runs {
@@ -286,6 +289,20 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats 
 			}
 			continue
 		}
+		if c.kind == kindResize {
+			fmt.Printf("Measuring %s:\n", c.title(s))
+			rr, err := runResize(ctx, cfg, opts.resize)
+			if err != nil {
+				failed = append(failed, fmt.Errorf("%s: %w", c.slug(), err))
+				fmt.Printf("  [%s] failed: %v\n", c.slug(), err)
+				continue
+			}
+			resizes = append(resizes, rr)
+			if rr.PodsDeleted > 0 {
+				failed = append(failed, fmt.Errorf("%s: %d pods deleted by an online resize", c.slug(), rr.PodsDeleted))
+			}
+			continue
+		}
 		if c.kind == kindAnalysis {
 			fmt.Printf("Measuring %s:\n", c.title(s))
 			ar, err := runAnalysis(ctx, cfg, opts.analysis)
@@ -321,9 +338,10 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats 
 	printDrain(os.Stdout, drains)
 	printDrainZones(os.Stdout, drainZones)
 	printAnalysis(os.Stdout, analyses)
+	printResize(os.Stdout, resizes)
 	fmt.Printf("\nOperator logs and request logs: %s (took %s in all)\n", workDir, since(began))
-	if jsonPath != "" && len(results)+len(scales)+len(follows)+len(webhooks)+len(evicts)+len(drains)+len(drainZones) > 0 {
-		if err := writeJSON(jsonPath, s, report{Results: results, Scale: scales, Follow: follows, Webhook: webhooks, Eviction: evicts, Drain: drains, DrainZones: drainZones}); err != nil {
+	if jsonPath != "" && len(results)+len(scales)+len(follows)+len(webhooks)+len(evicts)+len(drains)+len(drainZones)+len(resizes) > 0 {
+		if err := writeJSON(jsonPath, s, report{Results: results, Scale: scales, Follow: follows, Webhook: webhooks, Eviction: evicts, Drain: drains, DrainZones: drainZones, Resize: resizes}); err != nil {
 			return err
 		}
 		fmt.Printf("Results written to %s\n", jsonPath)

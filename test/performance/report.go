@@ -189,6 +189,8 @@ type report struct {
 	Drain    []*drainResult    `json:"drain,omitempty"`
 	// DrainZones holds the drain-zones scenario's figures.
 	DrainZones []*drainZonesResult `json:"drainZones,omitempty"`
+	// Resize holds the resize scenario's figures.
+	Resize []*resizeResult `json:"resize,omitempty"`
 }
 
 // writeJSON writes r, with the scenario s, to path.

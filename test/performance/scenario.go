@@ -117,9 +117,13 @@ const (
 	// (analysis.go): a gate's failure to the rollback's first deletion, and
 	// the queries of many pending gates.
 	kindAnalysis = "analysis"
+	// kindResize grows the claims of three zones of --resize-claims pods
+	// with the stand-in storage driver and times it against the driver's
+	// delays (resize.go).
+	kindResize = "resize"
 )
 
-var allKinds = []string{kindSingle, kindPartition, kindSIGTERM, kindSIGKILL, kindScale, kindFollow, kindWebhook, kindEviction, kindDrain, kindDrainZones, kindAnalysis}
+var allKinds = []string{kindSingle, kindPartition, kindSIGTERM, kindSIGKILL, kindScale, kindFollow, kindWebhook, kindEviction, kindDrain, kindDrainZones, kindAnalysis, kindResize}
 
 // caseOptions are the flags that decide the cases of an invocation.
 type caseOptions struct {
@@ -136,6 +140,7 @@ type caseOptions struct {
 	eviction           evictionOptions
 	drain              drainOptions
 	analysis           analysisOptions
+	resize             resizeOptions
 }
 
 // cases lists the runs of an invocation in the order of allKinds, so that
@@ -179,6 +184,8 @@ func cases(o caseOptions) ([]benchCase, error) {
 			out = append(out, benchCase{kind: k, podStart: o.disruptionPodStart, operators: 1, nodes: drainNodes})
 		case kindAnalysis:
 			out = append(out, benchCase{kind: k, operators: 1})
+		case kindResize:
+			out = append(out, benchCase{kind: k, operators: 1})
 		}
 	}
 	return out, nil
@@ -198,7 +205,7 @@ func (c benchCase) shape(s scenario) scenario {
 
 // slug names the run's files.
 func (c benchCase) slug() string {
-	if c.kind == kindFollow || c.kind == kindWebhook || c.kind == kindEviction || c.kind == kindDrain || c.kind == kindDrainZones || c.kind == kindAnalysis {
+	if c.kind == kindFollow || c.kind == kindWebhook || c.kind == kindEviction || c.kind == kindDrain || c.kind == kindDrainZones || c.kind == kindAnalysis || c.kind == kindResize {
 		return c.kind
 	}
 	if c.kind == kindScale {
@@ -226,6 +233,8 @@ func (c benchCase) title(s scenario) string {
 		return fmt.Sprintf("kubectl drain of a node in each of %d zones at once, 1 operator, against one after the other with PodDisruptionBudgets", len(drainedZones))
 	case c.kind == kindAnalysis:
 		return "analysis gates against Prometheus, 1 operator"
+	case c.kind == kindResize:
+		return fmt.Sprintf("a volume resize of %d zones, 1 operator", len(memberNames))
 	case c.rollingUpdate:
 		return "1 operator, RollingUpdate members (partition)"
 	default:

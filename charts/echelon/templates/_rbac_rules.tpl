@@ -6,6 +6,13 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
 - apiGroups:
   - ""
   resources:
+  - persistentvolumeclaims
+  verbs:
+  - list
+  - patch
+- apiGroups:
+  - ""
+  resources:
   - pods
   verbs:
   - delete
@@ -57,6 +64,8 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   resources:
   - statefulsets
   verbs:
+  - create
+  - delete
   - get
   - list
   - patch
@@ -117,10 +126,23 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   verbs:
   - list
   - watch
+- apiGroups:
+  - storage.k8s.io
+  resources:
+  - storageclasses
+  verbs:
+  - get
 {{- end }}
 
 {{- /* The rules a Role in each watched namespace grants. */}}
 {{- define "echelon.rbac.namespacedRules" -}}
+- apiGroups:
+  - ""
+  resources:
+  - persistentvolumeclaims
+  verbs:
+  - list
+  - patch
 - apiGroups:
   - ""
   resources:
@@ -157,6 +179,8 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   resources:
   - statefulsets
   verbs:
+  - create
+  - delete
   - get
   - list
   - patch
@@ -239,4 +263,10 @@ writes from the +kubebuilder:rbac markers. DO NOT EDIT: change the markers and r
   - validatingwebhookconfigurations
   verbs:
   - patch
+- apiGroups:
+  - storage.k8s.io
+  resources:
+  - storageclasses
+  verbs:
+  - get
 {{- end }}

@@ -74,6 +74,9 @@ func Plan(w io.Writer, v PlanView, s Style) error {
 		b.WriteString("\n")
 		writeDecision(&b, label, *p, v, s)
 	}
+	if line := volumePlanLine(v.Group); line != "" {
+		fmt.Fprintf(&b, "\n%s\n", line)
+	}
 	for _, n := range v.Notes {
 		fmt.Fprintf(&b, "Note: %s\n", n)
 	}

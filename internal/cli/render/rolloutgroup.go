@@ -116,6 +116,9 @@ func RolloutGroup(w io.Writer, v RolloutGroupView, s Style) error {
 	}
 	field("Waiting for", wrap(waitingLine(rg, v.Now), s.Width-14, strings.Repeat(" ", 14)))
 	field("Disruption", disruptionLine(v))
+	if line := volumeLine(rg); line != "" {
+		field("Volumes", wrap(line, s.Width-14, strings.Repeat(" ", 14)))
+	}
 	writeAnalysis(&b, field, rg, v.Now, s)
 	b.WriteString("\n")
 
