@@ -1,0 +1,69 @@
+/*
+Copyright 2026 The Echelon Authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+// Package node holds the node tier's specs: the operator installed by the
+// Helm chart runs as the chart deploys it, in its image, on a real kubelet
+// (test/nodetier), and rolls out StatefulSets of real containers.
+package node
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/internal/operator"
+	"github.com/echelon-operator/echelon/test/nodetier"
+)
+
+var (
+	node *nodetier.Node
+	k8s  client.Client
+	cs   kubernetes.Interface
+)
+
+func TestMain(m *testing.M) { os.Exit(nodetier.Main(m)) }
+
+func TestNodeTier(t *testing.T) {
+	RegisterFailHandler(Fail)
+	SetDefaultEventuallyTimeout(2 * time.Minute)
+	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
+	RunSpecs(t, "Node tier")
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	start := time.Now()
+	var err error
+	node, err = nodetier.Start(ctx, nodetier.Options{Scheme: operator.NewScheme()})
+	if err != nil {
+		Fail(err.Error()) // the whole message: logs and network state
+	}
+	GinkgoWriter.Printf("node tier: control plane and node Ready in %s\n", time.Since(start).Round(time.Millisecond))
+	AddReportEntry("node start", time.Since(start).Round(time.Millisecond).String())
+	k8s = node.ControlPlane().Client()
+	cs, err = kubernetes.NewForConfig(node.ControlPlane().Config())
+	Expect(err).NotTo(HaveOccurred())
+}, NodeTimeout(5*time.Minute))
+
+var _ = AfterSuite(func() {
+	if node != nil {
+		Expect(node.Stop()).To(Succeed())
+	}
+})
+
+var _ = ReportAfterEach(func(r SpecReport) {
+	if r.Failed() && node != nil {
+		GinkgoWriter.Println(node.ControlPlane().LogTails(40))
+	}
+})
+
+// background is for cleanups that must run after a spec's context ends.
+func background() context.Context { return context.Background() }
