@@ -62,8 +62,18 @@ var _ = AfterSuite(func() {
 var _ = ReportAfterEach(func(r SpecReport) {
 	if r.Failed() && node != nil {
 		GinkgoWriter.Println(node.ControlPlane().LogTails(40))
+		printPods()
 	}
 })
 
-// background is for cleanups that must run after a spec's context ends.
-func background() context.Context { return context.Background() }
+// printPods prints every pod's state and the operator's logs, for failures.
+func printPods() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, _ := kubectl(ctx, "get", "pods", "-A", "-o", "wide")
+	GinkgoWriter.Printf("==> kubectl get pods -A <==\n%s", out)
+	for _, previous := range []string{"--previous=false", "--previous=true"} {
+		out, _ = kubectl(ctx, "-n", releaseNamespace, "logs", "-l", operatorSelector, "--tail=30", "--prefix", previous)
+		GinkgoWriter.Printf("==> operator logs %s <==\n%s", previous, out)
+	}
+}

@@ -40,6 +40,9 @@ func (n *Node) writeFile(rel, data string) (string, error) {
 // lowering oom_score_adj needs CAP_SYS_RESOURCE (without it every sandbox
 // fails: "can't get final child's PID from pipe"); cgroupfs (no systemd);
 // the pods' network namespaces under the state directory, not /run/netns.
+//
+// The pods' network: a bridge with the pods' gateway, and routes in the pods
+// to the Service range and the node's address only: no default route.
 func (n *Node) startContainerd(ctx context.Context) error {
 	cni, err := n.writeFile("cni/net.d/10-echelon.conflist", fmt.Sprintf(`{
   "cniVersion": "0.4.0",
@@ -47,12 +50,13 @@ func (n *Node) startContainerd(ctx context.Context) error {
   "plugins": [
     {
       "type": "bridge", "bridge": "echelon-br0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-      "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "dataDir": %q}
+      "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "dataDir": %q,
+               "routes": [{"dst": %q}, {"dst": %q}]}
     },
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
-`, PodCIDR, n.path("cni", "ipam")))
+`, PodCIDR, n.path("cni", "ipam"), controlplane.ServiceCIDR, nodeNetwork))
 	if err != nil {
 		return err
 	}

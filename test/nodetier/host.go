@@ -38,6 +38,7 @@ const (
 	// Nothing outside the namespace routes to it, and nothing in it routes out.
 	NodeAddress = "192.168.231.2"
 	nodePrefix  = "/24"
+	nodeNetwork = "192.168.231.0/24"
 
 	// PodCIDR is the bridge's range, inside the namespace.
 	PodCIDR = "10.244.0.0/24"

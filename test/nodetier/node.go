@@ -19,6 +19,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -182,26 +183,37 @@ func (n *Node) Stop() error {
 
 func (n *Node) deletePods(ctx context.Context) error {
 	c := n.cp.Client()
-	var pods corev1.PodList
-	if err := c.List(ctx, &pods); err != nil {
-		return fmt.Errorf("list pods: %w", err)
+	// Deleting the namespaces removes the controllers that would recreate
+	// the pods.
+	var namespaces corev1.NamespaceList
+	if err := c.List(ctx, &namespaces); err != nil {
+		return fmt.Errorf("list namespaces: %w", err)
 	}
-	for i := range pods.Items {
-		_ = c.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(1))
+	for i := range namespaces.Items {
+		if name := namespaces.Items[i].Name; name != metav1.NamespaceDefault && !strings.HasPrefix(name, "kube-") {
+			_ = c.Delete(ctx, &namespaces.Items[i])
+		}
 	}
-	// Controllers may recreate pods; what counts is that containerd has no
-	// sandbox left once they are gone. Bounded by ctx.
-	return wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	// What counts is that containerd has no sandbox left once the pods are
+	// gone. Bounded by ctx.
+	var state string
+	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		var pods corev1.PodList
 		if err := c.List(ctx, &pods); err != nil {
+			state = err.Error()
 			return false, nil
 		}
 		for i := range pods.Items {
-			_ = c.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0))
+			_ = c.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(1))
 		}
 		out, err := n.ctr(ctx, "tasks", "list", "--quiet")
+		state = fmt.Sprintf("%d pods, tasks %q (%v)", len(pods.Items), strings.Fields(out), err)
 		return len(pods.Items) == 0 && err == nil && strings.TrimSpace(out) == "", nil
 	})
+	if err != nil {
+		return fmt.Errorf("delete pods: %s: %w", state, err)
+	}
+	return nil
 }
 
 // ctr runs containerd's client against the node's containerd, in the
