@@ -189,7 +189,15 @@ func (r *run) exec() int {
 	args := append([]string{"--net=" + netnsPath(r.state.Name), "--", self}, os.Args[1:]...)
 	cmd := exec.Command("nsenter", args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), insideEnv+"="+r.state.Name, scratchEnv+"="+r.state.Scratch)
+	// The tests' temporary files (the control plane's run directory, etcd's
+	// data) go to the scratch directory too, so that teardown removes them
+	// when the tests were killed before removing them themselves.
+	tmp := filepath.Join(r.state.Scratch, "tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "node tier: %v\n", err)
+		return 1
+	}
+	cmd.Env = append(os.Environ(), insideEnv+"="+r.state.Name, scratchEnv+"="+r.state.Scratch, "TMPDIR="+tmp)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)

@@ -50,12 +50,14 @@ var fixedPaths = []string{
 	"/run/containerd", "/run/netns", "/etc/kubernetes", "/run/kubernetes",
 }
 
-// cgroupRoots are the containers' cgroup parents: containerd names them after
-// its namespace when the kubelet gives none (cgroupsPerQOS: false).
+// cgroupRoots are the containers' cgroup parents, in every hierarchy:
+// containerd names them after its namespace when the kubelet gives none
+// (cgroupsPerQOS: false).
 func cgroupRoots() []string {
 	roots, _ := filepath.Glob("/sys/fs/cgroup/*/k8s.io")
-	controllers, _ := filepath.Glob("/sys/fs/cgroup/*/tasks")
-	for _, c := range controllers {
+	// Every hierarchy, the v2 one mounted beside v1's included.
+	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*/cgroup.procs")
+	for _, c := range hierarchies {
 		root := filepath.Join(filepath.Dir(c), "k8s.io")
 		if !contains(roots, root) {
 			roots = append(roots, root)
@@ -95,7 +97,7 @@ func loadState(dir string) (*state, error) {
 	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	if s.Name == "" || !strings.HasPrefix(s.Scratch, os.TempDir()+"/echelon-node-") {
+	if s.Name == "" || !strings.HasPrefix(filepath.Base(s.Scratch), "echelon-node-") {
 		return nil, fmt.Errorf("%s: not a node tier run", dir)
 	}
 	return &s, nil
