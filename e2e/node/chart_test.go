@@ -58,6 +58,17 @@ var _ = Describe("The chart's operator on a real node", Ordered, func() {
 			Expect(p.Status.ContainerStatuses).To(HaveLen(1))
 			Expect(p.Status.ContainerStatuses[0].RestartCount).To(BeZero(), "pod %s restarted", p.Name)
 			names = append(names, p.Name)
+			// Ready as soon as the caches are (the startup probe), not at the
+			// readiness probe's second period, 10 s after the first fails.
+			started := p.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+			var ready time.Time
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady {
+					ready = c.LastTransitionTime.Time
+				}
+			}
+			AddReportEntry("pod "+p.Name+" Ready after its container started", ready.Sub(started).String())
+			Expect(ready.Sub(started)).To(BeNumerically("<", 8*time.Second), "pod %s: started %s, Ready %s", p.Name, started, ready)
 		}
 		Eventually(func() string { return leader(ctx) }).WithContext(ctx).Should(BeElementOf(names))
 	})
