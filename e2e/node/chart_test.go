@@ -77,6 +77,9 @@ var _ = Describe("The chart's operator on a real node", Ordered, func() {
 		var svc corev1.Service
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: release + "-metrics"}, &svc)).To(Succeed())
 		url := fmt.Sprintf("http://%s:%d/metrics", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port)
+		// kube-proxy routes the Service once it has seen the Ready pods'
+		// endpoints, a moment after the Deployment counts them Ready.
+		Eventually(func() error { _, _, err := scrape(ctx, url); return err }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		// Both replicas serve it; a few scrapes reach both through kube-proxy.
 		for range 4 {
 			code, body, err := scrape(ctx, url)
