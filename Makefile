@@ -164,8 +164,8 @@ chart-test: ## Test the Helm chart's rendering, schema and RBAC against the gene
 # plane"): kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd,
 # kwok and helm, each in bin/<tool>-<version>/ with versions from
 # hack/tools/*/go.mod, and the node tier's kubelet and kube-proxy in
-# bin/kubernetes-node-<version>/ (about 4 more minutes cold, 1 warm from the
-# control plane's build cache). The script skips what is built: a warm run takes well
+# bin/kubernetes-node-<version>/ (after the control plane, whose build cache
+# they share: 708 s on a two-core machine loaded by other builds). The script skips what is built: a warm run takes well
 # under a second, a cold one 10-20 minutes on two cores (most of it Kubernetes).
 .PHONY: test-assets
 test-assets: ## Build the test control plane binaries into bin/ (cached by version).
