@@ -180,6 +180,36 @@ var _ = Describe("The chart's operator on a real node", Ordered, func() {
 		Expect(monitor.Rolls()).To(HaveLen(12))
 	})
 
+	It("upgrades to a new image during a rollout: the rollout completes with no breach, and the webhooks keep answering", func(ctx SpecContext) {
+		ns, zones := "rollout", installed.Zones("ingester")
+		members := make([]framework.WatchedMember, 0, len(zones))
+		for _, z := range zones {
+			members = append(members, framework.WatchedMember{Name: z, Replicas: 2, MaxUnavailable: intstr.FromInt32(1)})
+		}
+		monitor, err := framework.StartMonitor(ctx, cs, ns, members)
+		Expect(err).NotTo(HaveOccurred())
+		defer monitor.Stop()
+		// A new operator image: the same content under another tag is a new
+		// pod template, which the Deployment rolls.
+		upgraded := strings.TrimSuffix(node.OperatorImage, ":"+chartTag()) + ":" + chartTag() + "-upgrade"
+		Expect(node.TagImage(ctx, node.OperatorImage, upgraded)).To(Succeed())
+
+		probe := startWebhookProbe(ctx)
+		setRevision(ctx, ns, zones, "4")
+		Eventually(func() int { return len(monitor.Rolls()) }).WithContext(ctx).Should(BeNumerically(">", 0))
+		helm(ctx, "upgrade", release, chartDir(), "--namespace", releaseNamespace, "--reuse-values",
+			"--set", "image.tag="+chartTag()+"-upgrade", "--wait", "--timeout", "3m")
+		Expect(installed.WaitRolledOut(ctx, k8s, ns, "ingester")).To(Succeed())
+		failures, longest := probe.stop()
+		AddReportEntry("webhook requests during helm upgrade", fmt.Sprintf("%d, %d failed, longest unavailability %s", probe.count(), len(failures), longest))
+		Expect(monitor.Breaches()).To(BeEmpty())
+		Expect(monitor.Rolls()).To(HaveLen(6))
+		for _, p := range operatorPods(ctx) {
+			Expect(p.Spec.Containers[0].Image).To(Equal(upgraded))
+		}
+		Expect(failures).To(BeEmpty(), "admission requests that failed during the upgrade (longest unavailability %s)", longest)
+	})
+
 	It("leaves no webhook configuration and nothing of Echelon's but the CRDs after helm uninstall", func(ctx SpecContext) {
 		helm(ctx, "uninstall", release, "--namespace", releaseNamespace, "--wait", "--timeout", "3m")
 

@@ -14,11 +14,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,12 +37,17 @@ const (
 	// release and releaseNamespace are the chart's documented install.
 	release          = "echelon"
 	releaseNamespace = "echelon-system"
+	// commandTimeout bounds every kubectl and helm command (helm's own
+	// --timeout is 3m).
+	commandTimeout = 4 * time.Minute
 	// operatorSelector selects the operator's pods.
 	operatorSelector = "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=operator"
 )
 
 // run runs a command and returns its combined output and whether it exited 0.
 func run(ctx context.Context, name string, args ...string) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(cmd.Environ(), "KUBECONFIG="+node.ControlPlane().Kubeconfig(),
 		"HELM_CACHE_HOME="+filepath.Join(node.ControlPlane().Dir(), "helm", "cache"),
@@ -151,4 +158,86 @@ func scrape(ctx context.Context, url string) (int, string, error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body), err
+}
+
+// chartTag is the chart's appVersion, the default image tag.
+func chartTag() string {
+	GinkgoHelper()
+	_, tag, ok := strings.Cut(node.OperatorImage, ":")
+	Expect(ok).To(BeTrue())
+	return tag
+}
+
+// webhookProbe asks the no-downscale webhook about the guarded StatefulSet
+// of namespace "guarded" every 100 ms (a server-side dry run of a scale
+// down) and records every answer that is not its refusal.
+type webhookProbe struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	asked  int
+	failed []probeFailure
+}
+
+type probeFailure struct {
+	at  time.Time
+	err string
+}
+
+func startWebhookProbe(ctx context.Context) *webhookProbe {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &webhookProbe{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer GinkgoRecover()
+		defer close(p.done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for range 3000 { // at most five minutes
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "guarded", Name: "guarded"}}
+			scale := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Namespace: "guarded", Name: "guarded"}, Spec: autoscalingv1.ScaleSpec{Replicas: 1}}
+			err := k8s.SubResource("scale").Update(ctx, sts, client.WithSubResourceBody(scale), client.DryRunAll)
+			if ctx.Err() != nil {
+				return
+			}
+			p.mu.Lock()
+			p.asked++
+			if err == nil || !strings.Contains(err.Error(), "ScalingPolicy guarded") {
+				p.failed = append(p.failed, probeFailure{at: time.Now(), err: fmt.Sprint(err)})
+			}
+			p.mu.Unlock()
+		}
+	}()
+	return p
+}
+
+// stop ends the probe and returns the failed answers and the longest run of
+// failures (from the first of a run to the last, plus one interval).
+func (p *webhookProbe) stop() ([]string, time.Duration) {
+	p.cancel()
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var failures []string
+	var longest time.Duration
+	var runStart, last time.Time
+	for _, f := range p.failed {
+		failures = append(failures, f.at.Format("15:04:05.000")+" "+f.err)
+		if last.IsZero() || f.at.Sub(last) > 300*time.Millisecond {
+			runStart = f.at
+		}
+		last = f.at
+		longest = max(longest, last.Sub(runStart)+100*time.Millisecond)
+	}
+	return failures, longest
+}
+
+func (p *webhookProbe) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.asked
 }

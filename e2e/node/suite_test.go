@@ -36,6 +36,9 @@ func TestNodeTier(t *testing.T) {
 	RegisterFailHandler(Fail)
 	SetDefaultEventuallyTimeout(2 * time.Minute)
 	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
+	// An Eventually given the spec's context still gives up after the
+	// default timeout (Gomega otherwise waits for the context alone).
+	EnforceDefaultTimeoutsWhenUsingContexts()
 	RunSpecs(t, "Node tier")
 }
 
