@@ -89,6 +89,7 @@ func TestDefaults(t *testing.T) {
 	}
 	assertProbe(t, "liveness", c.LivenessProbe, "/healthz")
 	assertProbe(t, "readiness", c.ReadinessProbe, "/ready")
+	assertProbe(t, "startup", c.StartupProbe, "/ready")
 
 	svc := service(t, m, "echelon-metrics")
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8001 || svc.Spec.Ports[0].TargetPort.String() != "http" {

@@ -4,6 +4,7 @@
 # component and version:
 #
 #   bin/kubernetes-<version>/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl}
+#   bin/kubernetes-node-<version>/{kubelet,kube-proxy}  (the node tier, test/nodetier)
 #   bin/etcd-<version>/etcd
 #   bin/kwok-<version>/kwok
 #   bin/helm-<version>/helm
@@ -14,8 +15,9 @@
 # renamed into place), so a second run builds nothing.
 #
 # Usage: hack/test-assets.sh [--print-dirs] [COMPONENT...]
-#   COMPONENT     kubernetes, etcd, kwok or helm; all of them when none is named
-#                 (a job that only lints the chart needs only helm).
+#   COMPONENT     kubernetes, node, etcd, kwok or helm; all of them when none is
+#                 named (a job that only lints the chart needs only helm). node is
+#                 the kubelet and kube-proxy of the same Kubernetes version.
 #   --print-dirs  print the directory of each component and exit without building.
 set -euo pipefail
 
@@ -45,24 +47,25 @@ KWOK_VERSION="$(module_version kwok sigs.k8s.io/kwok)"
 HELM_VERSION="$(module_version helm helm.sh/helm/v4)"
 
 K8S_DIR="${BIN}/kubernetes-${K8S_VERSION}"
+NODE_DIR="${BIN}/kubernetes-node-${K8S_VERSION}"
 ETCD_DIR="${BIN}/etcd-${ETCD_VERSION}"
 KWOK_DIR="${BIN}/kwok-${KWOK_VERSION}"
 HELM_DIR="${BIN}/helm-${HELM_VERSION}"
 
 if [[ "${1:-}" == "--print-dirs" ]]; then
-  printf '%s\n' "${K8S_DIR}" "${ETCD_DIR}" "${KWOK_DIR}" "${HELM_DIR}"
+  printf '%s\n' "${K8S_DIR}" "${NODE_DIR}" "${ETCD_DIR}" "${KWOK_DIR}" "${HELM_DIR}"
   exit 0
 fi
 
 components=("$@")
 if [[ ${#components[@]} -eq 0 ]]; then
-  components=(etcd kwok helm kubernetes)
+  components=(etcd kwok helm kubernetes node)
 fi
 for c in "${components[@]}"; do
   case "${c}" in
-    kubernetes | etcd | kwok | helm) ;;
+    kubernetes | node | etcd | kwok | helm) ;;
     *)
-      echo "test-assets: unknown component ${c} (want kubernetes, etcd, kwok or helm)" >&2
+      echo "test-assets: unknown component ${c} (want kubernetes, node, etcd, kwok or helm)" >&2
       exit 2
       ;;
   esac
@@ -141,6 +144,13 @@ if wanted kubernetes; then
     k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler \
     k8s.io/kubernetes/cmd/kubectl
+fi
+# After the control plane, whose build cache it shares: warm from it, the
+# kubelet and kube-proxy take about a minute instead of four.
+if wanted node; then
+  build "kubelet and kube-proxy ${K8S_VERSION}" "${NODE_DIR}" kubernetes "${k8s_ldflags}" "" \
+    k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kube-proxy
 fi
 
 echo "test-assets: done in $(($(date +%s) - total_start))s"

@@ -4,7 +4,8 @@
 #   unit         every package whose tests need no control plane
 #   integration  every package whose tests, or the code under test, use the real
 #                control plane (depend on test/controlplane), except e2e
-#   e2e          the end-to-end suite under e2e/
+#   e2e          the end-to-end suite under e2e/, but e2e/node
+#   node         the node tier's suite, e2e/node (a real kubelet; `make test-node`)
 #
 # The tiers are derived from the import graph rather than listed, so that a new
 # package lands in the right one without anyone remembering to add it, and a
@@ -16,6 +17,7 @@ tier="${1:-}"
 module="$(go list -m)"
 controlplane="${module}/test/controlplane"
 e2e="^${module}/e2e(/|$)"
+node="^${module}/e2e/node(/|$)"
 
 all="$(go list ./... | sort)"
 # `go list -test` adds each package's test variants ("p [p.test]", "p_test
@@ -33,9 +35,10 @@ users="$(
 case "${tier}" in
   unit) comm -23 <(echo "${all}") <(echo "${users}") | { grep -Ev "${e2e}" || true; } ;;
   integration) comm -12 <(echo "${all}") <(echo "${users}") | { grep -Ev "${e2e}" || true; } ;;
-  e2e) grep -E "${e2e}" <<<"${all}" || true ;;
+  e2e) grep -E "${e2e}" <<<"${all}" | { grep -Ev "${node}" || true; } ;;
+  node) grep -E "${node}" <<<"${all}" || true ;;
   *)
-    echo "usage: $0 unit|integration|e2e" >&2
+    echo "usage: $0 unit|integration|e2e|node" >&2
     exit 2
     ;;
 esac

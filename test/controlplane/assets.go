@@ -113,6 +113,16 @@ func FindAssets() (*Assets, error) {
 	}, nil
 }
 
+// PinnedVersion returns the version of module that hack/tools/<tool>/go.mod
+// requires, the version `make test-assets` builds into bin/<...>-<version>.
+func PinnedVersion(tool, module string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return requiredVersion(filepath.Join(root, "hack", "tools", tool, "go.mod"), module)
+}
+
 // RepoRoot returns the root of the Echelon repository, found by walking up from
 // the working directory (a test's working directory is its package directory).
 func RepoRoot() (string, error) {

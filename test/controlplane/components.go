@@ -75,6 +75,11 @@ func (cp *ControlPlane) startAPIServer() error {
 	// envtest defaults to RBAC already; say so, because NewUser and the e2e
 	// tests' least-privilege operator user depend on it.
 	apiServer.Configure().Set("authorization-mode", "RBAC")
+	if cp.opts.RealNodes != nil {
+		if err := cp.configureRealNodeAPIServer(apiServer); err != nil {
+			return err
+		}
+	}
 	cp.env = &envtest.Environment{
 		// The paths are set one by one rather than through BinaryAssetsDirectory
 		// alone, which KUBEBUILDER_ASSETS in a developer's shell would override.
@@ -101,19 +106,24 @@ func (cp *ControlPlane) startControllerManager() error {
 	if err != nil {
 		return err
 	}
-	return cp.startProcess("kube-controller-manager", cp.assets.KubeControllerManager,
-		"--kubeconfig="+user.Kubeconfig,
-		"--controllers="+controllers,
+	args := []string{
+		"--kubeconfig=" + user.Kubeconfig,
+		"--controllers=" + controllers,
 		"--leader-elect=false",
 		// No serving: nothing scrapes it, and it would need a port and certificates.
 		"--secure-port=0",
 		// One identity for all loops; per-controller service accounts would need
 		// the token controller and a signing key for nothing the tests look at.
 		"--use-service-account-credentials=false",
-		"--node-monitor-grace-period="+nodeMonitorGracePeriod,
+		"--node-monitor-grace-period=" + nodeMonitorGracePeriod,
 		fmt.Sprintf("--kube-api-qps=%d", clientQPS),
 		fmt.Sprintf("--kube-api-burst=%d", clientBurst),
-	)
+	}
+	if cp.opts.RealNodes != nil {
+		// Later flags win: the controllers flag is replaced.
+		args = append(args, cp.realNodeControllerManagerArgs()...)
+	}
+	return cp.startProcess("kube-controller-manager", cp.assets.KubeControllerManager, args...)
 }
 
 func (cp *ControlPlane) startScheduler() error {

@@ -73,6 +73,9 @@ type Options struct {
 	// controller tests that play the StatefulSet controller and kubelet
 	// themselves, so that they decide exactly what each pod does.
 	APIServerOnly bool
+	// RealNodes, when set, prepares the control plane for real kubelets
+	// (test/nodetier) instead of starting kwok and fake nodes.
+	RealNodes *RealNodes
 }
 
 // ControlPlane is a running control plane. Its methods may be used from several
@@ -93,6 +96,9 @@ type ControlPlane struct {
 	users int // numbers kubeconfig files
 	// apiServerRestarts numbers the restarted kube-apiservers' logs.
 	apiServerRestarts int
+	// extraLogs name the components StartComponent started, whose log tails
+	// LogTails prints after the control plane's.
+	extraLogs []string
 
 	stopOnce sync.Once
 	stopErr  error
@@ -183,6 +189,9 @@ func (cp *ControlPlane) start(ctx context.Context) error {
 	}
 	if err := cp.startScheduler(); err != nil {
 		return err
+	}
+	if cp.opts.RealNodes != nil {
+		return nil
 	}
 	if err := cp.startKwok(); err != nil {
 		return err

@@ -38,7 +38,10 @@ func (cp *ControlPlane) LogDir() string {
 // component's name, to print when a test fails.
 func (cp *ControlPlane) LogTails(lines int) string {
 	var b strings.Builder
-	for _, c := range componentLogs {
+	cp.mu.Lock()
+	names := append(append([]string(nil), componentLogs...), cp.extraLogs...)
+	cp.mu.Unlock()
+	for _, c := range names {
 		fmt.Fprintf(&b, "==> %s (last %d lines of %s) <==\n", c, lines, cp.logPath(c))
 		tail, err := tailFile(cp.logPath(c), lines)
 		if err != nil {
