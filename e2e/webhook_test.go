@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -198,9 +199,18 @@ var _ = Describe("Cross-object validation", func() {
 		g.createStatefulSets(ctx, nil)
 		g.createGroup(ctx, nil)
 		startWebhookOperator(ctx, "echelon", g.ns)
-		second := builders.MakeRolloutGroup(g.ns, "second").Members(g.zones[1]).Obj()
-		err := k8s.Create(ctx, second)
-		Expect(err).To(HaveOccurred())
+		// The validate webhook fails open: until the operator's cache holds
+		// the first group, a second one may be admitted. Ask until it is
+		// refused, removing what was admitted meanwhile.
+		var err error
+		Eventually(func() error {
+			second := builders.MakeRolloutGroup(g.ns, "second").Members(g.zones[1]).Obj()
+			if err = k8s.Create(ctx, second); err == nil {
+				Expect(k8s.Delete(ctx, second)).To(Succeed())
+				return errors.New("admitted before the operator's cache held the first group")
+			}
+			return nil
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 		Expect(err.Error()).To(ContainSubstring("spec.statefulSets[0].name"))
 		Expect(err.Error()).To(ContainSubstring(g.name))
 	})
