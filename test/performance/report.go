@@ -49,6 +49,18 @@ func printTable(out io.Writer, s scenario, results []*result) {
 	})
 	row(fmt.Sprintf("floor: %d batches x median", s.batches()), func(r *result) string { return fmt.Sprintf("%.2fs", r.FloorSeconds) })
 	row(fmt.Sprintf("wall / floor (target <= %.2f)", targetRatio), func(r *result) string { return verdict(fmt.Sprintf("%.3f", r.Ratio), r.Ratio <= targetRatio) })
+	row("Kubernetes rolling the same members itself, one after the other", func(r *result) string {
+		if r.KubernetesRollSeconds == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2fs", r.KubernetesRollSeconds)
+	})
+	row(fmt.Sprintf("wall / Kubernetes itself (target <= %.2f)", targetRatio), func(r *result) string {
+		if r.KubernetesRollSeconds == 0 {
+			return "-"
+		}
+		return verdict(fmt.Sprintf("%.3f", r.KubernetesRatio), r.KubernetesRatio <= targetRatio)
+	})
 	row("handover: pods deleted before the signal", func(r *result) string {
 		return ifHandover(r, func(h *handoverResult) string { return fmt.Sprint(h.AfterPodsDeleted) })
 	})

@@ -81,12 +81,17 @@ type result struct {
 	StartupCPUSeconds   float64 `json:"operatorStartupCPUSeconds"`
 	StartupPeakRSSBytes int64   `json:"operatorStartupPeakRSSBytes"`
 
-	WallSeconds        float64         `json:"wallSeconds"`
-	BatchSeconds       []float64       `json:"floorBatchSeconds"`
-	BatchMedianSeconds float64         `json:"floorBatchMedianSeconds"`
-	FloorSeconds       float64         `json:"floorSeconds"`
-	Ratio              float64         `json:"wallOverFloor"`
-	Handover           *handoverResult `json:"handover,omitempty"`
+	WallSeconds        float64   `json:"wallSeconds"`
+	BatchSeconds       []float64 `json:"floorBatchSeconds"`
+	BatchMedianSeconds float64   `json:"floorBatchMedianSeconds"`
+	FloorSeconds       float64   `json:"floorSeconds"`
+	Ratio              float64   `json:"wallOverFloor"`
+	// KubernetesRollSeconds is the partition scenario's own floor: the
+	// StatefulSet controller rolling the same members itself, one after the
+	// other (measureKubernetesRoll); KubernetesRatio is the wall over it.
+	KubernetesRollSeconds float64         `json:"kubernetesRollSeconds,omitempty"`
+	KubernetesRatio       float64         `json:"wallOverKubernetesRoll,omitempty"`
+	Handover              *handoverResult `json:"handover,omitempty"`
 
 	// Requests of every operator process during the rollout, counted by the
 	// proxies in front of them.
@@ -212,6 +217,14 @@ func run(ctx context.Context, cfg runConfig) (_ *result, retErr error) {
 		if strings.HasPrefix(key, "LIST ") {
 			res.ListsAfterStart += n
 		}
+	}
+	if cfg.rollingUpdate && cfg.handover == 0 {
+		d, err := measureKubernetesRoll(ctx, cfg, c, w, ns, groups[0])
+		if err != nil {
+			return nil, err
+		}
+		res.KubernetesRollSeconds, res.KubernetesRatio = d.Seconds(), res.WallSeconds/d.Seconds()
+		say("Kubernetes rolling the same StatefulSets itself, one after the other: %s (the operator's wall over it: %.3f)", seconds(res.KubernetesRollSeconds), res.KubernetesRatio)
 	}
 	if cfg.profile {
 		if res.Scale.LoadAfterRollout, err = loadAverage(); err != nil {
