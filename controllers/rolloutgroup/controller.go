@@ -146,6 +146,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// ordinals for the version-leak report) is written in one patch: the
 	// batch's intent's, when the budget allows it.
 	pre, preDue := preActRecord(ap, written, in, plan, now)
+	// carriedAfterAct: the intent's write carried the status expected once
+	// the batch has gone (statusAfterAct).
+	carriedAfterAct := false
 	if len(plan.Delete) > 0 {
 		var held *v1alpha1.DisruptionHold
 		var recorded *v1alpha1.RolloutGroupStatus
@@ -153,12 +156,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if preDue {
 			carried = &pre
 		}
+		after := statusAfterAct(rg, in, plan, ap, hp, pre, now)
+		if after != nil {
+			carried = after
+		}
 		if plan, held, recorded, err = r.acquireBudget(ctx, rg, in, plan, carried); err != nil {
 			return ctrl.Result{}, err
 		}
 		switch {
 		case recorded != nil:
 			written, preDue = *recorded, false
+			carriedAfterAct = after != nil
 			r.status.Wrote(rg, written, now)
 			rg.Status.Disruption, rg.Status.LeakRecords = written.Disruption.DeepCopy(), written.LeakRecords
 		default:
@@ -207,7 +215,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.recordRotation(rg, up)
 	r.emitAnalysis(rg, ap)
 	r.exportMetrics(rg, up)
-	flushAfter, err := r.saveStatus(ctx, rg, written, up.status, now)
+	// What the intent's write carried must not stand for long when the act
+	// fell short of it: a refused eviction, a failed deletion.
+	fellShort := carriedAfterAct && (actErr != nil || acted.refused != "" || acted.deleted != int32(len(plan.Delete)))
+	flushAfter, err := r.saveStatus(ctx, rg, written, up.status, now, fellShort)
 	if err != nil {
 		return ctrl.Result{}, errors.Join(actErr, err)
 	}
@@ -270,10 +281,10 @@ func withoutStaleViews(err error) error {
 }
 
 // saveStatus writes the new status when it differs from what the API server
-// holds in a way users must see at once, or when progress changes have waited
-// statusProgressInterval; otherwise it keeps it in memory and returns when to
+// holds in a way users must see at once (or urgent says so), or when progress
+// changes have waited statusProgressInterval; otherwise it keeps it in memory and returns when to
 // write it.
-func (r *Reconciler) saveStatus(ctx context.Context, rg *v1alpha1.RolloutGroup, written, next v1alpha1.RolloutGroupStatus, now time.Time) (time.Duration, error) {
+func (r *Reconciler) saveStatus(ctx context.Context, rg *v1alpha1.RolloutGroup, written, next v1alpha1.RolloutGroupStatus, now time.Time, urgent bool) (time.Duration, error) {
 	next = keepHold(written, next)
 	// Recorded first, so that a failed write loses nothing this pass did (pods
 	// rolled, the batch time): the next pass starts from it and writes it.
@@ -281,7 +292,7 @@ func (r *Reconciler) saveStatus(ctx context.Context, rg *v1alpha1.RolloutGroup, 
 	if equality.Semantic.DeepEqual(written, next) {
 		return 0, nil
 	}
-	if wait > 0 && !urgentStatusChange(rg.Spec, written, next) {
+	if wait > 0 && !urgent && !urgentStatusChange(rg.Spec, written, next) {
 		return wait, nil
 	}
 	if err := patch.Status(ctx, r, rg, written, next, setGroupStatus); err != nil {

@@ -47,18 +47,31 @@ func withRemovals(st v1alpha1.RolloutGroupStatus, in rollout.Input, plan rollout
 // from the records of old and the pods of in, and announces each new leak.
 // Records of members no longer in the group are dropped.
 func (r *Reconciler) trackLeaks(rg *v1alpha1.RolloutGroup, in rollout.Input, plan rollout.Plan, st *v1alpha1.RolloutGroupStatus, now time.Time) {
+	for _, l := range leakRecordsOf(rg.Status, in, plan, st, now) {
+		metrics.LeakedPods.WithLabelValues(rg.Namespace, rg.Name, l.Member).Inc()
+		r.events.Eventf(rg, l.Pod, corev1.EventTypeWarning, "PodLeaked", "DetectLeak",
+			"pod %s of StatefulSet %s came back on update revision %s although Echelon did not remove it (a node drain, an eviction, a crash or a person deleted it): the rollout had not reached it",
+			l.Pod.Name, l.Member, l.Revision)
+	}
+}
+
+// leakRecordsOf is trackLeaks without its announcements: it sets st's leak
+// records and counts from old's records and the pods of in, and returns the
+// leaks this pass finds new. It changes plan's member states (messages).
+func leakRecordsOf(old v1alpha1.RolloutGroupStatus, in rollout.Input, plan rollout.Plan, st *v1alpha1.RolloutGroupStatus, now time.Time) []rollout.Leak {
 	st.LeakRecords, st.LeakedPods = nil, 0
 	if !plan.Settled || len(plan.Members) != len(in.Members) {
-		st.LeakRecords, st.LeakedPods = rg.Status.LeakRecords, rg.Status.LeakedPods // nothing to judge on
+		st.LeakRecords, st.LeakedPods = old.LeakRecords, old.LeakedPods // nothing to judge on
 		for i := range st.StatefulSets {
-			if rec := leakRecordOf(rg.Status, st.StatefulSets[i].Name); rec != nil {
+			if rec := leakRecordOf(old, st.StatefulSets[i].Name); rec != nil {
 				st.StatefulSets[i].LeakedPods = rec.LeakedPods
 			}
 		}
-		return
+		return nil
 	}
+	var found []rollout.Leak
 	for i, m := range in.Members {
-		rec, leaks := rollout.TrackLeaks(leakRecordOf(rg.Status, m.Name), m, &plan.Members[i], now)
+		rec, leaks := rollout.TrackLeaks(leakRecordOf(old, m.Name), m, &plan.Members[i], now)
 		if rec == nil {
 			continue
 		}
@@ -70,13 +83,9 @@ func (r *Reconciler) trackLeaks(rg *v1alpha1.RolloutGroup, in rollout.Input, pla
 			ms.Message = joinMessage(ms.Message, fmt.Sprintf("%s leaked to revision %s (not removed by Echelon: ordinals %s)",
 				rollout.Plural(int(rec.LeakedPods), "pod"), rec.Revision, rec.Leaked))
 		}
-		for _, l := range leaks {
-			metrics.LeakedPods.WithLabelValues(rg.Namespace, rg.Name, l.Member).Inc()
-			r.events.Eventf(rg, l.Pod, corev1.EventTypeWarning, "PodLeaked", "DetectLeak",
-				"pod %s of StatefulSet %s came back on update revision %s although Echelon did not remove it (a node drain, an eviction, a crash or a person deleted it): the rollout had not reached it",
-				l.Pod.Name, l.Member, l.Revision)
-		}
+		found = append(found, leaks...)
 	}
+	return found
 }
 
 // leaksChanged reports whether the leak records differ: a record begins or

@@ -82,7 +82,7 @@ func (e *env) setStatusCountsUpdated(name string, replicas, ready, updated int32
 // hold to lapse made those passes quick enough to see each step.
 func TestControllerMemberCompletesOnceWhileItsStatusCountsItsPods(t *testing.T) {
 	memberCompletesOnce(t, []statusCounts{{3, 3, 3}, {4, 3, 4}, {4, 4, 4}},
-		[]v1alpha1.MemberPhase{v1alpha1.MemberWaiting, v1alpha1.MemberWaiting, v1alpha1.MemberComplete})
+		[]v1alpha1.MemberPhase{v1alpha1.MemberRolling, v1alpha1.MemberRolling, v1alpha1.MemberComplete})
 }
 
 // The e2e spec "maxUnavailable 1" counted 4 MemberComplete Events for 3
@@ -94,7 +94,7 @@ func TestControllerMemberCompletesOnceWhileItsStatusCountsItsPods(t *testing.T) 
 // The stale status counts fewer updated pods than the cache shows.
 func TestControllerMemberCompletesOnceWhileItsStatusPrecedesItsPods(t *testing.T) {
 	memberCompletesOnce(t, []statusCounts{{4, 4, 0}, {4, 3, 4}, {4, 4, 4}},
-		[]v1alpha1.MemberPhase{v1alpha1.MemberWaiting, v1alpha1.MemberWaiting, v1alpha1.MemberComplete})
+		[]v1alpha1.MemberPhase{v1alpha1.MemberRolling, v1alpha1.MemberRolling, v1alpha1.MemberComplete})
 }
 
 // statusCounts are a StatefulSet's status.replicas, readyReplicas and
@@ -103,8 +103,11 @@ type statusCounts struct{ replicas, ready, updated int32 }
 
 // memberCompletesOnce rolls zone-a's four pods in one batch, shows the cache
 // its four new pods Ready, then zone-a's StatefulSet status at each of counts
-// with a pass after each; it wants zone-a's phases after those passes and one
-// MemberComplete Event.
+// with a pass after each; it wants zone-a's phases, as written, after those
+// passes and one MemberComplete Event. A member waiting for its last pods
+// within a rollout is written Rolling until the next progress write (the
+// flip is not written at once: urgentStatusChange); Complete is written at
+// once.
 func memberCompletesOnce(t *testing.T, counts []statusCounts, want []v1alpha1.MemberPhase) {
 	e := newEnv(t, envOptions{})
 	events := &eventLog{EventRecorder: e.r.events, notes: map[string][]string{}}

@@ -10,11 +10,13 @@ import (
 	"github.com/echelon-operator/echelon/controllers/internal/controllertest"
 )
 
-// A leader dies while a progress-only status change (a batch deleted: one
-// more pod rolled, the batch time) waits for its write. The next leader, a
-// new reconciler over the same API server, recovers them from the pods: the
-// pod deleted and not yet replaced, the pods replaced since the rollout
-// began. podsRolled ends at the number of pods rolled, not one short.
+// A leader dies mid-rollout, its second batch's pod still terminating. The
+// batch's counters (one more pod rolled, the batch time) were written with
+// the batch's intent, before the pod was deleted (statusAfterAct), so the
+// next leader, a new reconciler over the same API server, finds them; what
+// it would otherwise recover from the pods (recoverDeferred: the pod deleted
+// and not yet replaced, the pods replaced since the rollout began) agrees.
+// podsRolled ends at the number of pods rolled, not one short or one over.
 func TestControllerHandoverKeepsDeferredCounters(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	a := e.StatefulSet("zone-a", 3, "r1")
@@ -31,8 +33,8 @@ func TestControllerHandoverKeepsDeferredCounters(t *testing.T) {
 	if rg := e.GetGroup("ingester"); rg.Status.PodsRolled != 1 {
 		t.Fatalf("podsRolled %d after the first batch, want 1 written", rg.Status.PodsRolled)
 	}
-	// Second batch, once the first pod is back: a progress-only change that
-	// waits for its write.
+	// Second batch, once the first pod is back: its counters go with its
+	// intent's write.
 	e.Eventually(20*time.Second, "the first batch's pod back on r2", func() (bool, error) {
 		return e.Terminating("zone-a") == 0 && e.podRevisions("zone-a")["r2"] == 1, nil
 	})
@@ -42,8 +44,9 @@ func TestControllerHandoverKeepsDeferredCounters(t *testing.T) {
 		return e.Terminating("zone-a") == 1, nil
 	})
 	secondBatch := e.GetGroup("ingester")
-	if secondBatch.Status.PodsRolled != 1 {
-		t.Fatalf("podsRolled %d written right after the second batch, want the 2 still deferred (statusProgressInterval)", secondBatch.Status.PodsRolled)
+	if secondBatch.Status.PodsRolled != 2 || secondBatch.Status.LastBatchTime == nil || secondBatch.Status.LastBatchTime.Time.Before(deletedAt) {
+		t.Fatalf("right after the second batch podsRolled %d, lastBatchTime %v: want 2 and the batch's time written with its intent",
+			secondBatch.Status.PodsRolled, secondBatch.Status.LastBatchTime)
 	}
 
 	// The leader dies; the next one takes over while the second batch's pod

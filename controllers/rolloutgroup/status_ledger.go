@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -129,6 +130,16 @@ func rollingOrWaiting(p v1alpha1.MemberPhase) bool {
 // batchInterval depends on it. Counters, messages, progress times and the step
 // of a rollout can wait for the next progress write.
 func urgentStatusChange(spec v1alpha1.RolloutGroupSpec, written, next v1alpha1.RolloutGroupStatus) bool {
+	if written.Phase == next.Phase && written.ObservedGeneration == next.ObservedGeneration &&
+		waitsForStatefulSetControllers(written) && waitsForStatefulSetControllers(next) {
+		// A template change reaches the members' StatefulSet controllers one
+		// after the other (helm applies them in turn): the group waits, and the
+		// member it names moves on as each controller catches up, within
+		// milliseconds. The wait itself was written at once; which member it
+		// names then waits for the next write (issue 29: a status write per
+		// member more per rollout).
+		return false
+	}
 	if written.Phase != next.Phase || written.CurrentStatefulSet != next.CurrentStatefulSet ||
 		written.ObservedGeneration != next.ObservedGeneration ||
 		!sameSecond(written.RolloutStartTime, next.RolloutStartTime) ||
@@ -162,11 +173,13 @@ func urgentStatusChange(spec v1alpha1.RolloutGroupSpec, written, next v1alpha1.R
 	}
 	for i := range next.StatefulSets {
 		w, n := written.StatefulSets[i], next.StatefulSets[i]
-		// A partitioned member is Waiting for its StatefulSet controller to
-		// observe each partition Echelon lowers, between two passes that
-		// find it Rolling: written at once, each release would cost two
-		// status writes more. An OnDelete member's wait is written at once.
-		if w.Name != n.Name || (w.Phase != n.Phase && !(bothProgressing && (w.Partition != nil || n.Partition != nil) && rollingOrWaiting(w.Phase) && rollingOrWaiting(n.Phase))) || w.Replicas != n.Replicas ||
+		// Within a rollout a member flips between Rolling and Waiting at
+		// every batch: a partitioned member waits for its StatefulSet
+		// controller to observe each partition Echelon lowers, an OnDelete
+		// member for the last pods it deleted. Written at once, each flip
+		// would cost a status write (issue 29: writes per pod); the member's
+		// next phase (Complete, or another member Rolling) is written at once.
+		if w.Name != n.Name || (w.Phase != n.Phase && !(bothProgressing && rollingOrWaiting(w.Phase) && rollingOrWaiting(n.Phase))) || w.Replicas != n.Replicas ||
 			w.MaxUnavailable != n.MaxUnavailable || w.MaxUnavailableFrom != n.MaxUnavailableFrom ||
 			w.UpdateRevision != n.UpdateRevision || w.CurrentRevision != n.CurrentRevision ||
 			w.StableRevision != n.StableRevision || w.GatePassedRevision != n.GatePassedRevision {
@@ -174,6 +187,13 @@ func urgentStatusChange(spec v1alpha1.RolloutGroupSpec, written, next v1alpha1.R
 		}
 	}
 	return false
+}
+
+// waitsForStatefulSetControllers reports whether st says the group waits for
+// a member's StatefulSet controller to observe its spec.
+func waitsForStatefulSetControllers(st v1alpha1.RolloutGroupStatus) bool {
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady)
+	return c != nil && c.Reason == v1alpha1.ReasonWaitingForStatefulSet
 }
 
 // recoverDeferred is the status a process that has just taken a group over

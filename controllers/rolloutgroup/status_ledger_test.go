@@ -149,8 +149,11 @@ func TestUrgentStatusChange(t *testing.T) {
 			s.StatefulSets[0].Phase, s.Conditions[0].Reason = v1alpha1.MemberWaiting, v1alpha1.ReasonWaitingForStatefulSet
 			s.StatefulSets[0].Partition = ptr.To[int32](7)
 		}, false},
-		{"an OnDelete member waiting is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) {
-			s.StatefulSets[0].Phase, s.Conditions[0].Reason = v1alpha1.MemberWaiting, v1alpha1.ReasonWaitingForStatefulSet
+		{"an OnDelete member waiting for its last pods waits", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) {
+			s.StatefulSets[0].Phase, s.Conditions[0].Reason = v1alpha1.MemberWaiting, v1alpha1.ReasonWaitingForPods
+		}, false},
+		{"a member completing is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) {
+			s.StatefulSets[0].Phase, s.Conditions[0].Reason = v1alpha1.MemberComplete, v1alpha1.ReasonWaitingForPods
 		}, true},
 		{"a member waiting while the group stops is urgent", v1alpha1.RolloutGroupSpec{}, func(s *v1alpha1.RolloutGroupStatus) {
 			s.Phase, s.StatefulSets[0].Phase = v1alpha1.PhasePaused, v1alpha1.MemberWaiting
@@ -172,6 +175,47 @@ func TestUrgentStatusChange(t *testing.T) {
 			next := *base.DeepCopy()
 			tt.mutate(&next)
 			if got := urgentStatusChange(tt.spec, base, next); got != tt.want {
+				t.Errorf("urgent = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// helm applies a chart's StatefulSets one after the other: the group waits
+// for each member's StatefulSet controller in turn, and the member it names
+// moves on within milliseconds. Only the wait's start is written at once.
+func TestUrgentStatusChangeWhileStatefulSetControllersCatchUp(t *testing.T) {
+	waiting := func(current string, phases ...v1alpha1.MemberPhase) v1alpha1.RolloutGroupStatus {
+		st := v1alpha1.RolloutGroupStatus{
+			Phase: v1alpha1.PhaseWaiting, CurrentStatefulSet: current, ObservedGeneration: 2,
+			Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonWaitingForStatefulSet}},
+		}
+		for i, p := range phases {
+			st.StatefulSets = append(st.StatefulSets, v1alpha1.MemberStatus{Name: string(rune('a' + i)), Phase: p})
+		}
+		return st
+	}
+	complete := waiting("", v1alpha1.MemberComplete, v1alpha1.MemberComplete)
+	complete.Phase, complete.Conditions[0].Reason = v1alpha1.PhaseComplete, v1alpha1.ReasonUpToDate
+	rolling := waiting("a", v1alpha1.MemberRolling, v1alpha1.MemberPending)
+	rolling.Phase, rolling.Conditions[0].Reason = v1alpha1.PhaseProgressing, v1alpha1.ReasonDeletingPods
+	spec := v1alpha1.RolloutGroupSpec{}
+	for _, tt := range []struct {
+		name          string
+		written, next v1alpha1.RolloutGroupStatus
+		want          bool
+	}{
+		{"the wait begins", complete, waiting("a", v1alpha1.MemberWaiting, v1alpha1.MemberComplete), true},
+		{"the next member's controller is the one behind", waiting("a", v1alpha1.MemberWaiting, v1alpha1.MemberComplete), waiting("b", v1alpha1.MemberPending, v1alpha1.MemberWaiting), false},
+		{"the group's spec changes meanwhile", waiting("a", v1alpha1.MemberWaiting, v1alpha1.MemberComplete), func() v1alpha1.RolloutGroupStatus {
+			st := waiting("b", v1alpha1.MemberPending, v1alpha1.MemberWaiting)
+			st.ObservedGeneration = 3
+			return st
+		}(), true},
+		{"the rollout starts", waiting("b", v1alpha1.MemberPending, v1alpha1.MemberWaiting), rolling, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := urgentStatusChange(spec, tt.written, tt.next); got != tt.want {
 				t.Errorf("urgent = %v, want %v", got, tt.want)
 			}
 		})
