@@ -147,7 +147,10 @@ leaderElection:
 	if err := os.WriteFile(config, []byte(data), 0o644); err != nil {
 		return fmt.Errorf("write scheduler config: %w", err)
 	}
-	return cp.startProcess("kube-scheduler", cp.assets.KubeScheduler,
+	// kube-scheduler exits by design when its cache disagrees with a pod's
+	// binding (it happened in the soak during an API server restart under
+	// load); a kubelet would start it again.
+	return cp.startRestartedProcess("kube-scheduler", cp.assets.KubeScheduler,
 		"--config="+config,
 		"--secure-port=0",
 	)
@@ -174,6 +177,18 @@ func (cp *ControlPlane) startProcess(name, path string, args ...string) error {
 
 func (cp *ControlPlane) startProcessWithEnv(name, path string, env []string, args ...string) error {
 	p, err := startProcess(name, path, args, env, cp.logPath(name))
+	if err != nil {
+		return err
+	}
+	cp.procs = append(cp.procs, p)
+	return nil
+}
+
+// startRestartedProcess starts a component that is started again when it
+// exits on its own (startSupervised), as a kubelet restarts the control
+// plane's static pods.
+func (cp *ControlPlane) startRestartedProcess(name, path string, args ...string) error {
+	p, err := startSupervised(name, path, args, nil, cp.logPath(name), maxRestarts)
 	if err != nil {
 		return err
 	}

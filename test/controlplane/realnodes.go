@@ -182,7 +182,7 @@ func (cp *ControlPlane) StartComponent(name, path string, env []string, args ...
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	cp.extraLogs = append(cp.extraLogs, name)
-	return cp.procs[len(cp.procs)-1].cmd.Process.Pid, nil
+	return cp.procs[len(cp.procs)-1].pid(), nil
 }
 
 // ComponentExited reports whether a component started by Start or
