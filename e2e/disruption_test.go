@@ -65,7 +65,7 @@ var _ = Describe("One disruption budget", func() {
 				"the first zone's drain never waited for the second zone:\n%s", first.output())
 			Expect(b.eventNotes(ctx, evictionRefusedReason)).To(ContainElement(ContainSubstring(order[0])),
 				"a Warning Event on the group says why an eviction was refused")
-			Expect(second.finished).To(BeTemporally(">", first.finished), "the second drain finished after the first")
+			Expect(second.Finished()).To(BeTemporally(">", first.Finished()), "the second drain finished after the first")
 			for _, z := range order {
 				Expect(b.nodes.podsOn(ctx, b.nodes.first(z))).To(BeEmpty(), "the drained node of %s is empty", z)
 			}

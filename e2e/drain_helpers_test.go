@@ -1,13 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"os/exec"
-	"strings"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -18,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/echelon-operator/echelon/e2e/framework"
 	"github.com/echelon-operator/echelon/test/controlplane"
 )
 
@@ -170,52 +166,21 @@ func nodeReady(node *corev1.Node) bool {
 	return false
 }
 
-// drain is a `kubectl drain` running in the background, as an administrator
-// runs it: the real binary, its output captured as it comes.
+// drain is a `kubectl drain` running in the background (framework.Drain),
+// killed when the spec ends.
 type drain struct {
-	node    string
-	started time.Time
-	done    chan struct{}
-
-	mu       sync.Mutex
-	out      bytes.Buffer
-	err      error
-	finished time.Time
-}
-
-// lockedWriter appends to a drain's output under its lock.
-type lockedWriter struct{ d *drain }
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.d.mu.Lock()
-	defer w.d.mu.Unlock()
-	return w.d.out.Write(p)
+	*framework.Drain
+	node string
 }
 
 // startDrain starts `kubectl drain node` with the flags a drain of a
 // StatefulSet node needs and a timeout; it is killed when the spec ends.
 func startDrain(ctx context.Context, node string, timeout time.Duration) *drain {
 	GinkgoHelper()
-	d := &drain{node: node, done: make(chan struct{})}
-	cmd := exec.CommandContext(ctx, cp.Assets().Kubectl, "--kubeconfig="+cp.Kubeconfig(), "drain", node,
-		"--ignore-daemonsets", "--delete-emptydir-data", "--timeout="+timeout.String())
-	cmd.Stdout, cmd.Stderr = lockedWriter{d}, lockedWriter{d}
-	d.started = time.Now()
-	Expect(cmd.Start()).To(Succeed())
-	go func() {
-		err := cmd.Wait()
-		d.mu.Lock()
-		d.err, d.finished = err, time.Now()
-		d.mu.Unlock()
-		close(d.done)
-	}()
-	DeferCleanup(func() {
-		if cmd.Process != nil {
-			_ = cmd.Process.Kill()
-		}
-		<-d.done
-	})
-	return d
+	d, err := framework.StartDrain(ctx, cp.Assets().Kubectl, cp.Kubeconfig(), node, timeout)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(d.Kill)
+	return &drain{Drain: d, node: node}
 }
 
 // startDrains starts a drain of each node at the same moment.
@@ -229,43 +194,19 @@ func startDrains(ctx context.Context, timeout time.Duration, nodes ...string) []
 }
 
 // output is what the drain printed so far.
-func (d *drain) output() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.out.String()
-}
+func (d *drain) output() string { return d.Output() }
 
 // wait waits until kubectl exits and expects it to have drained the node;
 // it returns how long the drain took.
 func (d *drain) wait(ctx context.Context, timeout time.Duration) time.Duration {
 	GinkgoHelper()
-	select {
-	case <-d.done:
-	case <-ctx.Done():
-		Fail(fmt.Sprintf("drain of %s: %v; output so far:\n%s", d.node, ctx.Err(), d.output()))
-	case <-time.After(timeout):
-		Fail(fmt.Sprintf("drain of %s still running after %s; output so far:\n%s", d.node, timeout, d.output()))
+	took, err := d.Wait(ctx, timeout)
+	if err != nil {
+		Fail(err.Error())
 	}
-	d.mu.Lock()
-	err, took := d.err, d.finished.Sub(d.started)
-	d.mu.Unlock()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		Fail(fmt.Sprintf("kubectl drain %s failed (%v) after %s:\n%s", d.node, err, took, d.output()))
-	}
-	Expect(err).NotTo(HaveOccurred())
-	Expect(d.output()).To(ContainSubstring("node/"+d.node+" drained"), "kubectl reports the node drained")
 	return took
 }
 
 // refusals returns the lines in which kubectl reports an eviction refused
 // with 429 and retried: "error when evicting pods/... (will retry after 5s): ...".
-func (d *drain) refusals() []string {
-	var out []string
-	for _, line := range strings.Split(d.output(), "\n") {
-		if strings.Contains(line, "will retry after") {
-			out = append(out, line)
-		}
-	}
-	return out
-}
+func (d *drain) refusals() []string { return d.Refusals() }

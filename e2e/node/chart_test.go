@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -24,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/echelon-operator/echelon/e2e/framework"
 	"github.com/echelon-operator/echelon/test/builders"
 	"github.com/echelon-operator/echelon/test/installed"
 )
@@ -95,15 +95,7 @@ var _ = Describe("The chart's operator on a real node", Ordered, func() {
 		Expect(k8s.Create(ctx, podStatefulSet(ns, "guarded", "guarded", 2, "1"))).To(Succeed())
 		Expect(k8s.Create(ctx, builders.MakeScalingPolicy(ns, "guarded").Target("StatefulSet", "guarded").DownscaleAllowed(false).Obj())).To(Succeed())
 		waitPodsReady(ctx, ns, "guarded")
-		// The webhook judges from the operator's cache: a dry run until it
-		// has seen the policy.
-		Eventually(func() string {
-			out, ok := kubectl(ctx, "-n", ns, "scale", "statefulset", "guarded", "--replicas=1", "--dry-run=server")
-			if ok {
-				return "admitted: " + out
-			}
-			return out
-		}).WithContext(ctx).Should(ContainSubstring("ScalingPolicy guarded"))
+		expectScaleRefused(ctx)
 		out, ok := kubectl(ctx, "-n", ns, "scale", "statefulset", "guarded", "--replicas=1")
 		Expect(ok).To(BeFalse(), "kubectl scale down was admitted: %s", out)
 		Expect(out).To(ContainSubstring("downscale.allowed"))
@@ -150,13 +142,7 @@ var _ = Describe("The chart's operator on a real node", Ordered, func() {
 		waitPodsReady(ctx, ns, zones...)
 		Expect(installed.WaitPhase(ctx, k8s, ns, "ingester", "Complete")).To(Succeed())
 
-		members := make([]framework.WatchedMember, 0, len(zones))
-		for _, z := range zones {
-			members = append(members, framework.WatchedMember{Name: z, Replicas: 2, MaxUnavailable: intstr.FromInt32(1)})
-		}
-		monitor, err := framework.StartMonitor(ctx, cs, ns, members)
-		Expect(err).NotTo(HaveOccurred())
-		defer monitor.Stop()
+		monitor := startGroupMonitor(ctx, ns, zones, 2)
 
 		start := time.Now()
 		setRevision(ctx, ns, zones, "2")
@@ -182,13 +168,7 @@ var _ = Describe("The chart's operator on a real node", Ordered, func() {
 
 	It("upgrades to a new image during a rollout: the rollout completes with no breach, and the webhooks keep answering", func(ctx SpecContext) {
 		ns, zones := "rollout", installed.Zones("ingester")
-		members := make([]framework.WatchedMember, 0, len(zones))
-		for _, z := range zones {
-			members = append(members, framework.WatchedMember{Name: z, Replicas: 2, MaxUnavailable: intstr.FromInt32(1)})
-		}
-		monitor, err := framework.StartMonitor(ctx, cs, ns, members)
-		Expect(err).NotTo(HaveOccurred())
-		defer monitor.Stop()
+		monitor := startGroupMonitor(ctx, ns, zones, 2)
 		// A new operator image: the same content under another tag is a new
 		// pod template, which the Deployment rolls.
 		upgraded := strings.TrimSuffix(node.OperatorImage, ":"+chartTag()) + ":" + chartTag() + "-upgrade"
@@ -210,7 +190,11 @@ var _ = Describe("The chart's operator on a real node", Ordered, func() {
 		Expect(failures).To(BeEmpty(), "admission requests that failed during the upgrade (longest unavailability %s)", longest)
 	})
 
-	It("leaves no webhook configuration and nothing of Echelon's but the CRDs after helm uninstall", func(ctx SpecContext) {
+	It("drains a node while helm upgrade replaces the operator's pods: every eviction judged, no admission request failed, no breach", drainDuringUpgrade)
+
+	It("rolls RollingUpdate members by their partitions, holding them in between", rollsByPartition)
+
+	It("leaves no webhook configuration after helm uninstall, and nothing of Echelon's but the CRDs, the Lease and the certificate's Secret", func(ctx SpecContext) {
 		helm(ctx, "uninstall", release, "--namespace", releaseNamespace, "--wait", "--timeout", "3m")
 
 		var validating admissionregistrationv1.ValidatingWebhookConfigurationList
@@ -237,5 +221,23 @@ var _ = Describe("The chart's operator on a real node", Ordered, func() {
 		out, ok = kubectl(ctx, "get", "crd", "-o", "name")
 		Expect(ok).To(BeTrue(), out)
 		Expect(strings.Count(out, ".echelon.dev")).To(BeNumerically(">=", 3), "the CRDs stay: %s", out)
+
+		By("left in the release namespace, as docs/uninstall.md says: the Lease and the self-signed certificate's Secret")
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: release}, &coordinationv1.Lease{})).To(Succeed())
+		var secrets corev1.SecretList
+		Expect(k8s.List(ctx, &secrets, client.InNamespace(releaseNamespace))).To(Succeed())
+		var left []string
+		for _, s := range secrets.Items {
+			if !strings.HasPrefix(s.Name, "sh.helm.release.") {
+				left = append(left, s.Name)
+			}
+		}
+		Expect(left).To(ConsistOf(release + "-webhook-tls"))
 	})
+
+	It("leaves the partitions of RollingUpdate members held after helm uninstall, and docs/uninstall.md's steps hand them back", partitionsAfterUninstall)
+
+	It("rotates the self-signed webhook certificates while the webhooks keep answering", rotatesSelfSignedCertificates)
+
+	It("serves the webhooks with a TLS Secret the user provides", servesProvidedSecret)
 })

@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/echelon-operator/echelon/e2e/framework"
 	"github.com/echelon-operator/echelon/test/builders"
 	"github.com/echelon-operator/echelon/test/controlplane"
 	"github.com/echelon-operator/echelon/test/nodetier"
@@ -100,6 +101,20 @@ func podStatefulSet(ns, name, app string, replicas int32, revision string) *apps
 	return sts
 }
 
+// startGroupMonitor starts the e2e pod monitor on a group's zones of
+// replicas pods each, maxUnavailable 1; it stops when the spec ends.
+func startGroupMonitor(ctx context.Context, ns string, zones []string, replicas int) *framework.Monitor {
+	GinkgoHelper()
+	members := make([]framework.WatchedMember, 0, len(zones))
+	for _, z := range zones {
+		members = append(members, framework.WatchedMember{Name: z, Replicas: replicas, MaxUnavailable: intstr.FromInt32(1)})
+	}
+	monitor, err := framework.StartMonitor(ctx, cs, ns, members)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(monitor.Stop)
+	return monitor
+}
+
 // setRevision changes the pods' REVISION: a new revision of the StatefulSet.
 func setRevision(ctx context.Context, ns string, names []string, revision string) {
 	GinkgoHelper()
@@ -168,6 +183,21 @@ func chartTag() string {
 	return tag
 }
 
+// expectScaleRefused waits until the no-downscale webhook refuses a dry-run
+// scale-down of the StatefulSet of namespace "guarded" through the webhook
+// Service: it judges from the operator's cache, which must have seen the
+// ScalingPolicy first.
+func expectScaleRefused(ctx context.Context) {
+	GinkgoHelper()
+	Eventually(func() string {
+		out, ok := kubectl(ctx, "-n", "guarded", "scale", "statefulset", "guarded", "--replicas=0", "--dry-run=server")
+		if ok {
+			return "admitted: " + out
+		}
+		return out
+	}).WithContext(ctx).Should(ContainSubstring("ScalingPolicy guarded"))
+}
+
 // webhookProbe asks the no-downscale webhook about the guarded StatefulSet
 // of namespace "guarded" every 100 ms (a server-side dry run of a scale
 // down) and records every answer that is not its refusal.
@@ -199,7 +229,7 @@ func startWebhookProbe(ctx context.Context) *webhookProbe {
 			case <-tick.C:
 			}
 			sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "guarded", Name: "guarded"}}
-			scale := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Namespace: "guarded", Name: "guarded"}, Spec: autoscalingv1.ScaleSpec{Replicas: 1}}
+			scale := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Namespace: "guarded", Name: "guarded"}, Spec: autoscalingv1.ScaleSpec{Replicas: 0}}
 			err := k8s.SubResource("scale").Update(ctx, sts, client.WithSubResourceBody(scale), client.DryRunAll)
 			if ctx.Err() != nil {
 				return

@@ -246,3 +246,16 @@ func pemKey(key *ecdsa.PrivateKey) []byte {
 func pemCert(c *x509.Certificate) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 }
+
+// StartKwok starts kwok beside real kubelets, once: it plays the kubelet of
+// the fake nodes a test then creates (annotated FakeNodeAnnotation=fake),
+// e.g. a node to drain that runs no real container, and leaves the real
+// nodes alone.
+func (cp *ControlPlane) StartKwok() error {
+	for _, p := range cp.procs {
+		if p.name == "kwok" {
+			return nil
+		}
+	}
+	return cp.startKwok()
+}
