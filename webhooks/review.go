@@ -246,15 +246,29 @@ func writeReview(w http.ResponseWriter, uid string, v verdict) {
 	_, _ = w.Write(body)
 }
 
-// withRequestDeadline gives the request's context the deadline the API server
-// set: it sends its webhook timeout as the "timeout" query parameter and gives
-// up after it, so work past it (pod calls) is wasted.
+// withRequestDeadline bounds the request's work by the deadline the API
+// server set: it sends its webhook timeout as the "timeout" query parameter
+// and gives up after it, so work past it (pod calls) is wasted. Without the
+// parameter the bound is the longest timeout a webhook may have.
+//
+// The request's context is not cancelled with the process: the webhook
+// server's base context is the manager's, cancelled as soon as the process
+// begins to stop, while the server goes on finishing the requests in flight
+// (a graceful shutdown, during the chart's preStop sleep). Judged on a
+// cancelled context, such a request would fail ("record the disruption of
+// zone ...: context canceled", a 500) and a kubectl drain beside a
+// helm upgrade would stop with an error (the node tier saw it).
 func withRequestDeadline(r *http.Request, start time.Time) (context.Context, context.CancelFunc) {
-	if d, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && d > 0 {
-		return context.WithDeadline(r.Context(), start.Add(d))
+	d, err := time.ParseDuration(r.URL.Query().Get("timeout"))
+	if err != nil || d <= 0 {
+		d = maxRequestDuration
 	}
-	return context.WithCancel(r.Context())
+	return context.WithDeadline(context.WithoutCancel(r.Context()), start.Add(d))
 }
+
+// maxRequestDuration bounds a request that names no timeout: the longest
+// timeoutSeconds a webhook configuration may set.
+const maxRequestDuration = 30 * time.Second
 
 func isDryRun(req *admissionv1.AdmissionRequest) bool {
 	return req.DryRun != nil && *req.DryRun

@@ -135,16 +135,33 @@ func TestAnswerCarriesVerdict(t *testing.T) {
 }
 
 // TestRequestDeadline: the API server's timeout query parameter becomes the
-// context's deadline.
+// context's deadline; without one, the longest a webhook may take.
 func TestRequestDeadline(t *testing.T) {
-	for query, want := range map[string]time.Duration{"timeout=10s": 10 * time.Second, "timeout=bogus": 0, "": 0, "timeout=-1s": 0} {
+	for query, want := range map[string]time.Duration{"timeout=10s": 10 * time.Second, "timeout=bogus": maxRequestDuration, "": maxRequestDuration, "timeout=-1s": maxRequestDuration} {
 		r := httptest.NewRequest(http.MethodPost, "/x?"+query, nil)
 		start := time.Now()
 		ctx, cancel := withRequestDeadline(r, start)
 		deadline, ok := ctx.Deadline()
 		cancel()
-		if want == 0 && ok || want != 0 && (!ok || deadline.Sub(start) != want) {
+		if !ok || deadline.Sub(start) != want {
 			t.Errorf("%q: deadline %v (set %v), want %v after the start", query, deadline.Sub(start), ok, want)
 		}
+	}
+}
+
+// A request in flight when the process begins to stop is still judged: the
+// server's base context (the manager's) is cancelled at once, while the
+// server finishes the requests it holds.
+func TestRequestOutlivesTheStoppingServer(t *testing.T) {
+	base, stop := context.WithCancel(context.Background())
+	r := httptest.NewRequest(http.MethodPost, "/x?timeout=10s", nil).WithContext(base)
+	ctx, cancel := withRequestDeadline(r, time.Now())
+	defer cancel()
+	stop()
+	if err := ctx.Err(); err != nil {
+		t.Fatalf("the request's context ended with the server's: %v", err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		t.Error("no deadline: the request would be unbounded")
 	}
 }
