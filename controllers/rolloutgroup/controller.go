@@ -282,8 +282,8 @@ func withoutStaleViews(err error) error {
 
 // saveStatus writes the new status when it differs from what the API server
 // holds in a way users must see at once (or urgent says so), or when progress
-// changes have waited statusProgressInterval; otherwise it keeps it in memory and returns when to
-// write it.
+// changes have waited statusProgressInterval; otherwise it keeps it in
+// memory and returns when to write it.
 func (r *Reconciler) saveStatus(ctx context.Context, rg *v1alpha1.RolloutGroup, written, next v1alpha1.RolloutGroupStatus, now time.Time, urgent bool) (time.Duration, error) {
 	next = keepHold(written, next)
 	// Recorded first, so that a failed write loses nothing this pass did (pods

@@ -14,9 +14,7 @@ import (
 // a pass whose act goes as decided has nothing left to write at once: the
 // first batch of each member changes the phase, the member rolled and the
 // members' phases, which would otherwise cost a second status write right
-// after the intent's (issue 29: writes per pod rolled). A pass whose act
-// falls short computes a status that differs from it in counters and
-// messages only, written with the next progress write.
+// after the intent's (issue 29: writes per pod rolled).
 //
 // pre is the before-act record (the batch's removals for the leak report).
 // It returns nil, and the intent's write carries pre alone as before, when
@@ -24,8 +22,9 @@ import (
 // judged after the act), when the pass is the first over a new generation of
 // the spec (observedGeneration says a pass over it succeeded: it is written
 // after the act, as before), or when the pass finds a leak (announced, and
-// then written, after the act). When the act falls short of the decision,
-// the controller writes what it computes after it at once.
+// then written, after the act). When the act falls short of the decision
+// (a refused eviction, a failed deletion, a decision overtaken), the
+// controller writes what it computes after the act at once.
 func statusAfterAct(rg *v1alpha1.RolloutGroup, in rollout.Input, plan rollout.Plan, ap *gate.Pass, hp hookPass, pre v1alpha1.RolloutGroupStatus, now time.Time) *v1alpha1.RolloutGroupStatus {
 	if rg.Spec.Analysis != nil || len(plan.Delete) == 0 || pre.ObservedGeneration != rg.Generation {
 		return nil
