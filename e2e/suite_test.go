@@ -73,6 +73,16 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
 	Expect(err).NotTo(HaveOccurred())
 	dir, err := os.MkdirTemp("", "echelon-e2e-operators-")
 	Expect(err).NotTo(HaveOccurred())
+	// The binaries and the operators' logs (a failed spec prints its
+	// operator's tail) go with the suite, unless E2E_KEEP_LOGS is set: each
+	// run left 128 MB behind.
+	DeferCleanup(func() {
+		if os.Getenv("E2E_KEEP_LOGS") != "" {
+			fmt.Fprintf(GinkgoWriter, "operator binaries and logs kept in %s\n", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
 	bin, err := framework.BuildOperator(root, dir)
 	Expect(err).NotTo(HaveOccurred())
 	plugin, err := framework.BuildPlugin(root, dir)
