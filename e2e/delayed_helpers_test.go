@@ -335,13 +335,11 @@ func (s *delayedSetup) minReplicas(start int32) int32 {
 // "<type> <reason>: <message>".
 func (s *delayedSetup) delayedEvents(ctx context.Context) []string {
 	GinkgoHelper()
-	var events corev1.EventList
-	Expect(k8s.List(ctx, &events, client.InNamespace(s.ns))).To(Succeed())
 	var out []string
-	for _, e := range events.Items {
-		if e.InvolvedObject.Kind == "DelayedDownscale" && e.InvolvedObject.Name == s.sts {
-			out = append(out, fmt.Sprintf("%s %s: %s", e.Type, e.Reason, e.Message))
-		}
+	for _, e := range settledEvents(ctx, s.ns, func(e corev1.Event) bool {
+		return e.InvolvedObject.Kind == "DelayedDownscale" && e.InvolvedObject.Name == s.sts
+	}) {
+		out = append(out, fmt.Sprintf("%s %s: %s", e.Type, e.Reason, e.Message))
 	}
 	return out
 }

@@ -291,15 +291,41 @@ func podsNamedIn(notes []string) []string {
 // events lists the Events recorded on the group.
 func (g *zoneGroup) events(ctx context.Context) []corev1.Event {
 	GinkgoHelper()
-	var events corev1.EventList
-	Expect(k8s.List(ctx, &events, client.InNamespace(g.ns))).To(Succeed())
+	return settledEvents(ctx, g.ns, func(e corev1.Event) bool {
+		return e.InvolvedObject.Kind == "RolloutGroup" && e.InvolvedObject.Name == g.name
+	})
+}
+
+// settledEvents lists the Events of ns that match. The operator records
+// Events asynchronously, so those of its last pass may reach the API server
+// after the status a spec waited for: the list is read again until it has not
+// changed for eventsSettle (at most eventsSettleMax).
+func settledEvents(ctx context.Context, ns string, match func(corev1.Event) bool) []corev1.Event {
+	GinkgoHelper()
+	const eventsSettle, eventsSettleMax = 300 * time.Millisecond, 5 * time.Second
 	var out []corev1.Event
-	for _, e := range events.Items {
-		if e.InvolvedObject.Kind == "RolloutGroup" && e.InvolvedObject.Name == g.name {
-			out = append(out, e)
+	var seen string
+	stableSince, deadline := time.Now(), time.Now().Add(eventsSettleMax)
+	for {
+		var events corev1.EventList
+		Expect(k8s.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
+		out = nil
+		var sig strings.Builder
+		for _, e := range events.Items {
+			if match(e) {
+				out = append(out, e)
+				fmt.Fprintf(&sig, "%s/%s;", e.Name, e.ResourceVersion)
+			}
 		}
+		now := time.Now()
+		if sig.String() != seen {
+			seen, stableSince = sig.String(), now
+		}
+		if now.Sub(stableSince) >= eventsSettle || now.After(deadline) {
+			return out
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return out
 }
 
 // eventReasons counts the Events recorded on the group by reason. An Event

@@ -19,13 +19,11 @@ import (
 // objectEvents lists the Events recorded on the object kind/name of ns.
 func objectEvents(ctx context.Context, ns, kind, name, reason string) []string {
 	GinkgoHelper()
-	var events corev1.EventList
-	Expect(k8s.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
 	var out []string
-	for _, e := range events.Items {
-		if e.InvolvedObject.Kind == kind && e.InvolvedObject.Name == name && e.Reason == reason {
-			out = append(out, e.Message)
-		}
+	for _, e := range settledEvents(ctx, ns, func(e corev1.Event) bool {
+		return e.InvolvedObject.Kind == kind && e.InvolvedObject.Name == name && e.Reason == reason
+	}) {
+		out = append(out, e.Message)
 	}
 	return out
 }

@@ -144,13 +144,11 @@ func waitReplicas(ctx context.Context, ns, name string, n int32, timeout time.Du
 // policyEvents lists the Events recorded on a policy, as "<type> <reason>: <message>".
 func policyEvents(ctx context.Context, ns, name string) []string {
 	GinkgoHelper()
-	var events corev1.EventList
-	Expect(k8s.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
 	var out []string
-	for _, e := range events.Items {
-		if e.InvolvedObject.Kind == "ScalingPolicy" && e.InvolvedObject.Name == name {
-			out = append(out, fmt.Sprintf("%s %s: %s", e.Type, e.Reason, e.Message))
-		}
+	for _, e := range settledEvents(ctx, ns, func(e corev1.Event) bool {
+		return e.InvolvedObject.Kind == "ScalingPolicy" && e.InvolvedObject.Name == name
+	}) {
+		out = append(out, fmt.Sprintf("%s %s: %s", e.Type, e.Reason, e.Message))
 	}
 	return out
 }

@@ -13,7 +13,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/e2e/framework"
 	"github.com/echelon-operator/echelon/test/controlplane"
@@ -113,13 +112,11 @@ func scaleWithKubectl(ctx context.Context, ns, kind, name string, replicas int32
 // object named name in ns.
 func warningEvents(ctx context.Context, ns, name string) []string {
 	GinkgoHelper()
-	var events corev1.EventList
-	Expect(k8s.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
 	var out []string
-	for _, e := range events.Items {
-		if e.Type == corev1.EventTypeWarning && e.InvolvedObject.Name == name {
-			out = append(out, e.Reason+": "+e.Message)
-		}
+	for _, e := range settledEvents(ctx, ns, func(e corev1.Event) bool {
+		return e.Type == corev1.EventTypeWarning && e.InvolvedObject.Name == name
+	}) {
+		out = append(out, e.Reason+": "+e.Message)
 	}
 	return out
 }
