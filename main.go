@@ -20,6 +20,7 @@ import (
 	"github.com/echelon-operator/echelon/internal/migrate/command"
 	"github.com/echelon-operator/echelon/internal/operator"
 	"github.com/echelon-operator/echelon/internal/options"
+	"github.com/echelon-operator/echelon/internal/uninstall"
 )
 
 // version and revision are set at link time by the image build (hack/image and
@@ -33,6 +34,9 @@ var (
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "migrate" {
 		os.Exit(command.Run(ctrl.SetupSignalHandler(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "uninstall" {
+		os.Exit(uninstall.Run(ctrl.SetupSignalHandler(), ctrl.GetConfig, operator.NewScheme(), os.Args[2:], os.Stdout, os.Stderr))
 	}
 	opts := options.Default()
 	fs := flag.CommandLine
