@@ -19,12 +19,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -122,6 +124,9 @@ func runHelm(t testing.TB, args ...string) (stdout, stderr string, err error) {
 type manifest struct {
 	t    testing.TB
 	objs []map[string]any
+	// hooks are the objects Helm creates only around a release's lifetime
+	// (annotated helm.sh/hook): the uninstall hook's Job and its rights.
+	hooks []map[string]any
 }
 
 // render runs `helm template` with the given --set/--values arguments.
@@ -140,7 +145,11 @@ func render(t testing.TB, args ...string) manifest {
 		} else if err != nil {
 			t.Fatalf("helm template printed invalid YAML: %v", err)
 		}
-		if obj != nil {
+		switch {
+		case obj == nil:
+		case isHook(obj):
+			m.hooks = append(m.hooks, obj)
+		default:
 			m.objs = append(m.objs, obj)
 		}
 	}
@@ -152,6 +161,7 @@ func render(t testing.TB, args ...string) manifest {
 // misplaced field in a template fails here rather than at the API server.
 var typedKinds = map[string]func() any{
 	"Deployment":                     func() any { return &appsv1.Deployment{} },
+	"Job":                            func() any { return &batchv1.Job{} },
 	"ServiceAccount":                 func() any { return &corev1.ServiceAccount{} },
 	"Service":                        func() any { return &corev1.Service{} },
 	"ClusterRole":                    func() any { return &rbacv1.ClusterRole{} },
@@ -167,7 +177,7 @@ var typedKinds = map[string]func() any{
 
 func (m manifest) checkTyped() {
 	m.t.Helper()
-	for _, obj := range m.objs {
+	for _, obj := range append(slices.Clip(m.objs), m.hooks...) {
 		kind, _ := obj["kind"].(string)
 		if newObj, ok := typedKinds[kind]; ok {
 			decodeStrict(m.t, obj, newObj())
@@ -186,6 +196,14 @@ func decodeStrict(t testing.TB, in map[string]any, out any) {
 	if err := dec.Decode(out); err != nil {
 		t.Fatalf("%s %s: %v", in["kind"], name(in), err)
 	}
+}
+
+// isHook reports whether obj is a Helm hook, annotated helm.sh/hook.
+func isHook(obj map[string]any) bool {
+	meta, _ := obj["metadata"].(map[string]any)
+	annotations, _ := meta["annotations"].(map[string]any)
+	_, ok := annotations["helm.sh/hook"]
+	return ok
 }
 
 func name(obj map[string]any) string {

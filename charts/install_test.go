@@ -139,7 +139,10 @@ func TestInstall(t *testing.T) {
 	op.Stop()
 
 	// helm uninstall must not take the users' RolloutGroups with the CRD.
-	helm("uninstall", "echelon", "--namespace", "echelon-system", "--wait")
+	// Every uninstall here skips the chart's post-delete hook (--no-hooks):
+	// its Job would never finish on kwok nodes, which run no container. The
+	// node tier runs it (e2e/node, chart_test.go).
+	helm("uninstall", "echelon", "--namespace", "echelon-system", "--wait", "--no-hooks")
 	if err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
 		t.Errorf("CRD after helm uninstall: %v; want it kept (crds.keep)", err)
 	}
@@ -168,7 +171,7 @@ func TestInstall(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "ingester"}, rolloutGroup("", "")); err != nil {
 		t.Errorf("RolloutGroup after reinstalling over the kept CRD: %v", err)
 	}
-	helm("uninstall", "echelon", "--namespace", "echelon-system", "--wait")
+	helm("uninstall", "echelon", "--namespace", "echelon-system", "--wait", "--no-hooks")
 
 	// Confined to team-a and team-b, with the CRDs left from above.
 	helm("install", "scoped", chartDir, "--namespace", "echelon-scoped", "--create-namespace", "--wait", "--timeout", "2m",
@@ -220,7 +223,7 @@ func TestInstall(t *testing.T) {
 	if allowed(t, c, operator, getSecret("team-a")) {
 		t.Errorf("after emptying rbac.analysisSecretNamespaces the operator may still %s", describe(getSecret("team-a")))
 	}
-	helm("uninstall", "scoped", "--namespace", "echelon-scoped", "--wait")
+	helm("uninstall", "scoped", "--namespace", "echelon-scoped", "--wait", "--no-hooks")
 
 	// A webhook certificate the user provides: the operator serves the
 	// mounted Secret's files, and the API server trusts the values' caBundle.

@@ -22,6 +22,7 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/echelon-operator/echelon/internal/certs"
@@ -144,6 +145,8 @@ func rotatesSelfSignedCertificates(ctx SpecContext) {
 		renewed.Round(time.Second), served.Round(time.Second), probe.count(), len(failures), longest))
 	Expect(failures).To(BeEmpty(), "admission requests that failed during the rotation (longest unavailability %s)", longest)
 	helm(ctx, "uninstall", release, "--namespace", releaseNamespace, "--wait", "--timeout", "3m")
+	err := k8s.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: secretName}, &corev1.Secret{})
+	Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the uninstall hook deletes the Secret named by selfSigned.secretName: %v", err)
 }
 
 // servesProvidedSecret installs with a TLS Secret the user created: the

@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -194,8 +195,11 @@ var _ = Describe("The chart's operator on a real node", Ordered, func() {
 
 	It("rolls RollingUpdate members by their partitions, holding them in between", rollsByPartition)
 
-	It("leaves no webhook configuration after helm uninstall, and nothing of Echelon's but the CRDs, the Lease and the certificate's Secret", func(ctx SpecContext) {
+	It("leaves no webhook configuration after helm uninstall, and nothing of Echelon's but the CRDs and a partition it keeps on purpose", func(ctx SpecContext) {
+		pendingZoneBeforeUninstall(ctx)
+		start := time.Now()
 		helm(ctx, "uninstall", release, "--namespace", releaseNamespace, "--wait", "--timeout", "3m")
+		AddReportEntry("helm uninstall, with its post-delete hook", time.Since(start).Round(100*time.Millisecond).String())
 
 		var validating admissionregistrationv1.ValidatingWebhookConfigurationList
 		Expect(k8s.List(ctx, &validating)).To(Succeed())
@@ -206,7 +210,7 @@ var _ = Describe("The chart's operator on a real node", Ordered, func() {
 		instance := client.MatchingLabels{"app.kubernetes.io/instance": release}
 		var roles rbacv1.ClusterRoleList
 		Expect(k8s.List(ctx, &roles, instance)).To(Succeed())
-		Expect(roles.Items).To(BeEmpty())
+		Expect(roles.Items).To(BeEmpty(), "the operator's and the hook's ClusterRoles")
 		var bindings rbacv1.ClusterRoleBindingList
 		Expect(k8s.List(ctx, &bindings, instance)).To(Succeed())
 		Expect(bindings.Items).To(BeEmpty())
@@ -222,20 +226,23 @@ var _ = Describe("The chart's operator on a real node", Ordered, func() {
 		Expect(ok).To(BeTrue(), out)
 		Expect(strings.Count(out, ".echelon.dev")).To(BeNumerically(">=", 3), "the CRDs stay: %s", out)
 
-		By("left in the release namespace, as docs/uninstall.md says: the Lease and the self-signed certificate's Secret")
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: release}, &coordinationv1.Lease{})).To(Succeed())
+		By("the hook deleted the Lease and the self-signed certificate's Secret, and went with its own Job and rights")
+		Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: release}, &coordinationv1.Lease{}))).To(BeTrue(), "the Lease")
 		var secrets corev1.SecretList
 		Expect(k8s.List(ctx, &secrets, client.InNamespace(releaseNamespace))).To(Succeed())
-		var left []string
-		for _, s := range secrets.Items {
-			if !strings.HasPrefix(s.Name, "sh.helm.release.") {
-				left = append(left, s.Name)
-			}
-		}
-		Expect(left).To(ConsistOf(release + "-webhook-tls"))
+		Expect(secrets.Items).To(BeEmpty())
+		var jobs batchv1.JobList
+		Expect(k8s.List(ctx, &jobs, client.InNamespace(releaseNamespace))).To(Succeed())
+		Expect(jobs.Items).To(BeEmpty())
+		var accounts corev1.ServiceAccountList
+		Expect(k8s.List(ctx, &accounts, client.InNamespace(releaseNamespace), instance)).To(Succeed())
+		Expect(accounts.Items).To(BeEmpty())
+		var nsRoles rbacv1.RoleList
+		Expect(k8s.List(ctx, &nsRoles, instance)).To(Succeed())
+		Expect(nsRoles.Items).To(BeEmpty())
 	})
 
-	It("leaves the partitions of RollingUpdate members held after helm uninstall, and docs/uninstall.md's steps hand them back", partitionsAfterUninstall)
+	It("hands back after helm uninstall the partitions that roll nothing, keeps the one with a change pending, and docs/uninstall.md's steps hand it back", partitionsAfterUninstall)
 
 	It("rotates the self-signed webhook certificates while the webhooks keep answering", rotatesSelfSignedCertificates)
 
