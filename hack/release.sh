@@ -84,7 +84,9 @@ metadata:
   labels:
     app.kubernetes.io/part-of: echelon
 EOF
-  render
+  # Without the chart's hooks: applied by kubectl, the uninstall hook's Job
+  # would run at once, beside an operator not yet started.
+  render --no-hooks
 } >"${dist}/install.yaml"
 
 {

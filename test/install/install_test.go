@@ -112,6 +112,11 @@ func applyInstallYAML(t *testing.T) (*controlplane.ControlPlane, string, string)
 	run(t, root, nil, filepath.Join(root, "hack", "release.sh"), "--helm", cp.Assets().Helm, "--dist", dist,
 		"--version", appVersion(t, root), "--manifests-only")
 	manifest := filepath.Join(dist, "install.yaml")
+	// The chart's hooks (the uninstall Job) are Helm's to run at their time:
+	// applied with the rest, that Job would run at once.
+	if raw, err := os.ReadFile(manifest); err != nil || bytes.Contains(raw, []byte("helm.sh/hook")) {
+		t.Fatalf("install.yaml (%v): want no Helm hook in it", err)
+	}
 	run(t, root, nil, cp.Assets().Kubectl, "--kubeconfig", cp.Kubeconfig(), "apply", "-f", manifest)
 	return cp, root, manifest
 }
