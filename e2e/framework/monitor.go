@@ -120,7 +120,14 @@ type Monitor struct {
 	// partition gives a pod name's partition, "" when it has none; nil
 	// judges zone-wise.
 	partition func(pod string) string
+	// readiness holds, per pod UID, its last changes of readiness as the
+	// watch delivered them (at most maxReadinessChanges), so that a breach
+	// says whether an unavailable pod had been Ready, and when it stopped.
+	readiness map[types.UID][]string
 }
+
+// maxReadinessChanges bounds the readiness history kept per pod.
+const maxReadinessChanges = 4
 
 // Deletion is a pod the monitor saw start terminating, or vanish.
 type Deletion struct {
@@ -177,7 +184,8 @@ func StartMonitor(ctx context.Context, cs kubernetes.Interface, namespace string
 
 func newMonitor(members []WatchedMember) *Monitor {
 	return &Monitor{members: slices.Clone(members), stop: func() {}, pods: map[string]*corev1.Pod{},
-		peak: map[string]int{}, seenDeleted: sets.New[types.UID](), established: sets.New[string]()}
+		peak: map[string]int{}, seenDeleted: sets.New[types.UID](), established: sets.New[string](),
+		readiness: map[types.UID][]string{}}
 }
 
 // JudgeEveryMoment makes every state with two members short at once a breach,
@@ -314,6 +322,7 @@ func (m *Monitor) observe(o any, deleted bool, now time.Time) {
 		m.applyPending(pod.ResourceVersion)
 	}
 	prev := m.pods[pod.Name]
+	m.noteReadiness(prev, pod, deleted, now)
 	if deleted {
 		delete(m.pods, pod.Name)
 		if prev != nil && prev.UID == pod.UID && prev.DeletionTimestamp == nil && !finalStateUnknown {
@@ -336,6 +345,24 @@ func (m *Monitor) observe(o any, deleted bool, now time.Time) {
 		}
 	}
 	m.track(now)
+}
+
+// noteReadiness records a change of pod's readiness from prev (the same pod
+// when the UIDs match). Caller holds mu.
+func (m *Monitor) noteReadiness(prev, pod *corev1.Pod, deleted bool, now time.Time) {
+	if deleted {
+		delete(m.readiness, pod.UID)
+		return
+	}
+	was := prev != nil && prev.UID == pod.UID && readyAndLive(prev)
+	if is := readyAndLive(pod); is != was || (prev == nil || prev.UID != pod.UID) {
+		state := "not Ready"
+		if is {
+			state = "Ready"
+		}
+		h := append(m.readiness[pod.UID], fmt.Sprintf("%s at rv %s (%s)", state, pod.ResourceVersion, now.Format("15:04:05.000")))
+		m.readiness[pod.UID] = h[max(0, len(h)-maxReadinessChanges):]
+	}
 }
 
 // judgeRoll checks the guarantees at the moment a pod of wm is seen rolled.
@@ -486,7 +513,7 @@ func (m *Monitor) unavailable(wm *WatchedMember) []gap {
 	for i := 0; i < wm.Replicas; i++ {
 		name := fmt.Sprintf("%s-%d", wm.Name, i)
 		if pod := m.pods[name]; !readyAndLive(pod) {
-			why = append(why, gap{pod: name, wanted: true, detail: describe(name, pod)})
+			why = append(why, gap{pod: name, wanted: true, detail: describe(name, pod) + m.history(pod)})
 		}
 	}
 	var away []int
@@ -501,6 +528,15 @@ func (m *Monitor) unavailable(wm *WatchedMember) []gap {
 		why = append(why, gap{pod: name, detail: describe(name, m.pods[name]) + ", above the wanted ordinals"})
 	}
 	return why
+}
+
+// history is pod's readiness history for a breach report, "" when none.
+// Caller holds mu.
+func (m *Monitor) history(pod *corev1.Pod) string {
+	if pod == nil || len(m.readiness[pod.UID]) == 0 {
+		return ""
+	}
+	return " [seen: " + strings.Join(m.readiness[pod.UID], ", ") + "]"
 }
 
 // memberOf returns the member a pod name belongs to and the pod's ordinal.

@@ -75,6 +75,11 @@ func printPods() {
 	defer cancel()
 	out, _ := kubectl(ctx, "get", "pods", "-A", "-o", "wide")
 	GinkgoWriter.Printf("==> kubectl get pods -A <==\n%s", out)
+	// What the operator decided and when: the groups' Events (its logs are
+	// mostly the webhooks' at info level).
+	out, _ = kubectl(ctx, "get", "events", "-A", "--field-selector", "involvedObject.kind=RolloutGroup", "--sort-by", ".lastTimestamp",
+		"-o", "custom-columns=TIME:.lastTimestamp,EVENTTIME:.eventTime,NAMESPACE:.metadata.namespace,REASON:.reason,MESSAGE:.message")
+	GinkgoWriter.Printf("==> the RolloutGroups' Events <==\n%s", out)
 	for _, previous := range []string{"--previous=false", "--previous=true"} {
 		out, _ = kubectl(ctx, "-n", releaseNamespace, "logs", "-l", operatorSelector, "--tail=30", "--prefix", previous)
 		GinkgoWriter.Printf("==> operator logs %s <==\n%s", previous, out)
