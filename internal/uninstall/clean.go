@@ -17,6 +17,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -78,23 +79,32 @@ func Clean(ctx context.Context, c client.Client, o Options, out io.Writer) error
 	return errors.Join(errs...)
 }
 
+// waitOperatorGone polls until no pod of the operator is left; a failed list
+// is tried again (an API server restarting, a rate limit) until the timeout.
 func waitOperatorGone(ctx context.Context, c client.Client, o Options) error {
 	if o.OperatorPods == nil || o.OperatorPods.Empty() {
 		return nil
 	}
 	var left []string
+	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, o.Poll, o.Timeout, true, func(ctx context.Context) (bool, error) {
 		var pods corev1.PodList
 		if err := c.List(ctx, &pods, client.InNamespace(o.ReleaseNamespace), client.MatchingLabelsSelector{Selector: o.OperatorPods}); err != nil {
-			return false, fmt.Errorf("list the operator's pods (%s) in namespace %s: %w", o.OperatorPods, o.ReleaseNamespace, err)
+			lastErr = err
+			return false, nil
 		}
-		left = left[:0]
+		left, lastErr = left[:0], nil
 		for _, p := range pods.Items {
 			left = append(left, p.Name)
 		}
 		return len(left) == 0, nil
 	})
-	if wait.Interrupted(err) {
+	switch {
+	case err == nil:
+		return nil
+	case lastErr != nil && len(left) == 0:
+		return fmt.Errorf("list the operator's pods (%s) in namespace %s: %w: nothing changed", o.OperatorPods, o.ReleaseNamespace, lastErr)
+	case wait.Interrupted(err):
 		return fmt.Errorf("the operator's pods %v in namespace %s were still there after %s: nothing changed (a running operator would hold the partitions again)", left, o.ReleaseNamespace, o.Timeout)
 	}
 	return err
@@ -175,6 +185,11 @@ const eventSource = "echelon-uninstall"
 func removeFinalizers(ctx context.Context, c client.Client, ns string, out io.Writer) error {
 	var groups v1alpha1.RolloutGroupList
 	if err := c.List(ctx, &groups, client.InNamespace(ns)); err != nil {
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+			// The CRD went with the release (crds.keep=false) and held no
+			// group: nothing carries the finalizer.
+			return nil
+		}
 		return fmt.Errorf("list RolloutGroups: %w", err)
 	}
 	var errs []error

@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -39,7 +40,7 @@ func TestClean(t *testing.T) {
 		t.Skip("runs against a real control plane; skipped with -short")
 	}
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +87,7 @@ func TestClean(t *testing.T) {
 
 	o := Options{
 		Namespaces: []string{apps}, ReleaseNamespace: system, Lease: lease.Name, CertificateSecret: secret.Name,
-		OperatorPods: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "echelon"}), Timeout: 300 * time.Millisecond, Poll: 50 * time.Millisecond,
+		OperatorPods: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "echelon"}), Timeout: 2 * time.Second, Poll: 50 * time.Millisecond,
 	}
 	var out bytes.Buffer
 	err = Clean(ctx, c, o, &out)
@@ -144,6 +145,26 @@ func TestClean(t *testing.T) {
 	out.Reset()
 	if err := Clean(ctx, c, o, &out); err != nil {
 		t.Fatalf("Clean again: %v\n%s", err, out.String())
+	}
+
+	// With crds.keep=false the CRD goes with the release, before the hook.
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "rolloutgroups.echelon.dev"}}
+	if err := c.Delete(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the RolloutGroup CRD gone", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(crd), crd)
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	fresh, err := client.New(cp.Config(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, cl := range map[string]client.Client{"a client that knew the CRD": c, "a new client": fresh} {
+		out.Reset()
+		if err := Clean(ctx, cl, o, &out); err != nil {
+			t.Errorf("Clean without the CRD, %s: %v\n%s", name, err, out.String())
+		}
 	}
 }
 
