@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,7 +74,14 @@ func pendingZoneBeforeUninstall(ctx SpecContext) {
 	ns, zones := partitionsNamespace, installed.Zones("kafka")
 	out, ok := kubectl(ctx, "-n", ns, "patch", "rolloutgroup", "kafka", "--type", "merge", "-p", `{"spec":{"paused":true}}`)
 	Expect(ok).To(BeTrue(), out)
-	Expect(installed.WaitPhase(ctx, k8s, ns, "kafka", "Paused")).To(Succeed())
+	// The operator has seen the pause once its status names the generation
+	// (a paused group with nothing to roll stays Complete).
+	Eventually(func(g Gomega) {
+		group := installed.RolloutGroup(ns, "kafka", nil, nil)
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(group), group)).To(Succeed())
+		observed, _, _ := unstructured.NestedInt64(group.Object, "status", "observedGeneration")
+		g.Expect(observed).To(Equal(group.GetGeneration()))
+	}).WithContext(ctx).Should(Succeed())
 	setRevision(ctx, ns, zones[:1], "3")
 	Eventually(func(g Gomega) { expectPending(ctx, g, zones[0]) }).WithContext(ctx).Should(Succeed())
 	expectPartitionsHeld(ctx, Default, zones)
