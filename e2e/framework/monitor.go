@@ -124,7 +124,16 @@ type Monitor struct {
 	// watch delivered them (at most maxReadinessChanges), so that a breach
 	// says whether an unavailable pod had been Ready, and when it stopped.
 	readiness map[types.UID][]string
+	// firstReady and unready hold, per pod UID, when the watch first showed
+	// the pod turn Ready (after showing it not Ready) and when it last
+	// showed it lose readiness; flaps are the rolls startupFlap excused.
+	firstReady, unready map[types.UID]time.Time
+	flaps               []string
 }
+
+// flapWindow bounds a kubelet's startup flap (startupFlap): readiness
+// granted and withdrawn within it, and the roll that followed within it.
+const flapWindow = time.Second
 
 // maxReadinessChanges bounds the readiness history kept per pod.
 const maxReadinessChanges = 4
@@ -185,7 +194,7 @@ func StartMonitor(ctx context.Context, cs kubernetes.Interface, namespace string
 func newMonitor(members []WatchedMember) *Monitor {
 	return &Monitor{members: slices.Clone(members), stop: func() {}, pods: map[string]*corev1.Pod{},
 		peak: map[string]int{}, seenDeleted: sets.New[types.UID](), established: sets.New[string](),
-		readiness: map[types.UID][]string{}}
+		readiness: map[types.UID][]string{}, firstReady: map[types.UID]time.Time{}, unready: map[types.UID]time.Time{}}
 }
 
 // JudgeEveryMoment makes every state with two members short at once a breach,
@@ -352,10 +361,24 @@ func (m *Monitor) observe(o any, deleted bool, now time.Time) {
 func (m *Monitor) noteReadiness(prev, pod *corev1.Pod, deleted bool, now time.Time) {
 	if deleted {
 		delete(m.readiness, pod.UID)
+		delete(m.firstReady, pod.UID)
+		delete(m.unready, pod.UID)
 		return
 	}
-	was := prev != nil && prev.UID == pod.UID && readyAndLive(prev)
-	if is := readyAndLive(pod); is != was || (prev == nil || prev.UID != pod.UID) {
+	same := prev != nil && prev.UID == pod.UID
+	was, is := same && readyAndLive(prev), readyAndLive(pod)
+	_, sawReady := m.firstReady[pod.UID]
+	switch {
+	case !same && !is:
+		m.unready[pod.UID] = time.Time{} // new to the watch, not Ready yet
+	case is && !was && same && !sawReady:
+		if _, born := m.unready[pod.UID]; born {
+			m.firstReady[pod.UID] = now // its first Ready
+		}
+	case was && !is:
+		m.unready[pod.UID] = now
+	}
+	if is != was || !same {
 		state := "not Ready"
 		if is {
 			state = "Ready"
@@ -390,11 +413,47 @@ func (m *Monitor) judgeRoll(now time.Time, wm *WatchedMember, pod string) {
 			gaps = slices.DeleteFunc(gaps, func(g gap) bool { return !samePartition(m.partitionOf(g.pod), p) })
 			in = " in partition " + p
 		}
+		gaps = slices.DeleteFunc(gaps, func(g gap) bool {
+			if !m.startupFlap(g.pod, now) {
+				return false
+			}
+			m.flaps = append(m.flaps, fmt.Sprintf("%s rolled at %s while %s: readiness withdrawn by its kubelet right after it was granted",
+				pod, now.Format("15:04:05.000"), g.detail))
+			return true
+		})
 		if len(gaps) > 0 {
 			m.breaches = append(m.breaches, Breach{At: now, Detail: fmt.Sprintf(
 				"%s rolled while %s has %d pods unavailable%s: %s", pod, other.Name, len(gaps), in, details(gaps))})
 		}
 	}
+}
+
+// startupFlap reports whether the pod named name, unavailable when a pod of
+// another member rolls at now, is a new pod whose kubelet withdrew the
+// readiness it had just granted: the watch showed it not Ready, then Ready,
+// then not Ready again less than flapWindow later, and the roll came less
+// than flapWindow after that. A real kubelet does this under load (its
+// status for the pod, computed before the readiness probe's first success,
+// is written after it); a decision made while the pod was Ready could not
+// see it coming, as the StatefulSet controller could not. Such a roll is
+// recorded in Flaps, not as a breach. Caller holds mu.
+func (m *Monitor) startupFlap(name string, now time.Time) bool {
+	pod := m.pods[name]
+	if pod == nil || pod.DeletionTimestamp != nil {
+		return false
+	}
+	ready, ok := m.firstReady[pod.UID]
+	lost, ok2 := m.unready[pod.UID]
+	return ok && ok2 && lost.After(ready) && lost.Sub(ready) < flapWindow && now.Sub(lost) < flapWindow
+}
+
+// Flaps are the rolls made while another member's new pod had just lost the
+// readiness its kubelet granted it (startupFlap): not breaches, but worth a
+// look when there are many.
+func (m *Monitor) Flaps() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.flaps)
 }
 
 // judgeMoment records a breach when two members are short at once (in one

@@ -368,3 +368,38 @@ func TestMonitorAppliesAScaleAtItsResourceVersion(t *testing.T) {
 		})
 	}
 }
+
+func TestMonitorExcusesAKubeletStartupFlapOnly(t *testing.T) {
+	readyAt := func(m *Monitor, pod *corev1.Pod, at time.Time) { m.observe(pod, false, at) }
+	t0 := time.Now()
+	for _, tc := range []struct {
+		name              string
+		readyFor, rollGap time.Duration
+		seenNotReadyFirst bool
+		breaches, flaps   int
+	}{
+		{"a new pod Ready for 200ms, the roll 300ms after", 200 * time.Millisecond, 300 * time.Millisecond, true, 0, 1},
+		{"a new pod Ready for 2s", 2 * time.Second, 300 * time.Millisecond, true, 1, 0},
+		{"the roll 2s after the readiness went", 200 * time.Millisecond, 2 * time.Second, true, 1, 0},
+		{"a pod first seen Ready", 200 * time.Millisecond, 300 * time.Millisecond, false, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := armedMonitor(t, 3, intstr.FromInt32(1))
+			// b-2 replaced: its new pod (generation 1) appears not Ready.
+			remove(m, fakePod("b", 2, 0, terminating))
+			if tc.seenNotReadyFirst {
+				readyAt(m, fakePod("b", 2, 1, notReady), t0)
+			}
+			readyAt(m, fakePod("b", 2, 1, ready), t0.Add(100*time.Millisecond))
+			lost := t0.Add(100*time.Millisecond + tc.readyFor)
+			readyAt(m, fakePod("b", 2, 1, notReady), lost)
+			m.observe(fakePod("a", 0, 0, terminating), false, lost.Add(tc.rollGap))
+			if got := len(m.Breaches()); got != tc.breaches {
+				t.Errorf("%d breaches, want %d: %v", got, tc.breaches, m.Breaches())
+			}
+			if got := m.Flaps(); len(got) != tc.flaps || (tc.flaps > 0 && !strings.Contains(got[0], "b-2 Running not Ready")) {
+				t.Errorf("flaps %v, want %d naming b-2", got, tc.flaps)
+			}
+		})
+	}
+}

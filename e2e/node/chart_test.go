@@ -149,7 +149,7 @@ var _ = Describe("The chart's operator on a real node", Ordered, func() {
 		setRevision(ctx, ns, zones, "2")
 		Expect(installed.WaitRolledOut(ctx, k8s, ns, "ingester")).To(Succeed())
 		AddReportEntry("three-zone rollout of 6 real pods", time.Since(start).Round(100*time.Millisecond).String())
-		Expect(monitor.Breaches()).To(BeEmpty())
+		expectNoBreaches(monitor)
 		Expect(monitor.Rolls()).To(HaveLen(6))
 
 		By("deleting the leader pod mid-rollout: the standby takes over")
@@ -163,7 +163,7 @@ var _ = Describe("The chart's operator on a real node", Ordered, func() {
 		Eventually(func() string { return leader(ctx) }).WithContext(ctx).Should(And(Not(BeEmpty()), Not(Equal(old))))
 		AddReportEntry("leader handover after the leader pod's forced deletion", time.Since(deleted).Round(100*time.Millisecond).String())
 		Expect(installed.WaitRolledOut(ctx, k8s, ns, "ingester")).To(Succeed())
-		Expect(monitor.Breaches()).To(BeEmpty())
+		expectNoBreaches(monitor)
 		Expect(monitor.Rolls()).To(HaveLen(12))
 	})
 
@@ -183,7 +183,7 @@ var _ = Describe("The chart's operator on a real node", Ordered, func() {
 		Expect(installed.WaitRolledOut(ctx, k8s, ns, "ingester")).To(Succeed())
 		failures, longest := probe.stop()
 		AddReportEntry("webhook requests during helm upgrade", fmt.Sprintf("%d, %d failed, longest unavailability %s", probe.count(), len(failures), longest))
-		Expect(monitor.Breaches()).To(BeEmpty())
+		expectNoBreaches(monitor)
 		Expect(monitor.Rolls()).To(HaveLen(6))
 		for _, p := range operatorPods(ctx) {
 			Expect(p.Spec.Containers[0].Image).To(Equal(upgraded))

@@ -142,7 +142,7 @@ func drainDuringUpgrade(ctx SpecContext) {
 	Expect(drainErr).NotTo(HaveOccurred())
 	Expect(drain.Output()).NotTo(ContainSubstring("failed calling webhook"))
 	Expect(drain.Finished()).To(BeTemporally(">", upgradeStarted), "the drain was still evicting when the upgrade began")
-	Expect(monitor.Breaches()).To(BeEmpty())
+	expectNoBreaches(monitor)
 	Expect(monitor.Rolls()).To(HaveLen(replicas*len(zones)), "each pod was evicted once")
 	Expect(podsOn(ctx, ns, nodes[0])).To(BeEmpty())
 	waitPodsReady(ctx, ns, zones...)

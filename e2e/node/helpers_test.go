@@ -115,6 +115,17 @@ func startGroupMonitor(ctx context.Context, ns string, zones []string, replicas 
 	return monitor
 }
 
+// expectNoBreaches fails the spec on a breach of the guarantees, and reports
+// the rolls the monitor excused because a real kubelet withdrew a new pod's
+// readiness right after granting it (framework.Monitor.Flaps).
+func expectNoBreaches(monitor *framework.Monitor) {
+	GinkgoHelper()
+	Expect(monitor.Breaches()).To(BeEmpty())
+	if flaps := monitor.Flaps(); len(flaps) > 0 {
+		AddReportEntry("rolls beside a kubelet's readiness flap (not breaches)", strings.Join(flaps, "\n"))
+	}
+}
+
 // setRevision changes the pods' REVISION: a new revision of the StatefulSet.
 func setRevision(ctx context.Context, ns string, names []string, revision string) {
 	GinkgoHelper()

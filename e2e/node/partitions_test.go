@@ -62,7 +62,7 @@ func rollsByPartition(ctx SpecContext) {
 	setRevision(ctx, ns, zones, "2")
 	Expect(installed.WaitRolledOut(ctx, k8s, ns, "kafka")).To(Succeed())
 	AddReportEntry("rollout of three RollingUpdate members by partition", time.Since(start).Round(100*time.Millisecond).String())
-	Expect(monitor.Breaches()).To(BeEmpty())
+	expectNoBreaches(monitor)
 	Expect(monitor.Rolls()).To(HaveLen(len(zones)))
 	Eventually(func(g Gomega) { expectPartitionsHeld(ctx, g, zones) }).WithContext(ctx).Should(Succeed())
 }
