@@ -44,8 +44,9 @@ const (
 
 	// realNodeControllers add to controllers what real pods need:
 	// ServiceAccounts and their tokens' CA (root-ca-cert-publisher), endpoints
-	// for Services, and role aggregation (the chart's aggregated roles).
-	realNodeControllers = controllers + ",serviceaccount,endpoint,endpointslice,root-ca-cert-publisher,clusterrole-aggregation"
+	// for Services, role aggregation (the chart's aggregated roles), and Jobs
+	// (the chart's uninstall hook).
+	realNodeControllers = controllers + ",serviceaccount,endpoint,endpointslice,root-ca-cert-publisher,clusterrole-aggregation,job"
 
 	// Files of the PKI written for real nodes, in the run directory's pki/.
 	servingCAFile        = "serving-ca.crt"
