@@ -383,8 +383,10 @@ func (m *Monitor) noteReadiness(prev, pod *corev1.Pod, deleted bool, now time.Ti
 		if is {
 			state = "Ready"
 		}
-		h := append(m.readiness[pod.UID], fmt.Sprintf("%s at rv %s (%s)", state, pod.ResourceVersion, now.Format("15:04:05.000")))
-		m.readiness[pod.UID] = h[max(0, len(h)-maxReadinessChanges):]
+		m.readiness[pod.UID] = append(m.readiness[pod.UID], fmt.Sprintf("%s at rv %s (%s)", state, pod.ResourceVersion, now.Format("15:04:05.000")))
+		if h := m.readiness[pod.UID]; len(h) > maxReadinessChanges {
+			m.readiness[pod.UID] = h[len(h)-maxReadinessChanges:]
+		}
 	}
 }
 
