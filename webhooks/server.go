@@ -96,7 +96,7 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := NewServer(cfg.Host, cfg.Port, cfg.Certificates)
+	srv := newDrainingServer(NewServer(cfg.Host, cfg.Port, cfg.Certificates))
 	tlsObjects := cfg.TLSObjects
 	if tlsObjects == nil {
 		tlsObjects = mgr.GetAPIReader()
