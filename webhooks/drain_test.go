@@ -15,8 +15,10 @@ import (
 // staticCert serves one certificate.
 type staticCert struct{ cert tls.Certificate }
 
-func (s staticCert) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &s.cert, nil }
-func (staticCert) Check(*http.Request) error                                      { return nil }
+func (s staticCert) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return &s.cert, nil
+}
+func (staticCert) Check(*http.Request) error { return nil }
 
 // TestServerDrainsBeforeItStops starts the webhook server as the operator
 // does, stops it, and checks that it goes on answering while requests keep
