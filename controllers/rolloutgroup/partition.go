@@ -30,8 +30,8 @@ import (
 // the StatefulSet leaves it: the StatefulSet controller then rolls the
 // StatefulSet on its own again, and no StatefulSet is left frozen.
 const (
-	partitionHolderLabel = "echelon.dev/partition-holder"
-	partitionFinalizer   = "echelon.dev/partitions"
+	partitionHolderLabel = v1alpha1.PartitionHolderLabel
+	partitionFinalizer   = v1alpha1.PartitionsFinalizer
 )
 
 // +kubebuilder:rbac:groups=echelon.dev,resources=rolloutgroups,verbs=patch

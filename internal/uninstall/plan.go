@@ -16,13 +16,15 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
 )
 
 // The marks Echelon leaves on what it holds (controllers/rolloutgroup,
 // partition.go).
 const (
-	PartitionHolderLabel = "echelon.dev/partition-holder"
-	PartitionFinalizer   = "echelon.dev/partitions"
+	PartitionHolderLabel = v1alpha1.PartitionHolderLabel
+	PartitionFinalizer   = v1alpha1.PartitionsFinalizer
 )
 
 // Verdict is what uninstall does with a StatefulSet whose partition Echelon
