@@ -102,3 +102,45 @@ func TestLoadWithoutLeaf(t *testing.T) {
 		t.Errorf("Check: %v", err)
 	}
 }
+
+// TestLoadNeverGoesBack: a replica that served the certificate of a newer
+// Secret (Rotate before its informer synced loads the written Secret
+// directly) keeps it when the informer then delivers the Secret as its first
+// list read it, older: found by TestRotate under load, which counted four
+// rotations for two (the old certificate served again for a moment).
+func TestLoadNeverGoesBack(t *testing.T) {
+	p, err := NewSelfSigned(nil, SelfSignedOptions{Namespace: "ns", SecretName: "tls", SANs: SANs{DNSNames: []string{"svc"}},
+		CertValidity: time.Hour, CAValidity: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := apply(ActionCreate, State{}, time.Now(), p.policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := apply(ActionRenewServing, first, time.Now(), p.policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	older, newer := &corev1.Secret{}, &corev1.Secret{}
+	first.writeTo(older)
+	renewed.writeTo(newer)
+	older.ResourceVersion, newer.ResourceVersion = "41", "42"
+	for _, s := range []*corev1.Secret{newer, older} {
+		if err := p.load(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, _ := p.GetCertificate(nil); !c.Leaf.Equal(renewed.Serving.Cert) {
+		t.Error("serving the older Secret's certificate after the newer one's")
+	}
+	newest := newer.DeepCopy()
+	newest.ResourceVersion = "43"
+	first.writeTo(newest) // a later version may hold any certificate
+	if err := p.load(newest); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := p.GetCertificate(nil); !c.Leaf.Equal(first.Serving.Cert) {
+		t.Error("a newer Secret's certificate not served")
+	}
+}

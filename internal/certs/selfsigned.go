@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -84,6 +85,9 @@ type SelfSigned struct {
 	// inject are the injectors of selector and of opts.AlsoInject, in order.
 	inject  []*injector
 	started bool
+	// loadedVersion is the resourceVersion of the Secret whose certificate
+	// is served (0 when unknown): load never goes back to an older one.
+	loadedVersion uint64
 	// waiting is the reason of the last decision to wait, logged once.
 	waiting string
 }
@@ -378,9 +382,21 @@ func (p *SelfSigned) logWaiting(plan Plan) {
 }
 
 // load serves the serving certificate of secret.
+//
+// A Secret older than the one served is skipped: Rotate before the informer
+// synced loads the Secret it wrote directly, and the informer may then
+// deliver the Secret as its first list read it, before the write.
+// resourceVersions of one API server are ordered; one that is not a number
+// is loaded whatever it is.
 func (p *SelfSigned) load(secret *corev1.Secret) error {
 	if secret == nil {
 		return errors.New("webhook certificate Secret is missing")
+	}
+	version, _ := strconv.ParseUint(secret.ResourceVersion, 10, 64)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if version != 0 && version < p.loadedVersion {
+		return nil
 	}
 	cert, err := tls.X509KeyPair(secret.Data[KeyServingCert], secret.Data[KeyServingKey])
 	if err != nil {
@@ -390,7 +406,10 @@ func (p *SelfSigned) load(secret *corev1.Secret) error {
 	if err != nil {
 		return fmt.Errorf("webhook certificate Secret %s/%s: %w", secret.Namespace, secret.Name, err)
 	}
-	p.set(served, p.logger())
+	p.set(served, p.log)
+	if version != 0 {
+		p.loadedVersion = version
+	}
 	return nil
 }
 
