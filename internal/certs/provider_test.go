@@ -84,11 +84,7 @@ func TestNewSelfSignedRefuses(t *testing.T) {
 // already parses the leaf itself) rather than panic on it.
 func TestLoadWithoutLeaf(t *testing.T) {
 	t.Setenv("GODEBUG", "x509keypairleaf=0")
-	p, err := NewSelfSigned(nil, SelfSignedOptions{Namespace: "ns", SecretName: "tls", SANs: SANs{DNSNames: []string{"svc"}},
-		CertValidity: time.Hour, CAValidity: 2 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newUnstartedSelfSigned(t)
 	s, err := apply(ActionCreate, State{}, time.Now(), p.policy)
 	if err != nil {
 		t.Fatal(err)
@@ -109,11 +105,7 @@ func TestLoadWithoutLeaf(t *testing.T) {
 // list read it, older: found by TestRotate under load, which counted four
 // rotations for two (the old certificate served again for a moment).
 func TestLoadNeverGoesBack(t *testing.T) {
-	p, err := NewSelfSigned(nil, SelfSignedOptions{Namespace: "ns", SecretName: "tls", SANs: SANs{DNSNames: []string{"svc"}},
-		CertValidity: time.Hour, CAValidity: 2 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newUnstartedSelfSigned(t)
 	first, err := apply(ActionCreate, State{}, time.Now(), p.policy)
 	if err != nil {
 		t.Fatal(err)
@@ -143,4 +135,16 @@ func TestLoadNeverGoesBack(t *testing.T) {
 	if c, _ := p.GetCertificate(nil); !c.Leaf.Equal(first.Serving.Cert) {
 		t.Error("a newer Secret's certificate not served")
 	}
+}
+
+// newUnstartedSelfSigned is a self-signed provider with no client, for tests
+// that only load Secrets into it.
+func newUnstartedSelfSigned(t *testing.T) *SelfSigned {
+	t.Helper()
+	p, err := NewSelfSigned(nil, SelfSignedOptions{Namespace: "ns", SecretName: "tls", SANs: SANs{DNSNames: []string{"svc"}},
+		CertValidity: time.Hour, CAValidity: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
