@@ -40,8 +40,11 @@ func StartRoleAggregation(t controlplane.TB, cp *controlplane.ControlPlane) erro
 	t.Cleanup(func() {
 		_ = p.Stop(stopGrace)
 		if t.Failed() {
-			t.Logf("%s", p.LogTail(30))
+			// Keep the logs of a failed test for whoever reads them.
+			t.Logf("%s (logs in %s)", p.LogTail(30), dir)
+			return
 		}
+		_ = os.RemoveAll(dir)
 	})
 	return nil
 }
