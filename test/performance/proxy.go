@@ -117,6 +117,12 @@ func (rc *requestCounter) record(r *http.Request) string {
 func (rc *requestCounter) answer(req request) {
 	rc.mu.Lock()
 	rc.answered = append(rc.answered, req)
+	if !strings.HasPrefix(req.key, "WATCH ") {
+		// The answer's line says how long the API server took, so that a
+		// slow step between a decision and its act can be read off the log.
+		fmt.Fprintf(rc.log, "%s ANSWER %s %d after %s\n", req.done.Format("15:04:05.000000"), req.key, req.code,
+			req.done.Sub(req.arrived).Round(100*time.Microsecond))
+	}
 	rc.mu.Unlock()
 	select {
 	case rc.changed <- struct{}{}:

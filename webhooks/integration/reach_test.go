@@ -1,0 +1,64 @@
+package integration
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/test/builders"
+)
+
+// TestOnlyDownscalesReachTheDownscaleWebhooks: a rollout's partition write,
+// a template change and an upscale of a guarded StatefulSet, by a spec
+// update or through /scale, never reach the no-downscale and
+// prepare-downscale webhooks (their matchConditions keep them out), so a
+// rollout pays for no webhook call on each partition write; a downscale
+// still does, and is refused.
+func TestOnlyDownscalesReachTheDownscaleWebhooks(t *testing.T) {
+	e, g, ns := begin(t)
+	ctx := context.Background()
+
+	sts := builders.MakeStatefulSet(ns, "ingester-zone-a").Replicas(5).RollingUpdate().Partition(5).Obj()
+	guard := builders.MakeScalingPolicy(ns, "ingester-zone-a-scaling").Target(v1alpha1.TargetKindStatefulSet, sts.Name).DownscaleAllowed(false).Obj()
+	for _, obj := range []client.Object{sts, guard} {
+		g.Expect(e.admin.Create(ctx, obj)).To(Succeed())
+	}
+	e.waitForCache(t, guard)
+
+	reached := func() float64 {
+		var n float64
+		for _, webhook := range []string{metrics.WebhookNoDownscale, metrics.WebhookPrepareDownscale} {
+			n += testutil.ToFloat64(metrics.WebhookRequests.WithLabelValues(webhook, metrics.DecisionAllowed, "not-a-decrease"))
+		}
+		return n
+	}
+	before := reached()
+
+	update := func(what string, change func(*appsv1.StatefulSet)) {
+		t.Helper()
+		cur := &appsv1.StatefulSet{}
+		g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(sts), cur)).To(Succeed())
+		next := cur.DeepCopy()
+		change(next)
+		g.Expect(e.admin.Patch(ctx, next, client.MergeFrom(cur))).To(Succeed(), what)
+	}
+	update("a partition lowered", func(s *appsv1.StatefulSet) { s.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To[int32](3) })
+	update("a template change", func(s *appsv1.StatefulSet) {
+		s.Spec.Template.Annotations = map[string]string{"example.com/version": "2"}
+	})
+	update("an upscale by a spec update", func(s *appsv1.StatefulSet) { s.Spec.Replicas = ptr.To[int32](6) })
+	g.Expect(scaleTo(ctx, e.admin, sts, 7)).To(Succeed(), "an upscale through /scale")
+	g.Expect(scaleTo(ctx, e.admin, sts, 7)).To(Succeed(), "/scale to the same size")
+
+	g.Expect(reached()-before).To(BeZero(), "writes that lower no replicas reached the downscale webhooks")
+
+	g.Expect(scaleTo(ctx, e.admin, sts, 4)).To(MatchError(ContainSubstring("ScalingPolicy ingester-zone-a-scaling sets spec.downscale.allowed: false")),
+		"a downscale still reaches them")
+}
