@@ -37,6 +37,7 @@ const (
 	validatePath          = "/admission/validate"
 	evictionPath          = "/admission/eviction"
 	downscaleBudgetPath   = "/admission/downscale-budget"
+	holdPartitionPath     = "/admission/hold-partition"
 	certManagerInjectFrom = "cert-manager.io/inject-ca-from"
 )
 
@@ -72,6 +73,10 @@ var (
 	mutating = map[string]wantWebhook{
 		"prepare-downscale.echelon.dev": {prepareDownscalePath, admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNoneOnDryRun, "apps", update,
 			[]string{"statefulsets", "statefulsets/scale"}},
+		// Ignore: failing open disrupts one member at most (markers.go);
+		// its reach is narrowed by selectors (assertWebhook).
+		"hold-partition.echelon.dev": {holdPartitionPath, admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNone, "apps", update,
+			[]string{"statefulsets"}},
 	}
 )
 
@@ -209,10 +214,14 @@ func assertWebhook(t *testing.T, w webhook, want wantWebhook) {
 	}
 	r := w.rules[0]
 	// Only downscale-budget's StatefulSet rule is narrowed to the members a
-	// budget judges, by their label.
+	// budget judges, by their label, and hold-partition's to the members
+	// whose partition a group holds.
 	wantSelector := (*metav1.LabelSelector)(nil)
-	if w.name == "downscale-budget.echelon.dev" {
+	switch w.name {
+	case "downscale-budget.echelon.dev":
 		wantSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: v1alpha1.MemberLabel, Operator: metav1.LabelSelectorOpExists}}}
+	case "hold-partition.echelon.dev":
+		wantSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: v1alpha1.PartitionHolderLabel, Operator: metav1.LabelSelectorOpExists}}}
 	}
 	if !reflect.DeepEqual(w.objectSelector, wantSelector) {
 		t.Errorf("%s: objectSelector %+v, want %+v", w.name, w.objectSelector, wantSelector)
@@ -586,7 +595,7 @@ func TestWebhooksValues(t *testing.T) {
 	m := render(t, "--set", "webhooks.timeoutSeconds=25", "--set", "webhooks.port=9443",
 		"--set", "webhooks.noDownscale.failurePolicy=Ignore", "--set", "webhooks.prepareDownscale.failurePolicy=Ignore",
 		"--set", "webhooks.validation.failurePolicy=Fail", "--set", "webhooks.eviction.failurePolicy=Ignore",
-		"--set", "webhooks.downscaleBudget.failurePolicy=Ignore",
+		"--set", "webhooks.downscaleBudget.failurePolicy=Ignore", "--set", "webhooks.holdPartition.failurePolicy=Fail",
 		"--set", "webhooks.namespaceSelector.matchLabels.team=a",
 		"--set", "webhooks.certificates.selfSigned.secretName=custom-tls", "--set", "fullnameOverride=edge")
 	opts := operatorOptions(t, m)
@@ -599,7 +608,7 @@ func TestWebhooksValues(t *testing.T) {
 	want := map[string]admissionregistrationv1.FailurePolicyType{
 		"no-downscale.echelon.dev": admissionregistrationv1.Ignore, "prepare-downscale.echelon.dev": admissionregistrationv1.Ignore, "validate.echelon.dev": admissionregistrationv1.Fail,
 		"eviction.echelon.dev": admissionregistrationv1.Ignore, "downscale-budget.echelon.dev": admissionregistrationv1.Ignore,
-		"scale.downscale-budget.echelon.dev": admissionregistrationv1.Ignore,
+		"scale.downscale-budget.echelon.dev": admissionregistrationv1.Ignore, "hold-partition.echelon.dev": admissionregistrationv1.Fail,
 	}
 	for _, c := range webhookConfigs(m) {
 		if v := c.meta.Labels[certs.InjectCALabel]; v != releaseNamespace+".custom-tls" {
@@ -643,8 +652,8 @@ func TestWebhooksValues(t *testing.T) {
 			}
 		}
 		slices.Sort(names)
-		if want := []string{"downscale-budget.echelon.dev", "no-downscale.echelon.dev", "prepare-downscale.echelon.dev", "scale.downscale-budget.echelon.dev",
-			"validate.echelon.dev"}; !slices.Equal(names, want) {
+		if want := []string{"downscale-budget.echelon.dev", "hold-partition.echelon.dev", "no-downscale.echelon.dev", "prepare-downscale.echelon.dev",
+			"scale.downscale-budget.echelon.dev", "validate.echelon.dev"}; !slices.Equal(names, want) {
 			t.Errorf("webhooks %v with webhooks.eviction.enabled=false, want %v", names, want)
 		}
 	})

@@ -32,6 +32,18 @@ package webhooks
 // omits replicas 0 means; a StatefulSet, Deployment or ReplicaSet reaches
 // admission with its default applied.
 //
+// The hold-partition webhook raises the partition of a StatefulSet whose
+// partition a RolloutGroup holds to its replicas in the same write that
+// changes its template (HoldPartition says why). Its reach is kept to such
+// writes: an objectSelector on v1alpha1.PartitionHolderLabel, which the
+// RolloutGroup controller sets on the members it holds, and a
+// matchCondition on a changed spec.template; a rollout's own partition
+// writes never reach it. It fails open: while no replica answers, the
+// eviction and downscale webhooks refuse every other disruption and no
+// rollout runs, so a member the StatefulSet controller rolls on its own is
+// the only one disrupted; failing closed would block every `helm upgrade`
+// of a member while the operator is down.
+//
 // The downscale-budget webhook judges a lowered spec.replicas of a
 // RolloutGroup's member with the group's disruption budget, and records its
 // intent. Its reach is kept to what it judges, so that an operator that is
@@ -52,6 +64,7 @@ package webhooks
 // +kubebuilder:webhookconfiguration:mutating=true,name=echelon
 // +kubebuilder:webhook:path=/admission/no-downscale,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=apps,resources=statefulsets;statefulsets/scale;deployments;deployments/scale;replicasets;replicasets/scale,verbs=update,versions=v1,name=no-downscale.echelon.dev,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10,serviceName=echelon-webhook,serviceNamespace=echelon-system,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","echelon-system"]}]},"matchConditions":[{"name":"lowers-replicas","expression":"(has(object.spec.replicas) ? object.spec.replicas : 0) < (has(oldObject.spec.replicas) ? oldObject.spec.replicas : 0)"}]}`
 // +kubebuilder:webhook:path=/admission/prepare-downscale,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=apps,resources=statefulsets;statefulsets/scale,verbs=update,versions=v1,name=prepare-downscale.echelon.dev,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10,reinvocationPolicy=Never,serviceName=echelon-webhook,serviceNamespace=echelon-system,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","echelon-system"]}]},"matchConditions":[{"name":"lowers-replicas","expression":"(has(object.spec.replicas) ? object.spec.replicas : 0) < (has(oldObject.spec.replicas) ? oldObject.spec.replicas : 0)"}]}`
+// +kubebuilder:webhook:path=/admission/hold-partition,mutating=true,failurePolicy=ignore,sideEffects=None,groups=apps,resources=statefulsets,verbs=update,versions=v1,name=hold-partition.echelon.dev,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10,reinvocationPolicy=IfNeeded,serviceName=echelon-webhook,serviceNamespace=echelon-system,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","echelon-system"]}]},"objectSelector":{"matchExpressions":[{"key":"echelon.dev/partition-holder","operator":"Exists"}]},"matchConditions":[{"name":"changes-template","expression":"object.spec.template != oldObject.spec.template"}]}`
 // +kubebuilder:webhook:path=/admission/validate,mutating=false,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups=echelon.dev,resources=rolloutgroups;scalingpolicies;delayeddownscales;zonedisruptionbudgets,verbs=create;update,versions=v1alpha1,name=validate.echelon.dev,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10,serviceName=echelon-webhook,serviceNamespace=echelon-system,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","echelon-system"]}]}}`
 // +kubebuilder:webhook:path=/admission/eviction,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=pods/eviction,verbs=create,versions=v1,name=eviction.echelon.dev,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10,serviceName=echelon-webhook,serviceNamespace=echelon-system,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","echelon-system"]}]}}`
 // +kubebuilder:webhook:path=/admission/downscale-budget,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=apps,resources=statefulsets,verbs=update,versions=v1,name=downscale-budget.echelon.dev,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10,serviceName=echelon-webhook,serviceNamespace=echelon-system,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","echelon-system"]}]},"objectSelector":{"matchExpressions":[{"key":"echelon.dev/budget-member","operator":"Exists"}]},"matchConditions":[{"name":"lowers-replicas","expression":"has(object.spec.replicas) && has(oldObject.spec.replicas) && object.spec.replicas < oldObject.spec.replicas"}]}`

@@ -52,6 +52,9 @@ type verdict struct {
 	// status, when set, is the answer's status as it is (a validation
 	// error with its causes); otherwise code and message make one.
 	status *metav1.Status
+	// patch, when set on an allowed answer, is the JSON patch a mutating
+	// webhook applies to the object.
+	patch []byte
 	// event, when set on a denial, is recorded on the object the denial is
 	// about, unless the request is a dry run.
 	event *denialEvent
@@ -219,6 +222,10 @@ func readReview(r *http.Request) (*admissionv1.AdmissionReview, int, error) {
 // writeReview answers the request uid with v.
 func writeReview(w http.ResponseWriter, uid string, v verdict) {
 	resp := &admissionv1.AdmissionResponse{UID: types.UID(uid), Allowed: v.allowed, Warnings: v.warnings}
+	if v.allowed && len(v.patch) > 0 {
+		pt := admissionv1.PatchTypeJSONPatch
+		resp.PatchType, resp.Patch = &pt, v.patch
+	}
 	if !v.allowed && v.status != nil {
 		resp.Result = v.status
 	} else if !v.allowed {
@@ -275,10 +282,10 @@ func isDryRun(req *admissionv1.AdmissionRequest) bool {
 }
 
 // DefaultFailurePolicy is the failurePolicy markers.go gives webhook: Ignore
-// for the validation webhook, whose rules the controllers also report, Fail
-// for the others.
+// for the validation webhook, whose rules the controllers also report, and
+// for hold-partition (see markers.go), Fail for the others.
 func DefaultFailurePolicy(webhook string) admissionregistrationv1.FailurePolicyType {
-	if webhook == metrics.WebhookValidate {
+	if webhook == metrics.WebhookValidate || webhook == metrics.WebhookHoldPartition {
 		return admissionregistrationv1.Ignore
 	}
 	return admissionregistrationv1.Fail

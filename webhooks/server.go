@@ -29,6 +29,7 @@ const (
 	PathValidate         = "/admission/" + metrics.WebhookValidate
 	PathEviction         = "/admission/" + metrics.WebhookEviction
 	PathDownscaleBudget  = "/admission/" + metrics.WebhookDownscaleBudget
+	PathHoldPartition    = "/admission/" + metrics.WebhookHoldPartition
 )
 
 // Certificates is the source of the serving certificate (internal/certs: from
@@ -80,7 +81,7 @@ type Config struct {
 	KubeAPIBurst int
 }
 
-// Setup adds the HTTPS webhook server to the manager, serving the five
+// Setup adds the HTTPS webhook server to the manager, serving the six
 // webhooks on every replica (leader or not: the API server calls any of them
 // through the Service), and returns the health check of /healthz: the server
 // answers TLS and its certificate is valid. The handlers read the manager's
@@ -125,6 +126,7 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 		PathValidate:         {metrics.WebhookValidate, &Validate{Cluster: cluster}, nil},
 		PathEviction:         {metrics.WebhookEviction, eviction, evictionLimiter},
 		PathDownscaleBudget:  {metrics.WebhookDownscaleBudget, &BudgetDownscale{Cluster: cluster, Budget: downscaleBudget, Identity: cfg.Identity}, nil},
+		PathHoldPartition:    {metrics.WebhookHoldPartition, HoldPartition{}, nil},
 	}
 	if cfg.GrafanaCompat {
 		// The same eviction judge under its own metric label, so that calls

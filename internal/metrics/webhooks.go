@@ -14,6 +14,7 @@ const (
 	WebhookPrepareDownscale = "prepare-downscale"
 	WebhookValidate         = "validate"
 	WebhookDownscaleBudget  = "downscale-budget"
+	WebhookHoldPartition    = "hold-partition"
 	// The paths compat mode answers for the Grafana rollout-operator's
 	// webhook configurations, where they are not Echelon's own:
 	// /admission/pod-eviction judges as the eviction webhook does,

@@ -62,3 +62,42 @@ func TestOnlyDownscalesReachTheDownscaleWebhooks(t *testing.T) {
 	g.Expect(scaleTo(ctx, e.admin, sts, 4)).To(MatchError(ContainSubstring("ScalingPolicy ingester-zone-a-scaling sets spec.downscale.allowed: false")),
 		"a downscale still reaches them")
 }
+
+// TestTemplateChangeHoldsThePartition: the API server stores a template
+// change of a StatefulSet whose partition a RolloutGroup holds with its
+// partition raised to its replicas, so that the StatefulSet controller rolls
+// none of its pods before the group releases them; the group's own
+// partition writes, and a StatefulSet no group holds, are left as written.
+func TestTemplateChangeHoldsThePartition(t *testing.T) {
+	e, g, ns := begin(t)
+	ctx := context.Background()
+
+	held := builders.MakeStatefulSet(ns, "ingester-zone-a").Replicas(3).RollingUpdate().Partition(0).
+		Label(v1alpha1.PartitionHolderLabel, "uid-of-the-group").Obj()
+	free := builders.MakeStatefulSet(ns, "cache").Replicas(3).RollingUpdate().Partition(0).Obj()
+	for _, obj := range []client.Object{held, free} {
+		g.Expect(e.admin.Create(ctx, obj)).To(Succeed())
+	}
+	update := func(sts *appsv1.StatefulSet, change func(*appsv1.StatefulSet)) *appsv1.StatefulSet {
+		t.Helper()
+		cur := &appsv1.StatefulSet{}
+		g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(sts), cur)).To(Succeed())
+		next := cur.DeepCopy()
+		change(next)
+		g.Expect(e.admin.Patch(ctx, next, client.MergeFrom(cur))).To(Succeed())
+		return next
+	}
+	partition := func(sts *appsv1.StatefulSet) int32 { return *sts.Spec.UpdateStrategy.RollingUpdate.Partition }
+	newTemplate := func(version string) func(*appsv1.StatefulSet) {
+		return func(s *appsv1.StatefulSet) { s.Spec.Template.Annotations = map[string]string{"example.com/version": version} }
+	}
+
+	g.Expect(partition(update(held, newTemplate("2")))).To(Equal(int32(3)), "a template change of a held member")
+	g.Expect(partition(update(held, func(s *appsv1.StatefulSet) { s.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To[int32](1) }))).To(Equal(int32(1)),
+		"the group's partition write, which changes no template")
+	g.Expect(partition(update(held, func(s *appsv1.StatefulSet) {
+		newTemplate("3")(s)
+		s.Spec.Replicas = ptr.To[int32](5)
+	}))).To(Equal(int32(5)), "a template change with an upscale, in the middle of a release")
+	g.Expect(partition(update(free, newTemplate("2")))).To(BeZero(), "a StatefulSet no group holds")
+}

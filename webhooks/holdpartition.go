@@ -1,0 +1,122 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/metrics"
+)
+
+// Reasons of the hold-partition webhook's decisions (metric label).
+const (
+	reasonNotRollingUpdate = "not-rolling-update"
+	reasonTemplateSame     = "template-unchanged"
+	reasonNotHeld          = "not-held"
+	reasonAlreadyHeld      = "already-held"
+	reasonPartitionHeld    = "partition-held"
+)
+
+// HoldPartition is the mutating webhook that raises the partition of a
+// RollingUpdate StatefulSet whose partition a RolloutGroup holds
+// (v1alpha1.PartitionHolderLabel) to its replicas, in the same write that
+// changes its pod template.
+//
+// Between a member's last batch and the group's next pass, its partition
+// is 0: every pod is on the update revision, so the StatefulSet controller
+// has nothing to do. A template change landing then (a `helm upgrade`, a
+// revert, `kubectl rollout restart`) would have the StatefulSet controller
+// roll the whole member at once, on its own, while the budget may be
+// admitting a disruption of another zone; the same holds for a template
+// change in the middle of a batch, over the pods the batch released. With
+// the partition raised in the write itself, no pod moves to the new
+// revision until the group decides, through the budget, to release it.
+// Nothing is lowered: a partition at or above the replicas stays.
+type HoldPartition struct{}
+
+func (HoldPartition) decide(_ context.Context, req *admissionv1.AdmissionRequest) verdict {
+	if req.Operation != admissionv1.Update || req.SubResource != "" ||
+		req.Resource.Group != appsv1.GroupName || req.Resource.Version != "v1" || req.Resource.Resource != "statefulsets" {
+		return unhandled(metrics.WebhookHoldPartition, describe(req))
+	}
+	gvk := appsv1.SchemeGroupVersion.WithKind("StatefulSet")
+	sts, old := &appsv1.StatefulSet{}, &appsv1.StatefulSet{}
+	if err := decodeObject("object", req.Object, gvk, sts); err != nil {
+		return failed(reasonMalformed, http.StatusBadRequest, err)
+	}
+	if err := decodeObject("oldObject", req.OldObject, gvk, old); err != nil {
+		return failed(reasonMalformed, http.StatusBadRequest, err)
+	}
+	patch, reason, err := holdPartitionPatch(old, sts)
+	if err != nil {
+		return failed(reasonMalformed, http.StatusBadRequest, err)
+	}
+	v := allow(reason)
+	if patch != nil {
+		v.patch = patch
+		v.warnings = []string{fmt.Sprintf("a RolloutGroup holds the partition of StatefulSet %s: it was raised from %d to %d with this template change; the group rolls the new revision zone by zone",
+			sts.Name, partitionOf(sts), heldPartition(sts))}
+	}
+	return v
+}
+
+// holdPartitionPatch is the JSON patch that raises sts's partition to
+// heldPartition when its template differs from old's, and the reason of
+// the decision; nil when nothing is to change.
+func holdPartitionPatch(old, sts *appsv1.StatefulSet) ([]byte, string, error) {
+	switch {
+	case sts.Spec.UpdateStrategy.Type != appsv1.RollingUpdateStatefulSetStrategyType && sts.Spec.UpdateStrategy.Type != "":
+		return nil, reasonNotRollingUpdate, nil
+	case equality.Semantic.DeepEqual(old.Spec.Template, sts.Spec.Template):
+		return nil, reasonTemplateSame, nil
+	case sts.Labels[v1alpha1.PartitionHolderLabel] == "":
+		return nil, reasonNotHeld, nil
+	}
+	want := heldPartition(sts)
+	if partitionOf(sts) >= want {
+		return nil, reasonAlreadyHeld, nil
+	}
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value"`
+	}
+	var ops []op
+	switch ru := sts.Spec.UpdateStrategy.RollingUpdate; {
+	case sts.Spec.UpdateStrategy.Type == "":
+		// Unset is RollingUpdate; the API server defaults it before
+		// admission, so this is a request no API server sends.
+		ops = []op{{"add", "/spec/updateStrategy", appsv1.StatefulSetUpdateStrategy{
+			Type: appsv1.RollingUpdateStatefulSetStrategyType, RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: &want}}}}
+	case ru == nil:
+		ops = []op{{"add", "/spec/updateStrategy/rollingUpdate", appsv1.RollingUpdateStatefulSetStrategy{Partition: &want}}}
+	default:
+		ops = []op{{"add", "/spec/updateStrategy/rollingUpdate/partition", want}}
+	}
+	patch, err := json.Marshal(ops)
+	return patch, reasonPartitionHeld, err
+}
+
+// heldPartition is the partition that holds every pod of sts: its replicas
+// (1 when unset, the API's default), or its partition when that is higher.
+func heldPartition(sts *appsv1.StatefulSet) int32 {
+	replicas := int32(1)
+	if sts.Spec.Replicas != nil {
+		replicas = *sts.Spec.Replicas
+	}
+	return max(replicas, partitionOf(sts))
+}
+
+// partitionOf is sts's partition, 0 when unset.
+func partitionOf(sts *appsv1.StatefulSet) int32 {
+	if ru := sts.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil {
+		return *ru.Partition
+	}
+	return 0
+}
