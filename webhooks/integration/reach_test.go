@@ -89,7 +89,9 @@ func TestTemplateChangeHoldsThePartition(t *testing.T) {
 	}
 	partition := func(sts *appsv1.StatefulSet) int32 { return *sts.Spec.UpdateStrategy.RollingUpdate.Partition }
 	newTemplate := func(version string) func(*appsv1.StatefulSet) {
-		return func(s *appsv1.StatefulSet) { s.Spec.Template.Annotations = map[string]string{"example.com/version": version} }
+		return func(s *appsv1.StatefulSet) {
+			s.Spec.Template.Annotations = map[string]string{"example.com/version": version}
+		}
 	}
 
 	g.Expect(partition(update(held, newTemplate("2")))).To(Equal(int32(3)), "a template change of a held member")
