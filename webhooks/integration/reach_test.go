@@ -43,11 +43,7 @@ func TestOnlyDownscalesReachTheDownscaleWebhooks(t *testing.T) {
 
 	update := func(what string, change func(*appsv1.StatefulSet)) {
 		t.Helper()
-		cur := &appsv1.StatefulSet{}
-		g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(sts), cur)).To(Succeed())
-		next := cur.DeepCopy()
-		change(next)
-		g.Expect(e.admin.Patch(ctx, next, client.MergeFrom(cur))).To(Succeed(), what)
+		g.Expect(patchStatefulSet(ctx, e.admin, sts, change)).Error().NotTo(HaveOccurred(), what)
 	}
 	update("a partition lowered", func(s *appsv1.StatefulSet) { s.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To[int32](3) })
 	update("a template change", func(s *appsv1.StatefulSet) {
@@ -80,12 +76,9 @@ func TestTemplateChangeHoldsThePartition(t *testing.T) {
 	}
 	update := func(sts *appsv1.StatefulSet, change func(*appsv1.StatefulSet)) *appsv1.StatefulSet {
 		t.Helper()
-		cur := &appsv1.StatefulSet{}
-		g.Expect(e.admin.Get(ctx, client.ObjectKeyFromObject(sts), cur)).To(Succeed())
-		next := cur.DeepCopy()
-		change(next)
-		g.Expect(e.admin.Patch(ctx, next, client.MergeFrom(cur))).To(Succeed())
-		return next
+		stored, err := patchStatefulSet(ctx, e.admin, sts, change)
+		g.Expect(err).NotTo(HaveOccurred())
+		return stored
 	}
 	partition := func(sts *appsv1.StatefulSet) int32 { return *sts.Spec.UpdateStrategy.RollingUpdate.Partition }
 	newTemplate := func(version string) func(*appsv1.StatefulSet) {
@@ -102,4 +95,20 @@ func TestTemplateChangeHoldsThePartition(t *testing.T) {
 		s.Spec.Replicas = ptr.To[int32](5)
 	}))).To(Equal(int32(5)), "a template change with an upscale, in the middle of a release")
 	g.Expect(partition(update(free, newTemplate("2")))).To(BeZero(), "a StatefulSet no group holds")
+}
+
+// patchStatefulSet reads sts, applies change to it and patches the
+// difference; it returns the object as the API server stored it, after
+// the mutating webhooks.
+func patchStatefulSet(ctx context.Context, c client.Client, sts *appsv1.StatefulSet, change func(*appsv1.StatefulSet)) (*appsv1.StatefulSet, error) {
+	cur := &appsv1.StatefulSet{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(sts), cur); err != nil {
+		return nil, err
+	}
+	next := cur.DeepCopy()
+	change(next)
+	if err := c.Patch(ctx, next, client.MergeFrom(cur)); err != nil {
+		return nil, err
+	}
+	return next, nil
 }
