@@ -172,6 +172,8 @@ func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		logr.FromContextOrDiscard(ctx).Error(errors.New(v.message), "admission request not judged", "reason", v.reason)
 	} else if !v.allowed {
 		logr.FromContextOrDiscard(ctx).Info("admission request denied", "reason", v.reason, "message", v.message)
+	} else if len(v.patch) > 0 {
+		logr.FromContextOrDiscard(ctx).Info("admission request changed", "reason", v.reason, "patch", string(v.patch), "warnings", v.warnings)
 	}
 }
 
