@@ -34,8 +34,10 @@ const (
 
 var kwokToleration = corev1.Toleration{Key: controlplane.FakeNodeAnnotation, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
 
-// group is one namespace with three OnDelete zones and a RolloutGroup over
-// them, and what the soak knows of it: the version its pods run (stable),
+// group is one namespace with three zones (OnDelete, or in every other
+// group RollingUpdate zones whose partitions the group holds) and a
+// RolloutGroup over them, and what the soak knows of it: the version its
+// pods run (stable),
 // the last version released, each zone's replicas.
 type group struct {
 	c        client.Client
@@ -63,8 +65,15 @@ func newGroup(ctx context.Context, cp *controlplane.ControlPlane, c client.Clien
 		name := "ingester-" + zone
 		g.zones = append(g.zones, name)
 		g.replicas[name] = replicas
-		sts := builders.MakeStatefulSet(ns, name).Replicas(replicas).OnDelete().Parallel().
-			TemplateAnnotation(versionAnnotation, g.stable).Image("example.com/ingester:1.0").Toleration(kwokToleration).Obj()
+		b := builders.MakeStatefulSet(ns, name).Replicas(replicas).OnDelete().Parallel().
+			TemplateAnnotation(versionAnnotation, g.stable).Image("example.com/ingester:1.0").Toleration(kwokToleration)
+		if index%2 == 1 {
+			// Every other group rolls RollingUpdate members by their
+			// partitions: the soak's flips and reverts then land between
+			// and inside their batches, as a helm upgrade would.
+			b.RollingUpdate().Partition(replicas)
+		}
+		sts := b.Obj()
 		if err := c.Create(ctx, sts); err != nil {
 			return nil, fmt.Errorf("create StatefulSet %s/%s: %w", ns, name, err)
 		}

@@ -110,7 +110,7 @@ func Run(ctx context.Context, env Env, opts Options) (*Report, error) {
 	defer ops.stopAll()
 	var ev *evictions
 	if opts.Evictions {
-		remove, err := installEvictionWebhook(ctx, cp, leNamespace, namespaces, webhooks.port())
+		remove, err := installWebhooks(ctx, cp, leNamespace, namespaces, webhooks.port())
 		if err != nil {
 			return nil, err
 		}

@@ -23,9 +23,12 @@ const (
 	// webhookCertSecret is the Secret the operators share their self-signed
 	// CA and serving certificate in, in the leader-election namespace.
 	webhookCertSecret = "echelon-webhook-tls"
-	// evictionWebhook is the only webhook the soak installs: the one that
-	// judges evictions with the groups' disruption budgets.
-	evictionWebhook = "eviction.echelon.dev"
+	// evictionWebhook and holdPartitionWebhook are the webhooks the soak
+	// installs: the one that judges evictions with the groups' disruption
+	// budgets, and the one that raises a RollingUpdate member's partition
+	// in the write that changes its template (the soak's flips and reverts).
+	evictionWebhook      = "eviction.echelon.dev"
+	holdPartitionWebhook = "hold-partition.echelon.dev"
 	// webhookConfiguration names the soak's webhook configuration.
 	webhookConfiguration = "echelon-soak"
 )
@@ -125,11 +128,12 @@ func grantWebhooks(ctx context.Context, cp *controlplane.ControlPlane, user, cer
 	return cp.GrantWebhookConfigurations(ctx, user, webhookConfiguration)
 }
 
-// installEvictionWebhook registers the generated eviction webhook for the
-// soak's namespaces, calling the balancer, and waits until the operators
-// have injected their CA. remove deletes it: once the operators stop, its
-// failure policy would refuse every eviction in those namespaces.
-func installEvictionWebhook(ctx context.Context, cp *controlplane.ControlPlane, certNamespace string, namespaces []string, port int) (remove func(), err error) {
+// installWebhooks registers the generated eviction and hold-partition
+// webhooks for the soak's namespaces, calling the balancer, and waits until
+// the operators have injected their CA. remove deletes them: once the
+// operators stop, the eviction webhook's failure policy would refuse every
+// eviction in those namespaces.
+func installWebhooks(ctx context.Context, cp *controlplane.ControlPlane, certNamespace string, namespaces []string, port int) (remove func(), err error) {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return nil, err
@@ -142,12 +146,12 @@ func installEvictionWebhook(ctx context.Context, cp *controlplane.ControlPlane, 
 		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: namespaces}}}
 	url := func(path string) string { return fmt.Sprintf("https://127.0.0.1:%d%s", port, path) }
 	objs, err := framework.WebhookConfigurations(data, webhookConfiguration, certNamespace, webhookCertSecret, sel, url,
-		func(name string) bool { return name == evictionWebhook })
+		func(name string) bool { return name == evictionWebhook || name == holdPartitionWebhook })
 	if err != nil {
 		return nil, err
 	}
-	if len(objs) != 1 {
-		return nil, fmt.Errorf("config/webhook/manifests.yaml: want one configuration holding %s, got %d", evictionWebhook, len(objs))
+	if len(objs) != 2 {
+		return nil, fmt.Errorf("config/webhook/manifests.yaml: want two configurations holding %s and %s, got %d", evictionWebhook, holdPartitionWebhook, len(objs))
 	}
 	c := cp.Client()
 	remove = func() {
