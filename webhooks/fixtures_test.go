@@ -49,8 +49,9 @@ type fakeCluster struct {
 	// lookupErr fails every read; recordErr fails RecordDownscale.
 	lookupErr, recordErr error
 	// recordHangs makes RecordDownscale wait until its context ends, as a
-	// slow API server would.
-	recordHangs bool
+	// slow API server would; recordDeadline is that context's deadline.
+	recordHangs    bool
+	recordDeadline time.Time
 	recorded    map[string]time.Time
 	// pending is the status.pendingDownscale each policy was given.
 	pending map[string]v1alpha1.PendingDownscale
@@ -106,6 +107,9 @@ func (c *fakeCluster) Objects(context.Context, string) (NamespaceObjects, error)
 func (c *fakeCluster) RecordDownscale(ctx context.Context, p *v1alpha1.ScalingPolicy, pending v1alpha1.PendingDownscale) error {
 	at := pending.AdmittedAt.Time
 	if c.recordHangs {
+		c.mu.Lock()
+		c.recordDeadline, _ = ctx.Deadline()
+		c.mu.Unlock()
 		<-ctx.Done()
 		return ctx.Err()
 	}
