@@ -52,7 +52,7 @@ type fakeCluster struct {
 	// slow API server would; recordDeadline is that context's deadline.
 	recordHangs    bool
 	recordDeadline time.Time
-	recorded    map[string]time.Time
+	recorded       map[string]time.Time
 	// pending is the status.pendingDownscale each policy was given.
 	pending map[string]v1alpha1.PendingDownscale
 }
