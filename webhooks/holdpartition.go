@@ -11,7 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/kube"
 	"github.com/echelon-operator/echelon/internal/metrics"
+	"github.com/echelon-operator/echelon/internal/rollout"
 )
 
 // Reasons of the hold-partition webhook's decisions (metric label).
@@ -61,7 +63,7 @@ func (HoldPartition) decide(_ context.Context, req *admissionv1.AdmissionRequest
 	if patch != nil {
 		v.patch = patch
 		v.warnings = []string{fmt.Sprintf("a RolloutGroup holds the partition of StatefulSet %s: it was raised from %d to %d with this template change; the group rolls the new revision zone by zone",
-			sts.Name, partitionOf(sts), heldPartition(sts))}
+			sts.Name, rollout.PartitionOf(sts), heldPartition(sts))}
 	}
 	return v
 }
@@ -71,7 +73,7 @@ func (HoldPartition) decide(_ context.Context, req *admissionv1.AdmissionRequest
 // the decision; nil when nothing is to change.
 func holdPartitionPatch(old, sts *appsv1.StatefulSet) ([]byte, string, error) {
 	switch {
-	case sts.Spec.UpdateStrategy.Type != appsv1.RollingUpdateStatefulSetStrategyType && sts.Spec.UpdateStrategy.Type != "":
+	case !rollout.IsPartitioned(sts):
 		return nil, reasonNotRollingUpdate, nil
 	case equality.Semantic.DeepEqual(old.Spec.Template, sts.Spec.Template):
 		return nil, reasonTemplateSame, nil
@@ -79,44 +81,19 @@ func holdPartitionPatch(old, sts *appsv1.StatefulSet) ([]byte, string, error) {
 		return nil, reasonNotHeld, nil
 	}
 	want := heldPartition(sts)
-	if partitionOf(sts) >= want {
+	if rollout.PartitionOf(sts) >= want {
 		return nil, reasonAlreadyHeld, nil
 	}
-	type op struct {
-		Op    string `json:"op"`
-		Path  string `json:"path"`
-		Value any    `json:"value"`
+	op := map[string]any{"op": "add", "path": "/spec/updateStrategy/rollingUpdate/partition", "value": want}
+	if sts.Spec.UpdateStrategy.RollingUpdate == nil {
+		op["path"], op["value"] = "/spec/updateStrategy/rollingUpdate", appsv1.RollingUpdateStatefulSetStrategy{Partition: &want}
 	}
-	var ops []op
-	switch ru := sts.Spec.UpdateStrategy.RollingUpdate; {
-	case sts.Spec.UpdateStrategy.Type == "":
-		// Unset is RollingUpdate; the API server defaults it before
-		// admission, so this is a request no API server sends.
-		ops = []op{{"add", "/spec/updateStrategy", appsv1.StatefulSetUpdateStrategy{
-			Type: appsv1.RollingUpdateStatefulSetStrategyType, RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: &want}}}}
-	case ru == nil:
-		ops = []op{{"add", "/spec/updateStrategy/rollingUpdate", appsv1.RollingUpdateStatefulSetStrategy{Partition: &want}}}
-	default:
-		ops = []op{{"add", "/spec/updateStrategy/rollingUpdate/partition", want}}
-	}
-	patch, err := json.Marshal(ops)
+	patch, err := json.Marshal([]any{op})
 	return patch, reasonPartitionHeld, err
 }
 
-// heldPartition is the partition that holds every pod of sts: its replicas
-// (1 when unset, the API's default), or its partition when that is higher.
+// heldPartition is the partition that holds every pod of sts: its replicas,
+// or its partition when that is higher.
 func heldPartition(sts *appsv1.StatefulSet) int32 {
-	replicas := int32(1)
-	if sts.Spec.Replicas != nil {
-		replicas = *sts.Spec.Replicas
-	}
-	return max(replicas, partitionOf(sts))
-}
-
-// partitionOf is sts's partition, 0 when unset.
-func partitionOf(sts *appsv1.StatefulSet) int32 {
-	if ru := sts.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil {
-		return *ru.Partition
-	}
-	return 0
+	return max(kube.Replicas(sts), rollout.PartitionOf(sts))
 }

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
+	"github.com/echelon-operator/echelon/internal/rollout"
 	"github.com/echelon-operator/echelon/test/builders"
 )
 
@@ -68,7 +69,7 @@ func TestHoldPartition(t *testing.T) {
 					t.Errorf("warnings %q, want one that says the partition was raised", v.warnings)
 				}
 			}
-			if p := partitionOf(got); p != tc.partition {
+			if p := rollout.PartitionOf(got); p != tc.partition {
 				t.Errorf("partition %d after the answer, want %d", p, tc.partition)
 			}
 			if got.Spec.Template.Annotations["version"] != tc.new.Spec.Template.Annotations["version"] {
@@ -79,19 +80,22 @@ func TestHoldPartition(t *testing.T) {
 }
 
 // TestHoldPartitionAddsMissingFields: a RollingUpdate strategy with no
-// rollingUpdate block gets one.
+// rollingUpdate block gets one, and so does an unset strategy (the API's
+// RollingUpdate, before defaulting).
 func TestHoldPartitionAddsMissingFields(t *testing.T) {
-	old := builders.MakeStatefulSet(testNS, "a").TypeMeta().Replicas(3).RollingUpdate().Label(v1alpha1.PartitionHolderLabel, "g").Obj()
-	sts := old.DeepCopy()
-	sts.Spec.Template.Annotations = map[string]string{"version": "2"}
-	sts.Spec.UpdateStrategy.RollingUpdate = nil
-	req := updateOf("statefulsets", old, sts)
-	v := HoldPartition{}.decide(context.Background(), &req.r)
-	if v.reason != reasonPartitionHeld {
-		t.Fatalf("reason %q, want %q", v.reason, reasonPartitionHeld)
-	}
-	if p := partitionOf(applyPatch(t, sts, v.patch)); p != 3 {
-		t.Errorf("partition %d, want 3", p)
+	for _, strategy := range []appsv1.StatefulSetUpdateStrategyType{appsv1.RollingUpdateStatefulSetStrategyType, ""} {
+		old := builders.MakeStatefulSet(testNS, "a").TypeMeta().Replicas(3).Strategy(strategy).Label(v1alpha1.PartitionHolderLabel, "g").Obj()
+		sts := old.DeepCopy()
+		sts.Spec.Template.Annotations = map[string]string{"version": "2"}
+		sts.Spec.UpdateStrategy.RollingUpdate = nil
+		req := updateOf("statefulsets", old, sts)
+		v := HoldPartition{}.decide(context.Background(), &req.r)
+		if v.reason != reasonPartitionHeld {
+			t.Fatalf("strategy %q: reason %q, want %q", strategy, v.reason, reasonPartitionHeld)
+		}
+		if p := rollout.PartitionOf(applyPatch(t, sts, v.patch)); p != 3 {
+			t.Errorf("strategy %q: partition %d, want 3", strategy, p)
+		}
 	}
 }
 
