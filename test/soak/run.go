@@ -87,15 +87,15 @@ func Run(ctx context.Context, env Env, opts Options) (*Report, error) {
 	if err := cp.GrantLeaderElection(ctx, env.OperatorUser.Name, leNamespace); err != nil {
 		return nil, err
 	}
-	var webhooks *balancer
-	if opts.Evictions {
-		if webhooks, err = newBalancer(); err != nil {
-			return nil, err
-		}
-		defer webhooks.close()
-		if err := grantWebhooks(ctx, cp, env.OperatorUser.Name, leNamespace); err != nil {
-			return nil, err
-		}
+	// The operators always serve the webhooks: the partitioned groups rely
+	// on hold-partition whether or not the soak evicts.
+	webhooks, err := newBalancer()
+	if err != nil {
+		return nil, err
+	}
+	defer webhooks.close()
+	if err := grantWebhooks(ctx, cp, env.OperatorUser.Name, leNamespace); err != nil {
+		return nil, err
 	}
 	if opts.Throttle {
 		if err := throttle(ctx, c, env.OperatorUser.Name); err != nil {
@@ -108,13 +108,13 @@ func Run(ctx context.Context, env Env, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer ops.stopAll()
+	remove, err := installWebhooks(ctx, cp, leNamespace, namespaces, webhooks.port(), opts.Evictions)
+	if err != nil {
+		return nil, err
+	}
+	defer remove()
 	var ev *evictions
 	if opts.Evictions {
-		remove, err := installWebhooks(ctx, cp, leNamespace, namespaces, webhooks.port())
-		if err != nil {
-			return nil, err
-		}
-		defer remove()
 		ev = newEvictions(c, cs, namespaces)
 	}
 	for _, g := range groups {

@@ -128,12 +128,12 @@ func grantWebhooks(ctx context.Context, cp *controlplane.ControlPlane, user, cer
 	return cp.GrantWebhookConfigurations(ctx, user, webhookConfiguration)
 }
 
-// installWebhooks registers the generated eviction and hold-partition
-// webhooks for the soak's namespaces, calling the balancer, and waits until
-// the operators have injected their CA. remove deletes them: once the
-// operators stop, the eviction webhook's failure policy would refuse every
-// eviction in those namespaces.
-func installWebhooks(ctx context.Context, cp *controlplane.ControlPlane, certNamespace string, namespaces []string, port int) (remove func(), err error) {
+// installWebhooks registers the generated hold-partition webhook, and with
+// evictions the eviction webhook, for the soak's namespaces, calling the
+// balancer, and waits until the operators have injected their CA. remove
+// deletes them: once the operators stop, the eviction webhook's failure
+// policy would refuse every eviction in those namespaces.
+func installWebhooks(ctx context.Context, cp *controlplane.ControlPlane, certNamespace string, namespaces []string, port int, evictions bool) (remove func(), err error) {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return nil, err
@@ -146,12 +146,16 @@ func installWebhooks(ctx context.Context, cp *controlplane.ControlPlane, certNam
 		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: namespaces}}}
 	url := func(path string) string { return fmt.Sprintf("https://127.0.0.1:%d%s", port, path) }
 	objs, err := framework.WebhookConfigurations(data, webhookConfiguration, certNamespace, webhookCertSecret, sel, url,
-		func(name string) bool { return name == evictionWebhook || name == holdPartitionWebhook })
+		func(name string) bool { return name == holdPartitionWebhook || (evictions && name == evictionWebhook) })
 	if err != nil {
 		return nil, err
 	}
-	if len(objs) != 2 {
-		return nil, fmt.Errorf("config/webhook/manifests.yaml: want two configurations holding %s and %s, got %d", evictionWebhook, holdPartitionWebhook, len(objs))
+	want := 1 // the mutating configuration, and with evictions the validating one
+	if evictions {
+		want = 2
+	}
+	if len(objs) != want {
+		return nil, fmt.Errorf("config/webhook/manifests.yaml: want %d configurations holding %s (and with evictions %s), got %d", want, holdPartitionWebhook, evictionWebhook, len(objs))
 	}
 	c := cp.Client()
 	remove = func() {
