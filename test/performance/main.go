@@ -111,6 +111,7 @@ func main() {
 		maxUnavailable int
 		logLevel       string
 		timeout        time.Duration
+		cpuProfile     bool
 	)
 	flag.Func("scenarios", "Comma-separated scenarios to run: "+strings.Join(allKinds, ",")+" (default all).", func(v string) error {
 		opts.kinds = strings.Split(v, ",")
@@ -134,6 +135,7 @@ func main() {
 	flag.IntVar(&maxUnavailable, "max-unavailable", 5, "maxUnavailable of the RolloutGroup, and the size of a floor batch.")
 	flag.StringVar(&logLevel, "operator-log-level", "info", "The operator's --log-level; debug explains every reconcile but costs CPU.")
 	flag.DurationVar(&timeout, "timeout", 10*time.Minute, "Bound on each wait.")
+	flag.BoolVar(&cpuProfile, "cpu-profile", false, "Save the leader's CPU profile over each rollout in the run's directory (cpu-<operator>.pprof), for go tool pprof.")
 	flag.Parse()
 	if floorRepeats < 1 || replicas < 1 || maxUnavailable < 1 || replicas < maxUnavailable || opts.followChanges < 1 {
 		fmt.Fprintln(os.Stderr, "bench: --floor-repeats, --replicas, --max-unavailable and --follow-changes must be at least 1, and --replicas at least --max-unavailable")
@@ -166,13 +168,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s := scenario{members: len(memberNames), replicas: int32(replicas), maxUnavailable: int32(maxUnavailable)}
-	if err := bench(ctx, runs, jsonPath, floorRepeats, opts, s, logLevel, timeout); err != nil {
+	if err := bench(ctx, runs, jsonPath, floorRepeats, opts, s, logLevel, timeout, cpuProfile); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats int, opts caseOptions, s scenario, logLevel string, timeout time.Duration) error {
+func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats int, opts caseOptions, s scenario, logLevel string, timeout time.Duration, cpuProfile bool) error {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return err
@@ -222,6 +224,7 @@ func bench(ctx context.Context, runs []benchCase, jsonPath string, floorRepeats 
 			operatorLogArgs: []string{"--log-level=" + logLevel},
 			timeout:         timeout,
 			progress:        os.Stdout,
+			cpuProfile:      cpuProfile,
 		}
 		if c.kind == kindFollow {
 			fmt.Printf("Measuring %s:\n", c.title(s))

@@ -80,7 +80,7 @@ func startOperators(ctx context.Context, cfg runConfig, user *controlplane.User,
 		}
 		in := &instance{counter: counter}
 		opFlags := flags
-		if cfg.profile {
+		if cfg.profile || cfg.cpuProfile {
 			if in.pprofPort, err = framework.FreePort(); err != nil {
 				counter.close()
 				return ops, err

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -51,6 +52,9 @@ type runConfig struct {
 	// control plane in their file names.
 	variant string
 	scale   scaleOptions
+	// cpuProfile serves the operators' pprof and saves the leader's CPU
+	// profile over the rollout in workDir (cpu-<operator>.pprof).
+	cpuProfile bool
 }
 
 // say prints one line of the run's progress, prefixed with its name.
@@ -355,6 +359,12 @@ func roll(ctx context.Context, cfg runConfig, c client.Client, cs kubernetes.Int
 		return err
 	}
 
+	var profiled <-chan error
+	if cfg.cpuProfile {
+		// As long as the floor and a margin, so that it covers the rollout.
+		profiled = saveCPUProfile(ctx, leader, time.Duration(res.FloorSeconds*1.3*float64(time.Second)),
+			filepath.Join(cfg.workDir, "cpu-"+leader.Name+".pprof"), cfg.say)
+	}
 	changed := time.Now()
 	for _, name := range g.members {
 		if err := setImage(ctx, c, ns, name, newImage); err != nil {
@@ -401,6 +411,11 @@ func roll(ctx context.Context, cfg runConfig, c client.Client, cs kubernetes.Int
 	res.CPUSeconds = usageAfter.cpuSeconds - usageBefore.cpuSeconds
 	res.CPUSecondsTotal = usageAfter.cpuSeconds
 	res.PeakRSSBytes = usageAfter.peakRSSBytes
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			return err
+		}
+	}
 
 	for _, b := range mon.Breaches() {
 		res.Breaches = append(res.Breaches, b.At.Format(time.StampMilli)+" "+b.Detail)
