@@ -118,6 +118,16 @@ type DisruptionIntent struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=512
 	Pods []IntentPod `json:"pods,omitempty"`
+	// maxAtOnce, when set, makes the intent a reservation: its holder lets
+	// its pods go in their order, as slots of the zone free, keeping at most
+	// this many of the zone's pods unavailable. Every decision counts, of
+	// its pods not yet seen going, as many as maxAtOnce less the zone's
+	// unavailable pods (the first ones), so that the zone stays spent
+	// while the holder releases pod after pod with no write between them.
+	// Unset: every pod is let go at once.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxAtOnce int32 `json:"maxAtOnce,omitempty"`
 }
 
 // IntentPod is a pod an intent let go.

@@ -250,6 +250,10 @@ type Intent struct {
 	Decided time.Time
 	Expires time.Time
 	Pods    []IntentPod
+	// MaxAtOnce, when positive, makes the intent a reservation (see
+	// reservation.go): its pods go in their order, the zone kept at most
+	// this many unavailable.
+	MaxAtOnce int32
 }
 
 // IntentPod is a pod an intent let go: its name and its UID then.
@@ -345,10 +349,7 @@ func stateOf(v View) intentState {
 	for i := range v.Intents {
 		in := &v.Intents[i]
 		zone := zoneOrNil(v, in.Zone)
-		for _, p := range in.Pods {
-			if fateOf(in, p, zone, v.Now) != fatePending {
-				continue
-			}
+		for _, p := range counted(in, zone, v.Now) {
 			if st.pending[in.Zone] == nil {
 				st.pending[in.Zone] = map[string]bool{}
 			}
@@ -449,6 +450,10 @@ type Request struct {
 	Partition string
 	// Holder says who asks, for the record.
 	Holder string
+	// Then, when set, asks for a reservation (reservation.go): the pods
+	// to let go after Pods, in order, as slots of the zone free, keeping
+	// the zone at the unavailable pods it has once Pods are gone.
+	Then []string
 }
 
 // Verdict is the answer.
@@ -597,21 +602,8 @@ func Decide(v View, req Request) Verdict {
 		// A pending pod that is requested again (an eviction retried, the
 		// rollout asking again for a batch it did not finish) is costed
 		// once, as a requested pod.
-		cost := int32(0)
-		requested := map[string]bool{}
-		for _, name := range req.Pods {
-			requested[name] = true
-			i := slices.IndexFunc(zone.Pods, func(p Pod) bool { return p.Name == name })
-			if i >= 0 && !zone.Pods[i].unavailable() {
-				cost++
-			}
-		}
-		pending := 0
-		for name := range st.pending[zone.Name] {
-			if !requested[name] {
-				pending++
-			}
-		}
+		cost := costOf(zone, req.Pods)
+		pending := othersPending(v, zone, req)
 		if used := zone.Unavailable() + int32(pending); cost > 0 && used+cost > zone.MaxUnavailable {
 			msg := fmt.Sprintf("zone %s has %d of %d pods unavailable and maxUnavailable %d", zone.Name, used, len(zone.Pods), zone.MaxUnavailable)
 			if pending > 0 {
@@ -625,6 +617,20 @@ func Decide(v View, req Request) Verdict {
 		}
 	}
 	return allow(v, st, req)
+}
+
+// costOf counts the pods of names that are available in zone: what taking
+// them costs its budget (replacing a pod already unavailable costs
+// nothing).
+func costOf(zone *Zone, names []string) int32 {
+	var cost int32
+	for _, name := range names {
+		i := slices.IndexFunc(zone.Pods, func(p Pod) bool { return p.Name == name })
+		if i >= 0 && !zone.Pods[i].unavailable() {
+			cost++
+		}
+	}
+	return cost
 }
 
 // earliest is the earlier of two moments, a zero one being none.
@@ -649,7 +655,11 @@ func allow(v View, st intentState, req Request) Verdict {
 		intent.Expires = v.Now.Add(ResizeHoldWindow)
 	}
 	zone := zoneNamed(v, req.Zone)
-	for _, name := range req.Pods {
+	names := req.Pods
+	if m := reservedAtOnce(v, zone, req); m > 0 {
+		intent.MaxAtOnce, names = m, slices.Concat(req.Pods, req.Then)
+	}
+	for _, name := range names {
 		// A pod the view does not show, or shows missing, is not there to
 		// take: nothing to count until it is.
 		if i := slices.IndexFunc(zone.Pods, func(p Pod) bool { return p.Name == name }); i >= 0 && zone.Pods[i].UID != "" {
@@ -661,6 +671,7 @@ func allow(v View, st intentState, req Request) Verdict {
 		// A hold asked for again renews the one its holder had, or moves
 		// it to the holder's next zone.
 		renewed := intent.IsHold() && v.Intents[i].IsHold() && v.Intents[i].Holder == intent.Holder
+		renewed = renewed || replaces(&intent, &v.Intents[i], zone, v.Now)
 		if !renewed && !st.done(&v.Intents[i]) {
 			record = append(record, v.Intents[i])
 		}

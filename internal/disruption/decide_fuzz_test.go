@@ -103,6 +103,7 @@ type simWorld struct {
 	zones     []*simZone
 	record    []Intent
 	version   int
+	writtenAt time.Time
 	snapshots []simSnapshot
 	inFlight  []*simDecision
 	log       []string
@@ -185,7 +186,9 @@ func (w *simWorld) logf(format string, args ...any) {
 }
 
 func (w *simWorld) step(b *fuzzinput.Bytes) {
-	switch b.Intn(7) {
+	switch b.Intn(8) {
+	case 7:
+		w.release(b)
 	case 0:
 		w.now = w.now.Add(time.Duration(b.Intn(16)) * 500 * time.Millisecond)
 	case 1:
@@ -229,6 +232,16 @@ func (w *simWorld) request(b *fuzzinput.Bytes) {
 		}
 	}
 	req.Holder = fmt.Sprintf("%s of %s #%d", reason, strings.Join(req.Pods, ","), len(w.log))
+	if reason == v1alpha1.DisruptionRollout && b.Rare(2) {
+		// A reservation: the rest of the zone after the batch, highest
+		// ordinal first, as a partition releases it.
+		for ord := z.replicas - 1; ord >= 0; ord-- {
+			if name := z.podName(ord); !slices.Contains(req.Pods, name) {
+				req.Then = append(req.Then, name)
+			}
+		}
+		req.Holder = fmt.Sprintf("reservation of %s #%d", z.name, len(w.log))
+	}
 	zones := w.view()
 	if b.Rare(2) {
 		zones = w.viewAged(time.Duration(b.Intn(11)) * 500 * time.Millisecond)
@@ -236,6 +249,45 @@ func (w *simWorld) request(b *fuzzinput.Bytes) {
 	v := View{Now: w.now, Zones: zones, Intents: slices.Clone(w.record)}
 	d := &simDecision{req: req, read: w.version, verdict: Decide(v, req)}
 	w.logf("%s decided on record v%d: allowed=%v %s", req.Holder, w.version, d.verdict.Allowed, d.verdict.Message)
+	if d.verdict.Allowed {
+		w.inFlight = append(w.inFlight, d)
+	}
+}
+
+// release lets the next pods of a recorded reservation go with no write,
+// as the rollout does for a partition's next slot: decided on the record
+// read now and the pods live or from a cache no older than the record's
+// last write (a cache that does not show the record waits for it), acted
+// on later or never.
+func (w *simWorld) release(b *fuzzinput.Bytes) {
+	var reservations []Intent
+	for _, in := range w.record {
+		if in.MaxAtOnce > 0 {
+			reservations = append(reservations, in)
+		}
+	}
+	if len(reservations) == 0 {
+		return
+	}
+	r := reservations[b.Intn(len(reservations))]
+	zones := w.view()
+	if b.Rare(2) {
+		zones = w.viewAged(min(time.Duration(b.Intn(11))*500*time.Millisecond, w.now.Sub(w.writtenAt)))
+	}
+	v := View{Now: w.now, Zones: zones, Intents: slices.Clone(w.record)}
+	zone := zoneOrNil(v, r.Zone)
+	req := Request{Zone: r.Zone, Reason: r.Reason, Holder: r.Holder}
+	for _, p := range counted(&r, zone, w.now) {
+		if len(req.Pods) < 1+b.Intn(2) {
+			req.Pods = append(req.Pods, p.Name)
+		}
+	}
+	if b.Rare(4) {
+		// A holder that asks past what its reservation counts.
+		req.Pods = append(req.Pods, r.Pods[b.Intn(len(r.Pods))].Name)
+	}
+	d := &simDecision{req: req, read: w.version, verdict: Reserved(v, req), written: true}
+	w.logf("%s releases %v on record v%d: allowed=%v %s", req.Holder, req.Pods, w.version, d.verdict.Allowed, d.verdict.Message)
 	if d.verdict.Allowed {
 		w.inFlight = append(w.inFlight, d)
 	}
@@ -264,6 +316,7 @@ func (w *simWorld) write(d *simDecision) {
 	// The API keeps whole seconds.
 	w.record = IntentsOf(RecordOf(d.verdict.Record))
 	w.version++
+	w.writtenAt = w.now
 	d.written = true
 	w.logf("%s recorded as v%d", d.req.Holder, w.version)
 }

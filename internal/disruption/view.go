@@ -106,7 +106,7 @@ func IntentsOf(h *v1alpha1.DisruptionHold) []Intent {
 	}
 	out := make([]Intent, 0, len(h.Intents))
 	for _, r := range h.Intents {
-		in := Intent{Zone: r.Zone, Reason: r.Reason, Holder: r.Holder, Decided: r.DecidedAt.Time, Expires: r.ExpiresAt.Time}
+		in := Intent{Zone: r.Zone, Reason: r.Reason, Holder: r.Holder, Decided: r.DecidedAt.Time, Expires: r.ExpiresAt.Time, MaxAtOnce: r.MaxAtOnce}
 		for _, p := range r.Pods {
 			in.Pods = append(in.Pods, IntentPod{Name: p.Name, UID: types.UID(p.UID)})
 		}
@@ -127,7 +127,7 @@ func RecordOf(intents []Intent) *v1alpha1.DisruptionHold {
 	h := &v1alpha1.DisruptionHold{}
 	for _, in := range intents {
 		r := v1alpha1.DisruptionIntent{Zone: in.Zone, Reason: in.Reason, Holder: in.Holder,
-			DecidedAt: metav1.NewTime(in.Decided.Truncate(time.Second)), ExpiresAt: metav1.NewTime(ceilSecond(in.Expires))}
+			DecidedAt: metav1.NewTime(in.Decided.Truncate(time.Second)), ExpiresAt: metav1.NewTime(ceilSecond(in.Expires)), MaxAtOnce: in.MaxAtOnce}
 		for _, p := range in.Pods {
 			r.Pods = append(r.Pods, v1alpha1.IntentPod{Name: p.Name, UID: string(p.UID)})
 		}
