@@ -186,7 +186,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	acted, actErr := r.removePods(actCtx, rg, plan, now)
 	released, partitionErr := r.writePartitions(actCtx, rg, plan, in.Members)
 	cancelAct()
-	actErr = errors.Join(actErr, partitionErr, r.withdrawUntaken(ctx, rg, plan, acted.deleted+released))
+	actErr = errors.Join(actErr, partitionErr, r.withdrawUntaken(ctx, rg, plan, acted.deleted+released), r.withdrawIdleReservations(ctx, rg, in, plan))
 	acted.deleted += released
 	if controllerutil.ContainsFinalizer(rg, partitionFinalizer) && len(rg.Spec.StatefulSets) > 0 {
 		// Only a StatefulSet removed from an explicit list leaves the

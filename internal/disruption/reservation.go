@@ -159,3 +159,18 @@ func othersPending(v View, zone *Zone, req Request) int {
 	}
 	return len(pending)
 }
+
+// Untouched names the pods of in that v shows untouched and that have not
+// expired: what its holder withdraws when it stops releasing them (a
+// pause, a gate, another zone disrupted), so that a reservation never
+// holds a zone for a rollout that is not going on.
+func Untouched(v View, in Intent) []string {
+	zone := zoneOrNil(v, in.Zone)
+	var out []string
+	for _, p := range in.Pods {
+		if fateOf(&in, p, zone, v.Now) == fatePending {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}

@@ -1,10 +1,12 @@
 package rollout
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -302,6 +304,21 @@ func generateGroup(b *fuzzinput.Bytes) fuzzGroup {
 			}
 			in.Pods = append(in.Pods, disruption.IntentPod{Name: name, UID: uid})
 		}
+		if k < n && b.Rare(3) {
+			// The group's own reservation of the zone: its pods, highest
+			// ordinal first, at most 1 to 3 unavailable at once.
+			in.Reason, in.Holder, in.MaxAtOnce, in.Pods = v1alpha1.DisruptionRollout, "RolloutGroup fuzz", int32(1+b.Intn(3)), nil
+			// Mostly young enough to act on (the act window less the
+			// margin is 20 s), sometimes just not.
+			ago := []time.Duration{0, 5 * time.Second, 19 * time.Second, 20 * time.Second}[b.Intn(4)]
+			in.Decided, in.Expires = testNow.Add(-ago), testNow.Add(-ago).Add(intentLife)
+			ordered := slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool { return podRevision(p) == "r2" && !b.Rare(4) })
+			ordinal := func(p *corev1.Pod) int { o, _ := strconv.Atoi(p.Name[strings.LastIndex(p.Name, "-")+1:]); return o }
+			slices.SortFunc(ordered, func(a, c *corev1.Pod) int { return cmp.Compare(ordinal(c), ordinal(a)) })
+			for _, p := range ordered {
+				in.Pods = append(in.Pods, disruption.IntentPod{Name: p.Name, UID: p.UID})
+			}
+		}
 		g.in.Intents = append(g.in.Intents, in)
 	}
 	// Partitions of RollingUpdate members and a stopping hold, last too: none
@@ -428,10 +445,33 @@ func (g fuzzGroup) intentDone(in disruption.Intent) bool {
 func (g fuzzGroup) pendingPods(zone string) sets.Set[string] {
 	out := sets.New[string]()
 	for _, in := range g.in.Intents {
-		for _, ip := range in.Pods {
-			if in.Zone == zone && g.fateOf(in, ip) == fatePending {
-				out.Insert(ip.Name)
-			}
+		if in.Zone == zone {
+			out.Insert(g.countedPods(in)...)
+		}
+	}
+	return out
+}
+
+// countedPods names the pods of in that are pending and count: all of a
+// plain intent's; of a reservation, the first maxAtOnce less its zone's
+// unavailable pods (wanted ones not shown available, leaving and released
+// ones).
+func (g fuzzGroup) countedPods(in disruption.Intent) []string {
+	room := -1
+	if in.MaxAtOnce > 0 {
+		room = int(in.MaxAtOnce)
+		if i := g.memberIndex(in.Zone); i >= 0 {
+			v := g.view(i)
+			room -= g.unavailable(v, nil) + v.leaving + g.released(v, v.partition)
+		}
+	}
+	var out []string
+	for _, ip := range in.Pods {
+		if room >= 0 && len(out) >= room {
+			break
+		}
+		if g.fateOf(in, ip) == fatePending {
+			out = append(out, ip.Name)
 		}
 	}
 	return out
@@ -446,7 +486,7 @@ func (g fuzzGroup) intentsStop(zone string) (stop bool, until time.Duration) {
 	expired := false
 	for _, in := range g.in.Intents {
 		crossing := in.Reason == v1alpha1.DisruptionDownscale && !g.intentDone(in)
-		if !crossing && (in.Zone == zone || !slices.ContainsFunc(in.Pods, func(ip disruption.IntentPod) bool { return g.fateOf(in, ip) == fatePending })) {
+		if !crossing && (in.Zone == zone || len(g.countedPods(in)) == 0) {
 			continue
 		}
 		stop = true
@@ -506,16 +546,22 @@ func (g fuzzGroup) checkBudget(plan Plan) error {
 	if bd.Request.Zone != plan.Current || bd.Request.Reason != v1alpha1.DisruptionRollout || !slices.Equal(bd.Request.Pods, podNames(plan.Delete)) {
 		return fmt.Errorf("budget asked for %+v, batch %v of %s", bd.Request, podNames(plan.Delete), plan.Current)
 	}
+	if bd.Reserved {
+		return g.checkReserved(plan)
+	}
 	want := disruption.Intent{Zone: plan.Current, Reason: v1alpha1.DisruptionRollout, Holder: g.in.Holder, Decided: testNow, Expires: testNow.Add(intentLife)}
 	for _, p := range plan.Delete {
 		want.Pods = append(want.Pods, disruption.IntentPod{Name: p.Name, UID: p.UID})
+	}
+	if rest, atOnce := g.reservation(plan); atOnce > 0 {
+		want.Pods, want.MaxAtOnce = append(want.Pods, rest...), atOnce
 	}
 	if !reflect.DeepEqual(bd.Verdict.Intent, want) {
 		return fmt.Errorf("intent to record %+v, want %+v", bd.Verdict.Intent, want)
 	}
 	var record []disruption.Intent
 	for _, in := range g.in.Intents {
-		if !g.intentDone(in) {
+		if !g.intentDone(in) && !g.replacedBy(in, want) {
 			record = append(record, in)
 		}
 	}
@@ -526,6 +572,91 @@ func (g fuzzGroup) checkBudget(plan Plan) error {
 		return fmt.Errorf("Record() = false for an allowed batch")
 	}
 	return nil
+}
+
+// replacedBy reports whether the new reservation next takes the place of
+// the recorded intent old: both reservations of the group in one zone, and
+// every pod of old still pending named by next.
+func (g fuzzGroup) replacedBy(old, next disruption.Intent) bool {
+	if old.MaxAtOnce == 0 || next.MaxAtOnce == 0 || old.Holder != next.Holder || old.Zone != next.Zone || old.Reason != next.Reason {
+		return false
+	}
+	for _, ip := range old.Pods {
+		if g.fateOf(old, ip) == fatePending && !slices.ContainsFunc(next.Pods, func(n disruption.IntentPod) bool { return n.Name == ip.Name }) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkReserved: a batch that goes with no record of its own is of a
+// partitioned member, and a reservation of the group's in its zone,
+// decided recently enough for the act to come in its window, counts every
+// pod of it; the verdict carries that reservation, to fence the act by.
+func (g fuzzGroup) checkReserved(plan Plan) error {
+	bd := plan.Budget
+	if !g.view(g.memberIndex(plan.Current)).partitioned || bd.Verdict.Record != nil || bd.Record() {
+		return fmt.Errorf("a batch of %s under a reservation: partitioned=%v record=%+v", plan.Current, g.view(g.memberIndex(plan.Current)).partitioned, bd.Verdict.Record)
+	}
+	in := bd.Verdict.Intent
+	if !slices.ContainsFunc(g.in.Intents, func(r disruption.Intent) bool { return reflect.DeepEqual(r, in) }) {
+		return fmt.Errorf("the batch goes under %+v, which is not recorded", in)
+	}
+	if in.MaxAtOnce == 0 || in.Holder != g.in.Holder || in.Zone != plan.Current || in.Reason != v1alpha1.DisruptionRollout {
+		return fmt.Errorf("the batch goes under %+v, not a reservation of the group's in %s", in, plan.Current)
+	}
+	if !testNow.Before(in.Decided.Add(disruption.ActWindow - 10*time.Second)) {
+		return fmt.Errorf("the batch goes under a reservation decided at %s, too late to act on", in.Decided)
+	}
+	counted := g.countedPods(in)
+	for _, p := range plan.Delete {
+		if !slices.Contains(counted, p.Name) {
+			return fmt.Errorf("the batch's pod %s is not among those the reservation counts, %v", p.Name, counted)
+		}
+	}
+	return nil
+}
+
+// reservation is what the intent of a partitioned member's batch reserves
+// after it: the member's outdated pods below the batch, highest ordinal
+// first, and the most of the zone's pods unavailable at once, which is
+// where the batch leaves the zone (its unavailable, leaving and released
+// pods, and the batch's available ones) within what the pods other intents
+// let go leave of its maxUnavailable; no pods and 0 when there is nothing
+// to reserve.
+func (g fuzzGroup) reservation(plan Plan) ([]disruption.IntentPod, int32) {
+	i := g.memberIndex(plan.Current)
+	v := g.view(i)
+	if !v.partitioned || plan.Rotation {
+		return nil, 0
+	}
+	lowest := -1
+	for _, p := range plan.Delete {
+		o, _ := strconv.Atoi(p.Name[strings.LastIndex(p.Name, "-")+1:])
+		if lowest < 0 || o < lowest {
+			lowest = o
+		}
+	}
+	var rest []disruption.IntentPod
+	for o := lowest - 1; o >= 0; o-- {
+		p := v.live[o]
+		if p == nil || !slices.Contains(v.wanted, o) || podRevision(p) == v.updateRev {
+			continue
+		}
+		rest = append(rest, disruption.IntentPod{Name: p.Name, UID: p.UID})
+	}
+	if len(rest) == 0 {
+		return nil, 0
+	}
+	used := g.unavailable(v, nil) + v.leaving + g.released(v, v.partition)
+	cost := 0
+	for _, p := range g.in.Members[i].Pods {
+		if slices.Contains(podNames(plan.Delete), p.Name) && g.shownAvailable(i, p) {
+			cost++
+		}
+	}
+	others := g.pendingPods(plan.Current).Delete(podNames(plan.Delete)...).Len()
+	return rest, int32(max(0, min(used+cost, max(v.maxUnav, 1)-others)))
 }
 
 // budgetAllows is want, or 0 when checkBudgetWait finds the batch refused.
