@@ -126,15 +126,17 @@ func rollingGroup() (*v1alpha1.RolloutGroup, []zone) {
 				CurrentRevision: "ingester-zone-c-old", UpdateRevision: "ingester-zone-c-new", StableRevision: "ingester-zone-c-old", Phase: v1alpha1.MemberPending},
 		},
 		// The batch before the last took pod 2, now recreated and not Ready
-		// yet: expired but not seen done. The last took pod 3, terminating.
+		// yet: expired but not seen done. The last took pod 3, terminating,
+		// and reserved the rest of the zone (a partition's release).
 		Disruption: &v1alpha1.DisruptionHold{Intents: []v1alpha1.DisruptionIntent{{
 			Zone: "ingester-zone-b", Reason: v1alpha1.DisruptionRollout, Holder: "RolloutGroup ingester",
 			DecidedAt: metav1.NewTime(now.Add(-50 * time.Second)), ExpiresAt: metav1.NewTime(now.Add(-5 * time.Second)),
 			Pods: []v1alpha1.IntentPod{{Name: "ingester-zone-b-2", UID: string(zones[1].pods[2].UID) + "-before"}},
 		}, {
 			Zone: "ingester-zone-b", Reason: v1alpha1.DisruptionRollout, Holder: "RolloutGroup ingester",
-			DecidedAt: progress, ExpiresAt: metav1.NewTime(progress.Add(45 * time.Second)),
-			Pods: []v1alpha1.IntentPod{{Name: "ingester-zone-b-3", UID: string(zones[1].pods[3].UID)}},
+			DecidedAt: progress, ExpiresAt: metav1.NewTime(progress.Add(45 * time.Second)), MaxAtOnce: 2,
+			Pods: []v1alpha1.IntentPod{{Name: "ingester-zone-b-3", UID: string(zones[1].pods[3].UID)},
+				{Name: "ingester-zone-b-1", UID: string(zones[1].pods[1].UID)}, {Name: "ingester-zone-b-0", UID: string(zones[1].pods[0].UID)}},
 		}}},
 		Conditions: []metav1.Condition{
 			{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonWaitingForPods, LastTransitionTime: started},

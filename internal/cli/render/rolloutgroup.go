@@ -214,7 +214,11 @@ func holdLine(h *v1alpha1.DisruptionHold, now time.Time) string {
 		if in.Holder != "" {
 			line += " by " + in.Holder
 		}
-		if len(names) > 0 {
+		switch {
+		case in.MaxAtOnce > 0:
+			// A reservation: the rest of a zone, released in this order.
+			line += fmt.Sprintf(", reserved pods %s in this order, at most %d of the zone unavailable at once", reservedNames(names), in.MaxAtOnce)
+		case len(names) > 0:
 			line += ", pods " + strings.Join(names, ", ")
 		}
 		if now.Before(in.ExpiresAt.Time) {
@@ -225,6 +229,15 @@ func holdLine(h *v1alpha1.DisruptionHold, now time.Time) string {
 		lines = append(lines, line)
 	}
 	return strings.Join(lines, "; ")
+}
+
+// reservedNames names a reservation's pods: all of them up to six, else
+// the first three, how many more, and the last.
+func reservedNames(names []string) string {
+	if len(names) <= 6 {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s, … %d more …, %s", strings.Join(names[:3], ", "), len(names)-4, names[len(names)-1])
 }
 
 // memberNames is the members in rollout order: as status lists them, else
