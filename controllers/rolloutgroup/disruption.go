@@ -233,6 +233,9 @@ func countBudgetDecision(plan rollout.Plan, acted actionResult) {
 	case b == nil:
 	case !b.Verdict.Allowed:
 		metrics.DisruptionDecisions.WithLabelValues(metrics.RequesterRollout, "denied", b.Verdict.Code).Inc()
+	case acted.deleted > 0 && b.Reserved:
+		// A slot under the zone's reservation, with no record written.
+		metrics.DisruptionDecisions.WithLabelValues(metrics.RequesterRollout, "allowed", "Reserved").Inc()
 	case acted.deleted > 0:
 		metrics.DisruptionDecisions.WithLabelValues(metrics.RequesterRollout, "allowed", "").Inc()
 	}
