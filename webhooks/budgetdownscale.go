@@ -85,7 +85,7 @@ func (h *BudgetDownscale) decide(ctx context.Context, req *admissionv1.Admission
 	if group == nil {
 		return allow(reasonNotMember)
 	}
-	if v, closed := askBudget(ctx, h.Budget, req, sts, change, group.Name, isDryRun(req)); closed {
+	if v, closed := askBudget(ctx, h.Budget, req, sts, change, group.Name, 0, isDryRun(req)); closed {
 		return v
 	}
 	if isDryRun(req) {

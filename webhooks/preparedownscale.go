@@ -279,15 +279,15 @@ func (h *PrepareDownscale) gate(ctx context.Context, req *admissionv1.AdmissionR
 		return tooEarly(reasonZoneDelay, fmt.Sprintf("downscale of %s from %d to %d denied: ScalingPolicy %s lets it happen %s",
 			change, *change.Old, *change.New, policy.Name, gate.Why), change), true
 	}
-	return askBudget(ctx, h.Budget, req, sts, change, group.Name, dryRun || isDryRun(req))
+	return askBudget(ctx, h.Budget, req, sts, change, group.Name, delay, dryRun || isDryRun(req))
 }
 
 // askBudget asks the disruption budget of the RolloutGroup group whether
 // sts, one of its members, may shrink as change says, and unless dryRun
 // records the downscale's intent when it may. closed says the downscale is
 // refused, or could not be judged, with v the answer.
-func askBudget(ctx context.Context, b DownscaleBudget, req *admissionv1.AdmissionRequest, sts *appsv1.StatefulSet, change replicaChange, group string, dryRun bool) (v verdict, closed bool) {
-	ask := budget.DownscaleRequest(sts, *change.Old, *change.New, holderOf(req, change))
+func askBudget(ctx context.Context, b DownscaleBudget, req *admissionv1.AdmissionRequest, sts *appsv1.StatefulSet, change replicaChange, group string, zoneDelay time.Duration, dryRun bool) (v verdict, closed bool) {
+	ask := budget.DownscaleRequest(sts, *change.Old, *change.New, holderOf(req, change), zoneDelay)
 	answer, err := b.AcquireDownscale(ctx, client.ObjectKey{Namespace: sts.Namespace, Name: group}, ask, dryRun)
 	if err != nil {
 		return failed(reasonLookupFailed, http.StatusInternalServerError, fmt.Errorf("downscale of %s from %d to %d: %w", change, *change.Old, *change.New, err)), true

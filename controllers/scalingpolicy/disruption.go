@@ -88,7 +88,7 @@ func (r *Reconciler) confirmDownscale(ctx context.Context, sp *v1alpha1.ScalingP
 
 // downscaleRequest asks to shrink the target from replicas from to to.
 func downscaleRequest(sp *v1alpha1.ScalingPolicy, obs *observation, from, to int32) disruption.Request {
-	return budget.DownscaleRequest(obs.Target, from, to, "ScalingPolicy "+sp.Name)
+	return budget.DownscaleRequest(obs.Target, from, to, "ScalingPolicy "+sp.Name, obs.In.ZoneDelay)
 }
 
 // fenced is the context a downscale runs under: for one the group's budget

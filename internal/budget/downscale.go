@@ -38,9 +38,10 @@ func DecideDownscale(view disruption.View, req disruption.Request) disruption.Ve
 var errShared = errors.New("the group shares a ZoneDisruptionBudget")
 
 // DownscaleRequest asks, for holder, to shrink sts from replicas from to
-// to: the pods of the ordinals it removes.
-func DownscaleRequest(sts *appsv1.StatefulSet, from, to int32, holder string) disruption.Request {
-	req := disruption.Request{Zone: sts.Name, Reason: v1alpha1.DisruptionDownscale, Holder: holder}
+// to: the pods of the ordinals it removes, zoneDelay after another zone's
+// downscale at the earliest.
+func DownscaleRequest(sts *appsv1.StatefulSet, from, to int32, holder string, zoneDelay time.Duration) disruption.Request {
+	req := disruption.Request{Zone: sts.Name, Reason: v1alpha1.DisruptionDownscale, Holder: holder, ZoneDelay: zoneDelay}
 	lo, hi := podname.Removed(podname.Start(sts), from, to)
 	for ord := hi - 1; ord >= lo; ord-- {
 		req.Pods = append(req.Pods, fmt.Sprintf("%s-%d", sts.Name, ord))

@@ -80,6 +80,9 @@ const (
 	// CodeZoneResizing: another zone's volumes are being resized
 	// (spec.volumeClaimSizes), or, for a rollout or a downscale, any zone's.
 	CodeZoneResizing = "ZoneResizing"
+	// CodeZoneDelay: another zone's downscale was recorded less than the
+	// request's ZoneDelay ago (minTimeBetweenZoneDownscales).
+	CodeZoneDelay = "ZoneDelay"
 )
 
 // Pod is one pod of a zone as the decision sees it. A pod the zone wants but
@@ -454,6 +457,12 @@ type Request struct {
 	// to let go after Pods, in order, as slots of the zone free, keeping
 	// the zone at the unavailable pods it has once Pods are gone.
 	Then []string
+	// ZoneDelay, for a downscale, is how long after another zone's
+	// downscale was recorded this one must wait (a ScalingPolicy's
+	// minTimeBetweenZoneDownscales): judged on the record, under the lock
+	// that orders the two, so that two zones deciding at one moment cannot
+	// both pass it on a read that shows neither.
+	ZoneDelay time.Duration
 }
 
 // Verdict is the answer.
@@ -512,6 +521,17 @@ func Decide(v View, req Request) Verdict {
 	})
 	if (req.Reason == v1alpha1.DisruptionDownscale || req.Reason == v1alpha1.DisruptionResize) && v.RolloutOpen != "" && !holding {
 		return deny(CodeRolloutInProgress, fmt.Sprintf("a rollout of the group is under way (at %s); %ss wait until it completes", v.RolloutOpen, strings.ToLower(string(req.Reason))), 0)
+	}
+	if req.Reason == v1alpha1.DisruptionDownscale && req.ZoneDelay > 0 {
+		for i := range v.Intents {
+			in := &v.Intents[i]
+			// Recorded to the second: the delay counts from the end of it.
+			until := in.Decided.Truncate(time.Second).Add(time.Second + req.ZoneDelay)
+			if in.Reason == v1alpha1.DisruptionDownscale && in.Zone != req.Zone && sameGroup(v, in.Zone, zone) && v.Now.Before(until) {
+				return deny(CodeZoneDelay, fmt.Sprintf("zone %s was downscaled at %s (%s); another zone's downscale waits %s, until %s",
+					in.Zone, in.Decided.UTC().Format(time.RFC3339), orSomeone(in.Holder), req.ZoneDelay, until.UTC().Format(time.RFC3339)), until.Sub(v.Now))
+			}
+		}
 	}
 	st := stateOf(v)
 	// A zone being resized holds the budget for the whole resize, with no

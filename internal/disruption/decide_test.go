@@ -398,3 +398,42 @@ func TestDecideZoneBudget(t *testing.T) {
 			want: granted(shrink("zone-a", "zone-a-2", "zone-a-1"))},
 	})
 }
+
+// TestDownscaleZoneDelayOnTheRecord: a downscale waits minTimeBetweenZone
+// Downscales after another zone's downscale as the record shows it, even
+// when that downscale is done (its pod gone) and the other zone's policy
+// status does not show it yet: two followers deciding at one moment are
+// ordered by the record's lock, and the second sees the first's intent
+// (the compat e2e saw two zones scaled 545 ms apart under load, with a
+// zone delay of 5 s, the delay read from the policies before either wrote).
+func TestDownscaleZoneDelayOnTheRecord(t *testing.T) {
+	decided := testNow.Add(-2 * time.Second)
+	zoneB := makeZone("zone-b", 3).Obj()
+	zoneB.Pods = zoneB.Pods[:2] // ordinal 2 removed: the downscale is done
+	zoneB.Replicas, zoneB.StatusReplicas, zoneB.StatusReady = 2, 2, 2
+	v := View{Now: testNow, Zones: []Zone{makeZone("zone-a", 3).Obj(), zoneB, makeZone("zone-c", 3).Obj()},
+		Intents: []Intent{{Zone: "zone-b", Reason: downscale, Holder: "ScalingPolicy zone-b", Decided: decided, Expires: decided.Add(ActWindow + expiryMargin),
+			Pods: []IntentPod{{Name: "zone-b-2", UID: uidOf("zone-b-2")}}}}}
+	req := Request{Zone: "zone-c", Reason: downscale, Holder: "ScalingPolicy zone-c", Pods: []string{"zone-c-2"}, ZoneDelay: 5 * time.Second}
+	got := Decide(v, req)
+	if got.Allowed || got.Code != CodeZoneDelay || got.RetryAfter != 4*time.Second {
+		t.Fatalf("zone-c 2 s after zone-b, delay 5 s: allowed=%v code=%s retry=%s (%s), want ZoneDelay, retry 4s", got.Allowed, got.Code, got.RetryAfter, got.Message)
+	}
+	if !strings.Contains(got.Message, "zone-b") {
+		t.Errorf("message %q does not name zone-b", got.Message)
+	}
+	// Without a delay, or once it has passed, the downscale goes.
+	req.ZoneDelay = 0
+	if got := Decide(v, req); !got.Allowed {
+		t.Errorf("no zone delay: refused (%s)", got.Message)
+	}
+	req.ZoneDelay, v.Now = 5*time.Second, decided.Truncate(time.Second).Add(6*time.Second)
+	if got := Decide(v, req); !got.Allowed {
+		t.Errorf("6 s after zone-b: refused (%s)", got.Message)
+	}
+	// The zone's own earlier downscale does not delay it.
+	req.Zone, req.Pods, req.ZoneDelay, v.Now = "zone-b", []string{"zone-b-1"}, 5*time.Second, testNow
+	if got := Decide(v, req); got.Code == CodeZoneDelay {
+		t.Errorf("zone-b delayed by its own downscale: %s", got.Message)
+	}
+}
