@@ -39,15 +39,17 @@ const reserveActMargin = 10 * time.Second
 // pods.
 func counted(in *Intent, zone *Zone, now time.Time) []IntentPod {
 	var out []IntentPod
-	room := -1
+	room := len(in.Pods)
 	if in.MaxAtOnce > 0 {
 		room = int(in.MaxAtOnce)
 		if zone != nil {
-			room -= int(zone.Unavailable())
+			// A zone already past it (an eviction beside a narrower
+			// reservation) leaves none.
+			room = max(0, room-int(zone.Unavailable()))
 		}
 	}
 	for _, p := range in.Pods {
-		if room >= 0 && len(out) >= room {
+		if len(out) >= room {
 			break
 		}
 		if fateOf(in, p, zone, now) == fatePending {

@@ -90,6 +90,7 @@ func TestReservationCountsWhatTheZoneShows(t *testing.T) {
 		{"nothing shown going", makeZone("zone-a", 6).Max(2).Obj(), []string{"zone-a-5", "zone-a-4"}},
 		{"one terminating", makeZone("zone-a", 6).Max(2).Terminating(5).Obj(), []string{"zone-a-4"}},
 		{"both going", makeZone("zone-a", 6).Max(2).Terminating(5).Missing(4).Obj(), nil},
+		{"past maxAtOnce (three down, two of them not the reservation's)", makeZone("zone-a", 6).Max(3).Terminating(5).NotAvailable(1).NotAvailable(0).Obj(), nil},
 		{"both back, another pod down", makeZone("zone-a", 6).Max(2).Replaced(5).Replaced(4).CreatedAt(5, testNow.Add(time.Second)).CreatedAt(4, testNow.Add(time.Second)).NotAvailable(0).Obj(), []string{"zone-a-3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

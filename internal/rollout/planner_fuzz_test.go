@@ -457,17 +457,17 @@ func (g fuzzGroup) pendingPods(zone string) sets.Set[string] {
 // unavailable pods (wanted ones not shown available, leaving and released
 // ones).
 func (g fuzzGroup) countedPods(in disruption.Intent) []string {
-	room := -1
+	room := len(in.Pods)
 	if in.MaxAtOnce > 0 {
 		room = int(in.MaxAtOnce)
 		if i := g.memberIndex(in.Zone); i >= 0 {
 			v := g.view(i)
-			room -= g.unavailable(v, nil) + v.leaving + g.released(v, v.partition)
+			room = max(0, room-(g.unavailable(v, nil)+v.leaving+g.released(v, v.partition)))
 		}
 	}
 	var out []string
 	for _, ip := range in.Pods {
-		if room >= 0 && len(out) >= room {
+		if len(out) >= room {
 			break
 		}
 		if g.fateOf(in, ip) == fatePending {
