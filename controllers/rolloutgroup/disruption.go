@@ -219,11 +219,17 @@ func (r *Reconciler) withdrawUntaken(ctx context.Context, rg *v1alpha1.RolloutGr
 	for _, pod := range plan.Delete[taken:] {
 		untaken = append(untaken, pod.Name)
 	}
+	return r.withdraw(ctx, rg, b.Verdict.Intent, untaken)
+}
+
+// withdraw removes pods from the recorded intent in, in the record of the
+// group's budget: its own status, or the ZoneDisruptionBudget it shares.
+func (r *Reconciler) withdraw(ctx context.Context, rg *v1alpha1.RolloutGroup, in disruption.Intent, pods []string) error {
 	key, shared := budgetKey(rg)
 	if shared {
-		return budget.Withdraw(ctx, r.Client, r.apiReader, key, budget.NewZDB, b.Verdict.Intent, untaken)
+		return budget.Withdraw(ctx, r.Client, r.apiReader, key, budget.NewZDB, in, pods)
 	}
-	return budget.Withdraw(ctx, r.Client, r.apiReader, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} }, b.Verdict.Intent, untaken)
+	return budget.Withdraw(ctx, r.Client, r.apiReader, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} }, in, pods)
 }
 
 // countBudgetDecision counts the budget's answer to the pass's batch: a

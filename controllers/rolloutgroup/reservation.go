@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/echelon-operator/echelon/api/v1alpha1"
-	"github.com/echelon-operator/echelon/internal/budget"
 	"github.com/echelon-operator/echelon/internal/disruption"
 	"github.com/echelon-operator/echelon/internal/metrics"
 	"github.com/echelon-operator/echelon/internal/rollout"
@@ -37,13 +36,7 @@ func (r *Reconciler) withdrawIdleReservations(ctx context.Context, rg *v1alpha1.
 		if len(untouched) == 0 {
 			continue
 		}
-		key, shared := budgetKey(rg)
-		var err error
-		if shared {
-			err = budget.Withdraw(ctx, r.Client, r.apiReader, key, budget.NewZDB, intent, untouched)
-		} else {
-			err = budget.Withdraw(ctx, r.Client, r.apiReader, key, func() *v1alpha1.RolloutGroup { return &v1alpha1.RolloutGroup{} }, intent, untouched)
-		}
+		err := r.withdraw(ctx, rg, intent, untouched)
 		if err == nil {
 			// Why the rollout stopped releasing the zone.
 			metrics.DisruptionDecisions.WithLabelValues(metrics.RequesterRollout, "withdrawn", plan.Reason).Inc()
