@@ -313,8 +313,7 @@ func generateGroup(b *fuzzinput.Bytes) fuzzGroup {
 			ago := []time.Duration{0, 5 * time.Second, 19 * time.Second, 20 * time.Second}[b.Intn(4)]
 			in.Decided, in.Expires = testNow.Add(-ago), testNow.Add(-ago).Add(intentLife)
 			ordered := slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool { return podRevision(p) == "r2" && !b.Rare(4) })
-			ordinal := func(p *corev1.Pod) int { o, _ := strconv.Atoi(p.Name[strings.LastIndex(p.Name, "-")+1:]); return o }
-			slices.SortFunc(ordered, func(a, c *corev1.Pod) int { return cmp.Compare(ordinal(c), ordinal(a)) })
+			slices.SortFunc(ordered, func(a, c *corev1.Pod) int { return cmp.Compare(nameOrdinal(c.Name), nameOrdinal(a.Name)) })
 			for _, p := range ordered {
 				in.Pods = append(in.Pods, disruption.IntentPod{Name: p.Name, UID: p.UID})
 			}
@@ -632,8 +631,7 @@ func (g fuzzGroup) reservation(plan Plan) ([]disruption.IntentPod, int32) {
 	}
 	lowest := -1
 	for _, p := range plan.Delete {
-		o, _ := strconv.Atoi(p.Name[strings.LastIndex(p.Name, "-")+1:])
-		if lowest < 0 || o < lowest {
+		if o := nameOrdinal(p.Name); lowest < 0 || o < lowest {
 			lowest = o
 		}
 	}
@@ -1166,6 +1164,13 @@ func (g fuzzGroup) check(plan Plan) error {
 		return fmt.Errorf("%s: deletes %d pods %v, want %d (maxUnavailable %d)", v.name, len(plan.Delete), podNames(plan.Delete), want, v.maxUnav)
 	}
 	return nil
+}
+
+// nameOrdinal is the ordinal a pod's name ends with, read without the
+// code under test.
+func nameOrdinal(name string) int {
+	o, _ := strconv.Atoi(name[strings.LastIndex(name, "-")+1:])
+	return o
 }
 
 func ordinalOf(live map[int]*corev1.Pod, p *corev1.Pod) int {
